@@ -1,0 +1,39 @@
+"""dltrace: tuple-level data lineage for SQL, by query rewriting, on DuckDB and Spark SQL."""
+
+from dltrace.errors import (
+    DltraceError,
+    DuplicateTable,
+    ParseError,
+    QueryError,
+    ReservedName,
+    SourceError,
+    StaleLineage,
+    UnknownColumn,
+    UnknownTable,
+    UnsupportedQuery,
+)
+from dltrace.session import Session, connect
+
+__version__ = "0.1.0"
+
+
+def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
+            schema: dict | None = None) -> str:
+    """Return ``sql`` rewritten to also compute forward lineage: one ``dl_<table>`` column per base table."""
+    from dltrace.rewriter import rewrite as _rewrite
+
+    return _rewrite(sql, dialect=dialect, strategy=strategy, semantics=semantics, schema=schema)
+
+
+def install(target, strategy: str | None = None) -> None:
+    """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
+    from dltrace.udafs import install as _install
+
+    _install(target)
+
+
+__all__ = [
+    "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "SourceError",
+    "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "Session", "connect", "rewrite",
+    "install", "__version__",
+]

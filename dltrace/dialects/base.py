@@ -1,0 +1,161 @@
+"""The engine protocol and the table sources every engine understands.
+
+An engine adapter registers tables (each with its stable row id ``dl_rid``), installs the dl_* functions,
+and runs SQL text in its own dialect, returning Arrow. Nothing outside ``dialects/`` knows which engine
+runs; lineage logic never lives here.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import pyarrow as pa
+
+from dltrace.errors import SourceError
+
+RID = "dl_rid"
+
+
+@dataclass(frozen=True)
+class ParquetSource:
+    """Parquet files in sorted name order; ``offsets[i]`` is the rid of the first row of ``files[i]``."""
+
+    files: tuple[str, ...]
+    offsets: tuple[int, ...]
+    num_rows: int
+
+
+@dataclass(frozen=True)
+class ArrowSource:
+    """An in-memory table; rids are row positions (it already carries the ``dl_rid`` column)."""
+
+    table: pa.Table
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+
+@dataclass(frozen=True)
+class NativeSource:
+    """An engine-native object (a Spark DataFrame); only the engine that owns it can register it."""
+
+    obj: Any
+    kind: str = field(default="spark")
+
+
+Source = ParquetSource | ArrowSource | NativeSource
+
+
+def _parquet_files(path: Path) -> list[str]:
+    if path.is_dir():
+        files = sorted(str(p) for p in path.rglob("*.parquet") if p.is_file())
+        if not files:
+            raise SourceError(f"folder {str(path)!r} holds no .parquet files")
+        return files
+    return [str(path)]
+
+
+def resolve_source(source: Any) -> Source:
+    """Turn what a user passes to ``register`` into a :data:`Source` (rids assigned, files ordered)."""
+    if isinstance(source, pa.Table):
+        return ArrowSource(with_rid(source))
+    if type(source).__module__.startswith("pandas"):
+        return ArrowSource(with_rid(pa.Table.from_pandas(source, preserve_index=False)))
+    if type(source).__module__.startswith("pyspark"):
+        return NativeSource(source)
+    if isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if any(ch in text for ch in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise SourceError(f"no file matches {text!r}")
+            paths = [Path(m) for m in matches]
+        else:
+            if not os.path.exists(text):
+                raise SourceError(f"file not found: {text!r}")
+            paths = [Path(text)]
+        suffixes = {p.suffix.lower() for p in paths if p.is_file()}
+        if suffixes <= {".csv", ".tsv"} and suffixes:
+            return ArrowSource(with_rid(_read_csv(paths)))
+        files = [f for p in paths for f in _parquet_files(p)]
+        return _parquet_source(files)
+    raise SourceError(
+        f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table, "
+        "a pandas DataFrame or a Spark DataFrame"
+    )
+
+
+def _read_csv(paths: list[Path]) -> pa.Table:
+    # CSV is read once in Python so both engines see the same rows in the same order (same rids).
+    import pyarrow.csv as pacsv
+
+    tables = []
+    for p in paths:
+        opts = pacsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
+        try:
+            tables.append(pacsv.read_csv(p, parse_options=opts))
+        except (pa.ArrowInvalid, OSError) as e:
+            raise SourceError(f"cannot read CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def _parquet_source(files: list[str]) -> ParquetSource:
+    import pyarrow.parquet as pq
+
+    offsets, total = [], 0
+    for f in files:
+        try:
+            n = pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as e:
+            raise SourceError(f"not a readable parquet file: {f!r} ({str(e).splitlines()[0]})") from None
+        offsets.append(total)
+        total += n
+    return ParquetSource(tuple(os.path.abspath(f) for f in files), tuple(offsets), total)
+
+
+def with_rid(table: pa.Table) -> pa.Table:
+    """Append ``dl_rid`` = row position, the dense id of an in-memory table."""
+    check_columns(table.column_names)
+    return table.append_column(RID, pa.array(range(table.num_rows), type=pa.int64()))
+
+
+def check_columns(names: list[str]) -> None:
+    """Refuse a source that already has a column in the reserved ``dl_`` namespace."""
+    from dltrace.errors import ReservedName
+
+    for n in names:
+        if n.lower().startswith("dl_"):
+            raise ReservedName(f"source column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every engine adapter provides. SQL text passed in is in the engine's own dialect."""
+
+    name: str  # the sqlglot dialect name: "duckdb" | "spark"
+
+    def register(self, name: str, source: Source) -> None:
+        """Expose ``source`` as table ``name`` with its columns plus ``dl_rid`` (BIGINT, 0..n-1)."""
+
+    def columns(self, name: str) -> dict[str, str]:
+        """The table's own columns (without ``dl_rid``) and their SQL types, in order."""
+
+    def sql(self, text: str) -> pa.Table:
+        """Run one statement and return its result as Arrow (an empty table for DDL)."""
+
+    def materialize(self, name: str, text: str) -> None:
+        """Store the result of query ``text`` as a temporary relation ``name`` (temp table, cached DataFrame)."""
+
+    def drop(self, name: str) -> None:
+        """Remove a relation made by :meth:`materialize` (no error when it is gone)."""
+
+    def install_functions(self) -> None:
+        """Register the dl_* SQL functions (both strategies) on this engine."""
+
+    def close(self) -> None:
+        """Release the engine (a SparkSession passed in by the user is left running)."""

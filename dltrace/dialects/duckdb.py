@@ -1,0 +1,93 @@
+"""DuckDB adapter: in-process, no server, no Java. The embedded default."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+from sqlglot import exp
+
+from dltrace.dialects.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
+from dltrace.errors import QueryError, SourceError
+
+
+def _ident(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+def _one_line(e: Exception) -> str:
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else type(e).__name__
+    return first
+
+
+class DuckDBEngine:
+    """One DuckDB connection; tables are views over parquet (rids from ``file_row_number``) or Arrow."""
+
+    name = "duckdb"
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection | None = None, threads: int | None = None) -> None:
+        self.con = connection if connection is not None else duckdb.connect(":memory:")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+        self._arrow: dict[str, pa.Table] = {}
+        self._installed = False
+
+    def register(self, name: str, source: Source) -> None:
+        if isinstance(source, NativeSource):
+            raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
+        if isinstance(source, ArrowSource):
+            # Keep a reference: DuckDB scans the Arrow table in place.
+            self._arrow[name] = source.table
+            self.con.register(name, source.table)
+            return
+        assert isinstance(source, ParquetSource)
+        # The rid of a row is its position in the source: file offset + row number within the file,
+        # files in sorted name order. One scan per file keeps the offset a constant per scan.
+        parts = []
+        for path, offset in zip(source.files, source.offsets):
+            scan = exp.func(
+                "read_parquet",
+                exp.Literal.string(path),
+                exp.EQ(this=exp.var("file_row_number"), expression=exp.true()),
+            ).sql("duckdb")
+            parts.append(
+                f"SELECT * EXCLUDE (file_row_number), file_row_number + {offset} AS {RID} FROM {scan}"
+            )
+        body = "\nUNION ALL\n".join(parts)
+        try:
+            self.con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS {body}")
+            names = [r[0] for r in self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()]
+        except duckdb.Error as e:
+            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        check_columns([n for n in names if n != RID])
+
+    def columns(self, name: str) -> dict[str, str]:
+        rows = self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()
+        return {r[0]: r[1] for r in rows if r[0] != RID}
+
+    def sql(self, text: str) -> pa.Table:
+        try:
+            rel = self.con.sql(text)
+            if rel is None:
+                return pa.table({})
+            return rel.to_arrow_table()
+        except duckdb.Error as e:
+            raise QueryError(f"DuckDB: {_one_line(e)}") from None
+
+    def materialize(self, name: str, text: str) -> None:
+        self.sql(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {text}")
+
+    def drop(self, name: str) -> None:
+        self.con.execute(f"DROP TABLE IF EXISTS {_ident(name)}")
+        self.con.execute(f"DROP VIEW IF EXISTS {_ident(name)}")
+
+    def install_functions(self) -> None:
+        if self._installed:
+            return
+        from dltrace.udafs import install
+
+        install(self.con)
+        self._installed = True
+
+    def close(self) -> None:
+        self.con.close()

@@ -1,0 +1,43 @@
+"""The errors dltrace raises: every bad input ends in one of these, with a one-line message."""
+
+from __future__ import annotations
+
+
+class DltraceError(Exception):
+    """Base class of every error dltrace raises on purpose."""
+
+
+class SourceError(DltraceError):
+    """A table source cannot be registered (missing file, unknown format, reserved column name)."""
+
+
+class UnknownTable(DltraceError):
+    """A query names a table that is not registered."""
+
+
+class UnknownColumn(DltraceError):
+    """A query names a column that no table in scope has."""
+
+
+class DuplicateTable(DltraceError):
+    """A table name is registered twice."""
+
+
+class ParseError(DltraceError):
+    """The SQL text does not parse."""
+
+
+class ReservedName(DltraceError):
+    """A query or a source defines a name with the reserved prefix ``dl_``."""
+
+
+class UnsupportedQuery(DltraceError):
+    """The query uses a construct that dltrace cannot give exact lineage for."""
+
+
+class QueryError(DltraceError):
+    """The engine rejected or failed to run a query."""
+
+
+class StaleLineage(DltraceError):
+    """Saved lineage refers to base tables that have changed since it was saved."""

@@ -1,0 +1,72 @@
+"""Shared fixtures: TPC-H at SF 0.01 (generated once into the cache), one DuckDB session, and ONE
+SparkSession for the whole test run (local[2], few shuffle partitions, workers on this interpreter)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+TEST_SF = 0.01
+
+
+def pytest_configure(config):
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci", max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
+    settings.register_profile("long", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def tpch_folder():
+    from dltrace.tpch import ensure_tpch
+
+    return ensure_tpch(TEST_SF)
+
+
+@pytest.fixture(scope="session")
+def duck(tpch_folder):
+    """A DuckDB dltrace session with the 8 TPC-H tables at SF 0.01."""
+    import dltrace
+
+    s = dltrace.connect("duckdb")
+    s.load_tpch(TEST_SF)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The one SparkSession of the test run."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("dltrace-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="session")
+def sparks(spark_session, tpch_folder):
+    """A Spark dltrace session (on the shared SparkSession) with TPC-H at SF 0.01."""
+    import dltrace
+
+    s = dltrace.connect("spark", spark=spark_session)
+    s.load_tpch(TEST_SF)
+    yield s
