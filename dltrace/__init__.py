@@ -18,11 +18,16 @@ __version__ = "0.1.0"
 
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
-            schema: dict | None = None) -> str:
-    """Return ``sql`` rewritten to also compute forward lineage: one ``dl_<table>`` column per base table."""
+            schema: dict | None = None, read: str | None = None, pretty: bool = False) -> str:
+    """Return ``sql`` rewritten to also compute forward lineage: one ``dl_<table>`` column per base table.
+
+    ``sql`` is written in ``read`` (default: ``dialect``); the result is ``dialect`` SQL. ``schema`` maps
+    table -> {column: type}; without it, TPC-H tables are known and other queries must be fully qualified.
+    """
     from dltrace.rewriter import rewrite as _rewrite
 
-    return _rewrite(sql, dialect=dialect, strategy=strategy, semantics=semantics, schema=schema)
+    return _rewrite(sql, dialect=dialect, strategy=strategy, semantics=semantics, schema=schema, read=read,
+                    pretty=pretty)
 
 
 def install(target, strategy: str | None = None) -> None:

@@ -78,8 +78,15 @@ class DuckDBEngine:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {text}")
 
     def drop(self, name: str) -> None:
-        self.con.execute(f"DROP TABLE IF EXISTS {_ident(name)}")
-        self.con.execute(f"DROP VIEW IF EXISTS {_ident(name)}")
+        if self._arrow.pop(name, None) is not None:
+            self.con.unregister(name)
+            return
+        kind = self.con.execute(
+            "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchall()
+        if kind:
+            what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
+            self.con.execute(f"DROP {what} IF EXISTS {_ident(name)}")
 
     def install_functions(self) -> None:
         if self._installed:

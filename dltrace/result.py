@@ -1,0 +1,152 @@
+"""The result of a query run with lineage: its own rows as Arrow, plus one lineage set per base table per row."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from dltrace.dialects.base import RID, ArrowSource
+
+if TYPE_CHECKING:
+    from dltrace.session import Session
+
+
+def decode_ids(value: Any) -> list[int]:
+    """One lineage value as it comes back from an engine (array, bitmap bytes, None) -> sorted rids."""
+    if value is None:
+        return []
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        from dltrace.udafs import decode
+
+        return decode(bytes(value))
+    return sorted({int(v) for v in value if v is not None})
+
+
+@dataclass
+class LineageResult:
+    """Rows of a query (``table``) and, per row, the base rows they came from (``lineage(i)``)."""
+
+    session: "Session"
+    sql: str  # the query as the user wrote it
+    dialect: str  # the dialect ``sql`` is written in
+    table: pa.Table  # the query's own columns
+    lineage_columns: dict[str, pa.ChunkedArray] = field(default_factory=dict)  # base table -> sets per row
+    strategy: str | None = "set"
+    semantics: str = "witness"
+    rewritten_sql: str | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.lineage_columns)
+
+    def lineage(self, i: int) -> dict[str, list[int]]:
+        """``{table: [dl_rid, ...]}`` for output row ``i`` (every base table read; empty lists included)."""
+        if not 0 <= i < self.num_rows:
+            raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
+        return {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
+
+    def lineage_all(self) -> list[dict[str, list[int]]]:
+        cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
+        return [{t: decode_ids(v[i]) for t, v in cols.items()} for i in range(self.num_rows)]
+
+    def row(self, i: int) -> dict[str, Any]:
+        return {name: self.table.column(name)[i].as_py() for name in self.table.column_names}
+
+    def verify(self, i: int) -> bool:
+        """The completeness oracle: restrict every base table to row ``i``'s lineage, rerun the query,
+        and check that row ``i`` comes back with the same values."""
+        return verify_row(self.session, self.sql, self.dialect, self.table, i, self.lineage(i))
+
+
+def run_forward(session: "Session", sql: str, lineage: str | None = "set", dialect: str | None = None,
+                semantics: str = "witness") -> LineageResult:
+    from dltrace.rewriter import rewrite_tree
+    from dltrace.rewriter.parse import parse_query
+
+    read = dialect or session.dialect
+    tree = parse_query(sql, read)
+    session.check_tables(tree)
+    if lineage is None:
+        table = session.engine.sql(tree.sql(session.dialect))
+        return LineageResult(session, sql, read, table, {}, None, semantics, None)
+    if lineage == "bitmap":
+        session.engine.install_functions()
+    rows = {t: session.num_rows(t) for t in session.tables}
+    rewritten = rewrite_tree(tree, session.dialect, lineage, semantics, session.schema(), rows)
+    text = rewritten.sql()
+    out = session.engine.sql(text)
+    own = out.select(list(range(len(rewritten.columns))))
+    sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
+    return LineageResult(session, sql, read, own, sets, lineage, semantics, text)
+
+
+# -- completeness oracle -----------------------------------------------------------------------------
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, float) or isinstance(b, float):
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) and math.isnan(fb):
+            return True
+        return math.isclose(fa, fb, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
+    return a == b
+
+
+def rows_match(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+
+
+def restricted_sql(session: "Session", sql: str, dialect: str, keep: dict[str, str]) -> str:
+    """``sql`` with every base table ``t`` replaced by its rows whose rid is in relation ``keep[t]``."""
+    from dltrace.rewriter.parse import parse_query
+
+    tree = parse_query(sql, dialect)
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for table in list(tree.find_all(exp.Table)):
+        name = table.name.lower()
+        if name in ctes or name not in session.tables:
+            continue
+        cols = list(session.engine.columns(name)) + [RID]
+        keep_rids = exp.select(exp.column("rid", quoted=True)).from_(exp.Table(this=exp.to_identifier(keep[name], quoted=True)))
+        inner = (
+            exp.select(*[exp.column(c, quoted=True) for c in cols])
+            .from_(exp.Table(this=exp.to_identifier(name, quoted=True)))
+            .where(exp.column(RID, quoted=True).isin(query=keep_rids))
+        )
+        alias = table.alias_or_name
+        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+    return tree.sql(session.dialect)
+
+
+def verify_row(session: "Session", sql: str, dialect: str, table: pa.Table, i: int,
+               lineage: dict[str, list[int]]) -> bool:
+    """Restrict each base table to ``lineage`` and check that row ``i`` of ``table`` comes back."""
+    keep = {}
+    try:
+        for t in session.tables:
+            name = f"_dl_keep_{t}"
+            ids = lineage.get(t, [])
+            session.engine.register(name, ArrowSource(pa.table({"rid": pa.array(ids, type=pa.int64())})))
+            keep[t] = name
+        out = session.engine.sql(restricted_sql(session, sql, dialect, keep))
+    finally:
+        for name in keep.values():
+            session.engine.drop(name)
+    target = tuple(table.column(c)[i].as_py() for c in range(table.num_columns))
+    for row in zip(*[out.column(c).to_pylist() for c in range(out.num_columns)]):
+        if rows_match(tuple(row), target):
+            return True
+    return False

@@ -1,0 +1,96 @@
+"""Parsing and up-front checks: one query statement, no reserved ``dl_`` names, no unsupported constructs."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
+
+RESERVED_PREFIX = "dl_"
+RID = "dl_rid"
+
+
+def position(node: exp.Expression, sql: str | None = None) -> str:
+    """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
+    for n in node.walk():
+        meta = n.meta if hasattr(n, "meta") else None
+        if meta and "line" in meta:
+            snippet = node.sql()
+            if len(snippet) > 60:
+                snippet = snippet[:57] + "..."
+            return f"line {meta['line']}, col {meta['col']} (`{snippet}`)"
+    snippet = node.sql()
+    return f"`{snippet[:60]}`"
+
+
+def parse_query(sql: str, dialect: str) -> exp.Expression:
+    """Parse exactly one query (SELECT / set operation, with optional WITH) in ``dialect``."""
+    from dltrace.rewriter.grammar import parse as grammar_parse
+
+    try:
+        statements = [s for s in grammar_parse(sql, dialect) if s is not None]
+    except sqlglot.errors.ParseError as e:
+        raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
+    except sqlglot.errors.TokenError as e:
+        raise ParseError(f"SQL does not tokenize: {str(e).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise ParseError(f"expected one SQL statement, got {len(statements)}")
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        kind = type(tree).__name__.upper()
+        raise UnsupportedQuery(f"only queries (SELECT, set operations) have lineage; got a {kind} statement")
+    return tree
+
+
+_UNSUPPORTED = {
+    exp.Lateral: "LATERAL",
+    exp.Pivot: "PIVOT/UNPIVOT",
+    exp.TableSample: "TABLESAMPLE",
+    exp.Into: "SELECT ... INTO",
+    exp.Connect: "CONNECT BY",
+    exp.MatchRecognize: "MATCH_RECOGNIZE",
+}
+
+
+def check_query(tree: exp.Expression) -> None:
+    """Refuse reserved names and constructs without a lineage rule, naming the construct and position."""
+    for node in tree.walk():
+        for cls, name in _UNSUPPORTED.items():
+            if isinstance(node, cls):
+                raise UnsupportedQuery(f"{name} is not supported, at {position(node)}")
+        if isinstance(node, exp.With) and node.args.get("recursive"):
+            raise UnsupportedQuery(f"recursive CTEs are not supported, at {position(node)}")
+        if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct") is False:
+            op = "INTERSECT ALL" if isinstance(node, exp.Intersect) else "EXCEPT ALL"
+            raise UnsupportedQuery(f"{op} is not supported (use INTERSECT/EXCEPT), at {position(node)}")
+        if isinstance(node, exp.Select) and isinstance(node.args.get("distinct"), exp.Distinct):
+            if node.args["distinct"].args.get("on"):
+                raise UnsupportedQuery(f"DISTINCT ON is not supported, at {position(node)}")
+        if isinstance(node, exp.Join) and node.args.get("kind") in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
+            raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
+        _check_reserved(node)
+
+
+def _check_reserved(node: exp.Expression) -> None:
+    name = None
+    if isinstance(node, exp.Alias):
+        name = node.alias
+    elif isinstance(node, exp.TableAlias):
+        name = node.name
+        for col in node.columns:
+            if col.name.lower().startswith(RESERVED_PREFIX):
+                name = col.name
+    elif isinstance(node, exp.CTE):
+        name = node.alias
+    elif isinstance(node, exp.Column) and node.name.lower().startswith(RESERVED_PREFIX):
+        if node.name.lower() != RID:
+            raise ReservedName(
+                f"column {node.name!r} uses the reserved prefix 'dl_' (only dl_rid can be read), at {position(node)}"
+            )
+    if name and name.lower().startswith(RESERVED_PREFIX):
+        raise ReservedName(f"name {name!r} uses the reserved prefix 'dl_'; choose another name, at {position(node)}")
+
+
+def mentions_rid(tree: exp.Expression) -> bool:
+    return any(c.name.lower() == RID for c in tree.find_all(exp.Column))

@@ -1,0 +1,68 @@
+"""GROUP BY / global aggregates / HAVING: DLUNION of the group's rows.
+
+Scalar rids are aggregated into a set; sets are merged; a constant slot (the same set on every row, e.g. a
+cross-joined scalar subquery) is taken once with ANY_VALUE rather than re-unioned for every row.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.slots import Context, Exported, Slot, by_table, slot_name
+
+
+def is_aggregate(select: exp.Select) -> bool:
+    """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
+    if select.args.get("group"):
+        return True
+    for clause in [*select.expressions, select.args.get("having")]:
+        if clause is None:
+            continue
+        for node in clause.find_all(exp.AggFunc):
+            if _owned_by(node, select) and not node.find_ancestor(exp.Window):
+                return True
+    return False
+
+
+def _owned_by(node: exp.Expression, select: exp.Select) -> bool:
+    return node.find_ancestor(exp.Select) is select
+
+
+def dlunion(group: list[Slot], ctx: Context, table: str) -> tuple[list[exp.Expression], list[bool]]:
+    """The aggregate expressions whose union is the group's lineage of ``table`` (non-constant part)."""
+    fns, wide = ctx.fns, table in ctx.wide
+    rids = [s.expr for s in group if s.kind == "rid"]
+    parts: list[exp.Expression] = []
+    if len(rids) == 1:
+        parts.append(fns.dlunion_rids(rids[0], wide))
+    elif rids:
+        parts.append(fns.dlunion_rid_lists(rids, wide))
+    parts += [fns.dlunion_sets(s.expr, wide) for s in group if s.kind == "set" and not s.const]
+    return parts, [False] * len(parts)
+
+
+def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) -> tuple[exp.Select, list[Exported]]:
+    """Add DLUNION columns to an aggregating SELECT."""
+    global_agg = not select.args.get("group")
+    taken = set(select.named_selects)
+    exported: list[Exported] = []
+    fns = ctx.fns
+    for table, group in by_table(slots).items():
+        wide = table in ctx.wide
+        parts, nullable = dlunion(group, ctx, table)
+        consts = [fns.any_value(s.expr) for s in group if s.const]
+        if final:
+            merged = fns.union(parts + consts, nullable + [True] * len(consts), wide)
+            name = slot_name(table, taken)
+            select.select(exp.alias_(fns.finish(merged, wide), name, quoted=True), append=True, copy=False)
+            exported.append(Exported(name, table, "set"))
+            continue
+        if parts:
+            name = slot_name(table, taken)
+            select.select(exp.alias_(fns.union(parts, nullable, wide), name, quoted=True), append=True, copy=False)
+            exported.append(Exported(name, table, "set", const=global_agg, nullable=global_agg))
+        for c in consts:
+            name = slot_name(table, taken)
+            select.select(exp.alias_(c, name, quoted=True), append=True, copy=False)
+            exported.append(Exported(name, table, "set", const=True, nullable=True))
+    return select, exported

@@ -1,0 +1,102 @@
+"""UNION [ALL], INTERSECT, EXCEPT.
+
+UNION ALL keeps each row's lineage; the sides' slots are aligned column by column (a table one side lacks
+is NULL there). UNION, INTERSECT and EXCEPT are distinct: both sides are stacked with a side marker and
+grouped by every output column. UNION's row gets the DLUNION of its duplicates, INTERSECT's the rows of
+both sides that match it, EXCEPT's the left rows only (witness) or also all of the right side (control).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.rules.distinct import group_all, user_columns
+from dltrace.rewriter.rules.output import final_set
+from dltrace.rewriter.slots import Context, Exported, Slot, by_table
+
+SIDE = "_dl_side"
+
+
+def _align(query: exp.Query, exported: list[Exported], tables: list[str], kinds: dict[str, str],
+           ctx: Context, final: bool, side: int | None) -> exp.Select:
+    """Wrap one side so it outputs its columns plus exactly one slot per table in ``tables`` order."""
+    holder = ctx.fresh("_dl_s")
+    cols = user_columns(query, exported)
+    outer = exp.select(*[exp.column(c, table=holder, quoted=True).as_(c, quoted=True) for c in cols])
+    outer = outer.from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(holder))))
+    groups = by_table([e.via(holder) for e in exported])
+    for table in tables:
+        slots = groups.get(table, [])
+        if final:
+            expr = final_set(slots, ctx, table) if slots else ctx.fns.finish(ctx.fns.null_set(), table in ctx.wide)
+        elif not slots:
+            expr = ctx.fns.null_rid() if kinds[table] == "rid" else ctx.fns.null_set()
+        elif kinds[table] == "rid":
+            expr = slots[0].expr
+        else:
+            expr = _row_set(slots, ctx, table)
+        outer.select(exp.alias_(expr, f"dl_{table}", quoted=True), append=True, copy=False)
+    if side is not None:
+        outer.select(exp.alias_(exp.Literal.number(side), SIDE), append=True, copy=False)
+    return outer
+
+
+def _row_set(slots: list[Slot], ctx: Context, table: str) -> exp.Expression:
+    fns, wide = ctx.fns, table in ctx.wide
+    rids = [s.expr for s in slots if s.kind == "rid"]
+    parts = [fns.set_of_rids(rids, wide)] if rids else []
+    nullable = [False] * len(parts)
+    for s in slots:
+        if s.kind == "set":
+            parts.append(s.expr)
+            nullable.append(s.nullable)
+    return fns.union(parts, nullable, wide)
+
+
+def _kinds(sides: list[list[Exported]], tables: list[str]) -> dict[str, str]:
+    kinds = {}
+    for t in tables:
+        per_side = [[e for e in ex if e.table == t] for ex in sides]
+        scalar = all(len(p) <= 1 and all(e.kind == "rid" for e in p) for p in per_side)
+        kinds[t] = "rid" if scalar else "set"
+    return kinds
+
+
+def instrument_setop(node: exp.SetOperation, ctx: Context, instrument, final: bool):
+    """Instrument a set operation; returns the new node and its exported slots."""
+    from dltrace.rewriter.rules.aggregate import aggregate
+    from dltrace.rewriter.rules.subqueries import lineage_join
+
+    distinct = node.args.get("distinct") is not False
+    right_copy = node.right.copy() if isinstance(node, exp.Except) and ctx.control else None
+    left, lex = instrument(node.left, ctx, final=False)
+    right, rex = instrument(node.right, ctx, final=False)
+    tables = list(dict.fromkeys([e.table for e in lex] + [e.table for e in rex]))
+    kinds = _kinds([lex, rex], tables)
+    union_all = isinstance(node, exp.Union) and not distinct
+    side = None if union_all else 0
+    lq = _align(left, lex, tables, kinds, ctx, final and union_all, side)
+    rq = _align(right, rex, tables, kinds, ctx, final and union_all, None if side is None else 1)
+    stacked = exp.union(lq, rq, distinct=False, copy=False)
+    stacked_ex = [Exported(f"dl_{t}", t, "set" if final and union_all else kinds[t], nullable=True) for t in tables]
+    if union_all:
+        for k in ("order", "limit", "offset"):
+            if node.args.get(k) is not None:
+                stacked.set(k, node.args[k])
+        return stacked, stacked_ex
+    for k in ("order", "limit", "offset"):
+        if node.args.get(k) is not None:
+            stacked.set(k, node.args[k])
+    holder = ctx.fresh("_dl_u")
+    outer = group_all(stacked, stacked_ex + [Exported(SIDE, "", "rid")], holder)
+    side_col = exp.column(SIDE, table=holder)
+    slots = [e.via(holder) for e in stacked_ex]
+    if isinstance(node, exp.Intersect):
+        outer.set("having", exp.Having(this=exp.and_(
+            exp.EQ(this=exp.Min(this=side_col.copy()), expression=exp.Literal.number(0)),
+            exp.EQ(this=exp.Max(this=side_col.copy()), expression=exp.Literal.number(1)))))
+    elif isinstance(node, exp.Except):
+        outer.set("having", exp.Having(this=exp.EQ(this=exp.Max(this=side_col.copy()), expression=exp.Literal.number(0))))
+        if right_copy is not None:
+            slots += lineage_join(outer, right_copy, ctx, instrument)
+    return aggregate(outer, slots, ctx, final)

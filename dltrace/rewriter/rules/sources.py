@@ -1,0 +1,57 @@
+"""FROM and JOIN: base tables carry ``{dl_rid}``; derived tables and CTEs carry their own slots; a join's
+row carries the union of its inputs' slots (the null-padded side of an outer join contributes nothing)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from dltrace.rewriter.normalize import DECORRELATED
+from dltrace.rewriter.parse import RID, position
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.slots import Context, Slot
+
+Instrument = Callable[..., tuple]
+
+
+def from_slots(select: exp.Select, ctx: Context, instrument: Instrument) -> list[Slot]:
+    """The row-level slots of ``select``'s FROM clause and joins, instrumenting derived tables in place."""
+    from dltrace.rewriter.rules.subqueries import decorrelated_slots
+
+    from_ = select.args.get("from_")
+    if from_ is None:
+        return []
+    slots: list[Slot] = []
+    entries = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
+    for source, join in entries:
+        side = (join.side or "").upper() if join is not None else ""
+        if isinstance(source, exp.Subquery) and source.meta.get(DECORRELATED):
+            found = decorrelated_slots(source, select, ctx, instrument)
+        else:
+            found = relation_slots(source, ctx, instrument)
+        if side in ("LEFT", "FULL"):
+            found = [s.demoted() for s in found]
+        if side in ("RIGHT", "FULL"):
+            slots = [s.demoted() for s in slots]
+        slots += found
+    return slots
+
+
+def relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument) -> list[Slot]:
+    """Slots of one FROM item as seen by the query that reads it."""
+    if isinstance(source, exp.Table):
+        alias = source.alias_or_name
+        name = source.name
+        if not source.args.get("db") and name in ctx.ctes:
+            return [e.via(alias) for e in ctx.ctes[name]]
+        if not isinstance(source.this, exp.Identifier):
+            raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
+        return [Slot(name.lower(), exp.column(RID, table=alias, quoted=True), "rid")]
+    if isinstance(source, exp.Subquery):
+        inner, exported = instrument(source.this, ctx, final=False)
+        source.set("this", inner)
+        return [e.via(source.alias_or_name) for e in exported]
+    if isinstance(source, (exp.Values, exp.Unnest)):
+        return []  # literal rows: no base tuples behind them
+    raise UnsupportedQuery(f"{type(source).__name__} in FROM is not supported, at {position(source)}")

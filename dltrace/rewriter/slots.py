@@ -1,0 +1,79 @@
+"""Lineage slots: where a relation's rows carry their lineage, one slot per base-table occurrence.
+
+Below the first aggregation a row carries one scalar rid per table occurrence ("rid" slots, no sets);
+aggregation, DISTINCT and set operators turn them into sets ("set" slots). A "const" slot has the same value
+on every row of its relation (the lineage of a cross-joined global aggregate, e.g. an uncorrelated scalar
+subquery); aggregations take it once (ANY_VALUE) instead of re-unioning it per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from dltrace.rewriter.functions import LineageFunctions
+
+
+@dataclass(frozen=True)
+class Slot:
+    table: str  # base table name, lower case
+    expr: exp.Expression  # the slot's value in the consuming query's scope
+    kind: str  # "rid" (scalar BIGINT) | "set" (array or bitmap)
+    const: bool = False
+    nullable: bool = False
+
+    def demoted(self) -> "Slot":
+        """The slot seen through the null-padded side of an outer join."""
+        return replace(self, const=False, nullable=True)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A slot as an output column of a relation."""
+
+    name: str
+    table: str
+    kind: str
+    const: bool = False
+    nullable: bool = False
+
+    def via(self, alias: str) -> Slot:
+        return Slot(self.table, exp.column(self.name, table=alias, quoted=True), self.kind, self.const, self.nullable)
+
+
+@dataclass
+class Context:
+    fns: LineageFunctions
+    semantics: str = "witness"
+    wide: frozenset = frozenset()  # tables that need 64-bit bitmaps
+    ctes: dict = field(default_factory=dict)  # CTE name -> list[Exported]
+    counter: list = field(default_factory=lambda: [0])
+
+    @property
+    def control(self) -> bool:
+        return self.semantics == "control"
+
+    def fresh(self, prefix: str) -> str:
+        self.counter[0] += 1
+        return f"{prefix}{self.counter[0]}"
+
+    def scoped(self) -> "Context":
+        return Context(self.fns, self.semantics, self.wide, dict(self.ctes), self.counter)
+
+
+def by_table(slots: list[Slot]) -> dict[str, list[Slot]]:
+    out: dict[str, list[Slot]] = {}
+    for s in slots:
+        out.setdefault(s.table, []).append(s)
+    return out
+
+
+def slot_name(table: str, taken: set[str]) -> str:
+    base = f"dl_{table}"
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}__{k}"
+    taken.add(name)
+    return name
