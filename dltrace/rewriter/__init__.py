@@ -46,8 +46,23 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     columns = list(normal.named_selects)
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     ctx = Context(fns=fns, semantics=semantics, wide=wide)
+    read_tables = base_tables(normal)
     out, exported = instrument(normal, ctx, final=True)
-    return Rewritten(out, dialect, columns, {e.table: e.name for e in exported})
+    lineage = {e.table: e.name for e in exported}
+    missing = [t for t in read_tables if t not in lineage]
+    for t in missing:  # read only where witnesses are empty (a negated subquery): an empty column
+        lineage[t] = f"dl_{t}"
+        empty = exp.alias_(fns.finish(fns.null_set(), t in wide), lineage[t], quoted=True)
+        for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
+            select.select(empty.copy(), append=True, copy=False)
+    return Rewritten(out, dialect, columns, lineage)
+
+
+def base_tables(tree: exp.Expression) -> list[str]:
+    """Every base table the query reads, in order of appearance (CTE references excluded)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes]
+    return list(dict.fromkeys(names))
 
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
