@@ -67,7 +67,9 @@ class Session:
         try:
             statements = [s for s in sqlglot.parse(text, read=read) if s is not None]
         except sqlglot.errors.ParseError as e:
-            raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
+            from dltrace.rewriter.parse import parse_error_text
+
+            raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
         if len(statements) != 1:
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]

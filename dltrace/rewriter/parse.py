@@ -24,6 +24,16 @@ def position(node: exp.Expression, sql: str | None = None) -> str:
     return f"`{snippet[:60]}`"
 
 
+def parse_error_text(e: sqlglot.errors.ParseError) -> str:
+    """sqlglot's first parse error as one readable line (without its token dump)."""
+    if e.errors:
+        err = e.errors[0]
+        desc = str(err.get("description", "")).split(". Line")[0]
+        desc = desc.split(" but got <Token")[0]
+        return f"{desc} at line {err.get('line')}, col {err.get('col')}"
+    return str(e).splitlines()[0]
+
+
 def parse_query(sql: str, dialect: str) -> exp.Expression:
     """Parse exactly one query (SELECT / set operation, with optional WITH) in ``dialect``."""
     from dltrace.rewriter.grammar import parse as grammar_parse
@@ -31,15 +41,15 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
     try:
         statements = [s for s in grammar_parse(sql, dialect) if s is not None]
     except sqlglot.errors.ParseError as e:
-        raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
+        raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
     except sqlglot.errors.TokenError as e:
         raise ParseError(f"SQL does not tokenize: {str(e).splitlines()[0]}") from None
     if len(statements) != 1:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
     if not isinstance(tree, exp.Query):
-        kind = type(tree).__name__.upper()
-        raise UnsupportedQuery(f"only queries (SELECT, set operations) have lineage; got a {kind} statement")
+        kind = tree.key.upper()
+        raise UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {kind} statement")
     return tree
 
 
