@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.dialects.base import RID, ArrowSource
+from dltrace.rewriter.grammar import LineageOn
 
 if TYPE_CHECKING:
     from dltrace.session import Session
@@ -40,6 +41,7 @@ class LineageResult:
     strategy: str | None = "set"
     semantics: str = "witness"
     rewritten_sql: str | None = None
+    on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
 
     @property
     def num_rows(self) -> int:
@@ -49,15 +51,25 @@ class LineageResult:
     def tables(self) -> list[str]:
         return list(self.lineage_columns)
 
-    def lineage(self, i: int) -> dict[str, list[int]]:
-        """``{table: [dl_rid, ...]}`` for output row ``i`` (every base table read; empty lists included)."""
+    def lineage(self, i: int):
+        """``{table: [dl_rid, ...]}`` for output row ``i`` (every base table read; empty lists included).
+
+        Under ``LINEAGE ON (e1, ...)``: the sorted list of distinct value tuples ``(e1, ...)`` instead.
+        """
         if not 0 <= i < self.num_rows:
             raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
-        return {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
+        found = {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
+        return self._decoded(found)
 
-    def lineage_all(self) -> list[dict[str, list[int]]]:
+    def lineage_all(self) -> list:
         cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
-        return [{t: decode_ids(v[i]) for t, v in cols.items()} for i in range(self.num_rows)]
+        return [self._decoded({t: decode_ids(v[i]) for t, v in cols.items()}) for i in range(self.num_rows)]
+
+    def _decoded(self, found: dict[str, list[int]]):
+        if self.on_values is None:
+            return found
+        ids = [i for ids in found.values() for i in ids]
+        return sorted((self.on_values[i] for i in ids), key=value_order)
 
     def row(self, i: int) -> dict[str, Any]:
         return {name: self.table.column(name)[i].as_py() for name in self.table.column_names}
@@ -76,6 +88,11 @@ class LineageResult:
         return verify_row(self.session, self.sql, self.dialect, self.table, i, lineage)
 
 
+def value_order(values: tuple) -> tuple:
+    """A sort key for value tuples that may hold NULLs (None sorts last)."""
+    return tuple((v is None, v) for v in values)
+
+
 def run_forward(session: "Session", sql: str, lineage: str | None = "set", dialect: str | None = None,
                 semantics: str = "witness") -> LineageResult:
     from dltrace.rewriter import rewrite_tree
@@ -84,6 +101,8 @@ def run_forward(session: "Session", sql: str, lineage: str | None = "set", diale
     read = dialect or session.dialect
     tree = parse_query(sql, read)
     session.check_tables(tree)
+    if lineage is None and tree.find(LineageOn):
+        lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
     if lineage is None:
         table = session.engine.sql(tree.sql(session.dialect))
         return LineageResult(session, sql, read, table, {}, None, semantics, None)
@@ -95,7 +114,14 @@ def run_forward(session: "Session", sql: str, lineage: str | None = "set", diale
     out = session.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
-    return LineageResult(session, sql, read, own, sets, lineage, semantics, text)
+    result = LineageResult(session, sql, read, own, sets, lineage if sets else None, semantics, text)
+    on = rewritten.on
+    if on is not None and on.table:
+        words = session.engine.sql(on.dictionary().sql(session.dialect))
+        keys = words.column_names[:-1]
+        cols = [words.column(k).to_pylist() for k in keys]
+        result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}
+    return result
 
 
 # -- completeness oracle -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from sqlglot import exp
 from dltrace.errors import DltraceError
 from dltrace.rewriter.functions import BITS64, LineageFunctions
 from dltrace.rewriter.instrument import instrument
+from dltrace.rewriter.lineage_on import ON_COLUMN, OnSpec, add_dictionary, replace_occurrences, resolve, take_clause
 from dltrace.rewriter.normalize import normalize
 from dltrace.rewriter.parse import check_query, parse_query
 from dltrace.rewriter.slots import Context
@@ -26,6 +27,7 @@ class Rewritten:
     dialect: str
     columns: list[str]  # the query's own output columns
     lineage: dict[str, str]  # base table -> its lineage column
+    on: OnSpec | None = None  # the LINEAGE ON clause, resolved
 
     def sql(self, pretty: bool = False) -> str:
         return self.tree.sql(self.dialect, pretty=pretty)
@@ -37,16 +39,27 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     if semantics not in SEMANTICS:
         raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
     fns = LineageFunctions(dialect, strategy)
+    tree = tree.copy()
+    clause = take_clause(tree)
     check_query(tree)
     if schema is None:
         from dltrace.tpch.schema import default_schema
 
         schema = default_schema(tree)
+    on = resolve(clause, tree, schema) if clause is not None else None
+    if on is not None and on.off:  # LINEAGE ON (): the query exactly as written
+        return Rewritten(tree, dialect, list(tree.named_selects), {}, on)
     normal = normalize(tree, dialect, schema)
     columns = list(normal.named_selects)
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     ctx = Context(fns=fns, semantics=semantics, wide=wide)
-    read_tables = base_tables(normal)
+    if on is not None:
+        ctx.only_tables = on.tables
+        if on.table:
+            table_columns = [c for c in schema[on.table] if c.lower() != "dl_rid"]
+            replace_occurrences(normal, on, table_columns)
+            ctx.names = {on.table: ON_COLUMN}
+    read_tables = [t for t in base_tables(normal) if ctx.only_tables is None or t in ctx.only_tables]
     out, exported = instrument(normal, ctx, final=True)
     lineage = {e.table: e.name for e in exported}
     missing = [t for t in read_tables if t not in lineage]
@@ -55,13 +68,15 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         empty = exp.alias_(fns.finish(fns.null_set(), t in wide), lineage[t], quoted=True)
         for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
             select.select(empty.copy(), append=True, copy=False)
-    return Rewritten(out, dialect, columns, lineage)
+    if on is not None and on.table:
+        add_dictionary(out, on)
+    return Rewritten(out, dialect, columns, lineage, on)
 
 
 def base_tables(tree: exp.Expression) -> list[str]:
     """Every base table the query reads, in order of appearance (CTE references excluded)."""
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes]
+    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes and t.name != "_dl_on_dict"]
     return list(dict.fromkeys(names))
 
 

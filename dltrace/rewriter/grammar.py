@@ -1,10 +1,98 @@
-"""The SQL grammar dltrace reads: each engine's dialect (the LINEAGE ON clause extends these)."""
+"""The SQL dltrace reads: each engine's dialect plus the paper's ``LINEAGE ON`` clause.
+
+    SELECT ... FROM ... [WHERE ...] [GROUP BY ...] [HAVING ...]
+        LINEAGE ON (expr, ...) | LINEAGE ON () | LINEAGE ON TABLES (table, ...)
+        [ORDER BY ...] [LIMIT ...]
+
+The clause is parsed by subclasses of sqlglot's DuckDB and Spark dialects (their parser and generator), into
+a :class:`LineageOn` node stored as the SELECT's ``lineage_on`` argument, and generated back in place.
+"""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import TokenType
 
 
-def parse(sql: str, dialect: str) -> list[exp.Expression | None]:
-    return sqlglot.parse(sql, read=dialect)
+class LineageOn(exp.Expression):
+    """``LINEAGE ON (expressions)`` or ``LINEAGE ON TABLES (tables)``; no expressions = lineage off."""
+
+    arg_types = {"expressions": False, "tables": False}
+
+    @property
+    def is_off(self) -> bool:
+        return not self.expressions and not self.args.get("tables")
+
+
+def _is_clause_start(parser) -> bool:
+    cur, nxt = parser._curr, parser._next
+    return bool(cur and nxt and cur.text.upper() == "LINEAGE" and nxt.token_type == TokenType.ON)
+
+
+def _extend(base: type[Dialect]) -> type[Dialect]:
+    class Parser(base.Parser):
+        def _parse_query_modifiers(self, this):
+            this = super()._parse_query_modifiers(this)
+            if isinstance(this, exp.Select) and _is_clause_start(self):
+                start = self._curr
+                self._advance(2)
+                clause = self._parse_lineage_on()
+                clause.meta.update({"line": start.line, "col": start.col})
+                this.set("lineage_on", clause)
+                this = super()._parse_query_modifiers(this)
+            return this
+
+        def _parse_lineage_on(self) -> LineageOn:
+            tables = self._match_text_seq("TABLES")
+            self._match_l_paren()
+            items = [] if self._curr and self._curr.token_type == TokenType.R_PAREN else self._parse_csv(
+                self._parse_table_parts if tables else self._parse_disjunction
+            )
+            self._match_r_paren()
+            if tables:
+                return LineageOn(tables=items)
+            return LineageOn(expressions=items)
+
+        def _parse_table_alias(self, *args, **kwargs):
+            if _is_clause_start(self):  # `FROM t LINEAGE ON (...)`: LINEAGE is not an alias of t
+                return None
+            return super()._parse_table_alias(*args, **kwargs)
+
+        def _parse_alias(self, this, explicit=False):
+            if not explicit and _is_clause_start(self):
+                return this
+            return super()._parse_alias(this, explicit)
+
+    class Generator(base.Generator):
+        TRANSFORMS = {**base.Generator.TRANSFORMS, LineageOn: lambda self, e: self.lineageon_sql(e)}
+        AFTER_HAVING_MODIFIER_TRANSFORMS = {
+            **base.Generator.AFTER_HAVING_MODIFIER_TRANSFORMS,
+            "lineage_on": lambda self, e: self.sql(e, "lineage_on"),
+        }
+
+        def lineageon_sql(self, e: LineageOn) -> str:
+            if e.args.get("tables"):
+                return f"{self.seg('LINEAGE ON TABLES')} ({self.expressions(e, key='tables', flat=True)})"
+            return f"{self.seg('LINEAGE ON')} ({self.expressions(e, flat=True)})"
+
+    return type(f"{base.__name__}Lineage", (base,), {"Parser": Parser, "Generator": Generator})
+
+
+@lru_cache(maxsize=None)
+def dialect(name: str) -> Dialect:
+    """The dialect ``name`` ("duckdb", "spark", ...) extended with the LINEAGE ON clause."""
+    base = type(Dialect.get_or_raise(name))
+    return _extend(base)()
+
+
+def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
+    return sqlglot.parse(sql, read=dialect(dialect_name))
+
+
+def generate(tree: exp.Expression, dialect_name: str, pretty: bool = False) -> str:
+    """SQL text of ``tree`` including any LINEAGE ON clause (the round trip of :func:`parse`)."""
+    return tree.sql(dialect=dialect(dialect_name), pretty=pretty)

@@ -13,15 +13,16 @@ RID = "dl_rid"
 
 def position(node: exp.Expression, sql: str | None = None) -> str:
     """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
+    from dltrace.rewriter.grammar import generate
+
+    snippet = generate(node, "duckdb")
+    if len(snippet) > 60:
+        snippet = snippet[:57] + "..."
     for n in node.walk():
         meta = n.meta if hasattr(n, "meta") else None
         if meta and "line" in meta:
-            snippet = node.sql()
-            if len(snippet) > 60:
-                snippet = snippet[:57] + "..."
             return f"line {meta['line']}, col {meta['col']} (`{snippet}`)"
-    snippet = node.sql()
-    return f"`{snippet[:60]}`"
+    return f"`{snippet}`"
 
 
 def parse_error_text(e: sqlglot.errors.ParseError) -> str:

@@ -49,6 +49,8 @@ class Context:
     wide: frozenset = frozenset()  # tables that need 64-bit bitmaps
     ctes: dict = field(default_factory=dict)  # CTE name -> list[Exported]
     counter: list = field(default_factory=lambda: [0])
+    only_tables: frozenset | None = None  # LINEAGE ON: lineage only for these base tables
+    names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
 
     @property
     def control(self) -> bool:
@@ -59,7 +61,14 @@ class Context:
         return f"{prefix}{self.counter[0]}"
 
     def scoped(self) -> "Context":
-        return Context(self.fns, self.semantics, self.wide, dict(self.ctes), self.counter)
+        return Context(self.fns, self.semantics, self.wide, dict(self.ctes), self.counter, self.only_tables, self.names)
+
+    def output_name(self, table: str, taken: set[str]) -> str:
+        """The final lineage column of ``table``: ``dl_<table>`` (or ``dl_on`` under LINEAGE ON)."""
+        if table in self.names:
+            taken.add(self.names[table])
+            return self.names[table]
+        return slot_name(table, taken)
 
 
 def by_table(slots: list[Slot]) -> dict[str, list[Slot]]:

@@ -53,7 +53,7 @@ def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) 
         consts = [fns.any_value(s.expr) for s in group if s.const]
         if final:
             merged = fns.union(parts + consts, nullable + [True] * len(consts), wide)
-            name = slot_name(table, taken)
+            name = ctx.output_name(table, taken)
             select.select(exp.alias_(fns.finish(merged, wide), name, quoted=True), append=True, copy=False)
             exported.append(Exported(name, table, "set"))
             continue

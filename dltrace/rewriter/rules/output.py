@@ -35,7 +35,7 @@ def project(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) ->
     exported: list[Exported] = []
     if final:
         for table, group in by_table(slots).items():
-            name = slot_name(table, taken)
+            name = ctx.output_name(table, taken)
             select.select(exp.alias_(final_set(group, ctx, table), name, quoted=True), append=True, copy=False)
             exported.append(Exported(name, table, "set"))
         return select, exported

@@ -35,7 +35,8 @@ def _align(query: exp.Query, exported: list[Exported], tables: list[str], kinds:
             expr = slots[0].expr
         else:
             expr = _row_set(slots, ctx, table)
-        outer.select(exp.alias_(expr, f"dl_{table}", quoted=True), append=True, copy=False)
+        name = ctx.names.get(table, f"dl_{table}") if final else f"dl_{table}"
+        outer.select(exp.alias_(expr, name, quoted=True), append=True, copy=False)
     if side is not None:
         outer.select(exp.alias_(exp.Literal.number(side), SIDE), append=True, copy=False)
     return outer
@@ -78,7 +79,11 @@ def instrument_setop(node: exp.SetOperation, ctx: Context, instrument, final: bo
     lq = _align(left, lex, tables, kinds, ctx, final and union_all, side)
     rq = _align(right, rex, tables, kinds, ctx, final and union_all, None if side is None else 1)
     stacked = exp.union(lq, rq, distinct=False, copy=False)
-    stacked_ex = [Exported(f"dl_{t}", t, "set" if final and union_all else kinds[t], nullable=True) for t in tables]
+    stacked_ex = [
+        Exported(ctx.names.get(t, f"dl_{t}") if final and union_all else f"dl_{t}", t,
+                 "set" if final and union_all else kinds[t], nullable=True)
+        for t in tables
+    ]
     if union_all:
         for k in ("order", "limit", "offset"):
             if node.args.get(k) is not None:

@@ -7,6 +7,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from dltrace.rewriter.lineage_on import ON_TABLE
 from dltrace.rewriter.normalize import DECORRELATED
 from dltrace.rewriter.parse import RID, position
 from dltrace.errors import UnsupportedQuery
@@ -40,6 +41,16 @@ def from_slots(select: exp.Select, ctx: Context, instrument: Instrument) -> list
 
 def relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument) -> list[Slot]:
     """Slots of one FROM item as seen by the query that reads it."""
+    slots = _relation_slots(source, ctx, instrument)
+    if ctx.only_tables is not None:
+        slots = [s for s in slots if s.table in ctx.only_tables]
+    return slots
+
+
+def _relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument) -> list[Slot]:
+    if isinstance(source, exp.Subquery) and source.meta.get(ON_TABLE):
+        # an occurrence of the LINEAGE ON table: its dl_rid column is the row's dictionary id
+        return [Slot(source.meta[ON_TABLE], exp.column(RID, table=source.alias_or_name, quoted=True), "rid")]
     if isinstance(source, exp.Table):
         alias = source.alias_or_name
         name = source.name

@@ -1,0 +1,150 @@
+"""LINEAGE ON: variable-granularity lineage (the paper's section 4.3), and lineage only where wanted.
+
+``LINEAGE ON (e1, ..., ek)`` — every ``e`` reads columns of one base table T. Each distinct value tuple of
+T gets a dense id from a dictionary (``SELECT DISTINCT e1..ek FROM T`` numbered in value order: ids never
+collide, unlike hashes), every occurrence of T in the query reads its row's dictionary id in place of its
+rid, and DLUNION works unchanged; the result's one lineage column ``dl_on`` holds ids, decoded to value
+tuples through the same dictionary. ``LINEAGE ON TABLES (t, ...)`` keeps per-tuple lineage for those tables
+only; the other tables' lineage is never computed. ``LINEAGE ON ()`` turns lineage off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
+from dltrace.rewriter.grammar import LineageOn
+from dltrace.rewriter.parse import RID, position
+
+ON_COLUMN = "dl_on"
+DICTIONARY = "_dl_on_dict"
+ON_ID = "dl_on_id"
+ON_TABLE = "dl_on_table"  # meta key of the subquery that replaces an occurrence of T
+
+
+@dataclass
+class OnSpec:
+    off: bool = False
+    tables: frozenset | None = None  # per-tuple lineage only for these tables
+    table: str | None = None  # LINEAGE ON (exprs): the base table they read
+    expressions: list = field(default_factory=list)  # over T's columns, unqualified
+    labels: list = field(default_factory=list)  # how each expression was written
+
+    def dictionary(self) -> exp.Select:
+        """``SELECT k0..kn, dl_on_id``: the dictionary of T's distinct value tuples, ids in value order."""
+        keys = [f"_dl_k{i}" for i in range(len(self.expressions))]
+        distinct = exp.select(*[exp.alias_(e.copy(), k) for e, k in zip(self.expressions, keys)]).distinct()
+        distinct = distinct.from_(exp.Table(this=exp.to_identifier(self.table, quoted=True)))
+        order = exp.Order(expressions=[exp.Ordered(this=exp.column(k), nulls_first=False) for k in keys])
+        number = exp.Sub(this=exp.Window(this=exp.RowNumber(), order=order), expression=exp.Literal.number(1))
+        return exp.select(*[exp.column(k) for k in keys], exp.alias_(number, ON_ID)).from_(
+            exp.Subquery(this=distinct, alias=exp.TableAlias(this=exp.to_identifier("_dl_dv")))
+        )
+
+
+def take_clause(tree: exp.Expression) -> LineageOn | None:
+    """Remove and return the query's LINEAGE ON clause; it is only meaningful on the outermost SELECT."""
+    clauses = list(tree.find_all(LineageOn))
+    if not clauses:
+        return None
+    for clause in clauses:
+        if clause.parent is not tree:
+            raise UnsupportedQuery(
+                f"LINEAGE ON applies to a whole query: write it in the outermost SELECT only, at {position(clause)}"
+            )
+    clause = tree.args["lineage_on"]
+    tree.set("lineage_on", None)
+    return clause
+
+
+def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnSpec:
+    """Check the clause against the query and the schema, and say what lineage to compute."""
+    if clause.is_off:
+        return OnSpec(off=True)
+    aliases = {}
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for t in tree.find_all(exp.Table):
+        if t.name.lower() not in ctes:
+            aliases[t.alias_or_name.lower()] = t.name.lower()
+            aliases[t.name.lower()] = t.name.lower()
+    read = set(aliases.values())
+    if clause.args.get("tables"):
+        names = frozenset(t.name.lower() for t in clause.args["tables"])
+        unknown = sorted(names - read)
+        if unknown:
+            raise UnknownTable(f"LINEAGE ON TABLES names {', '.join(unknown)}, which the query does not read, at {position(clause)}")
+        return OnSpec(tables=names)
+    for e in clause.expressions:
+        bad = e.find(exp.AggFunc, exp.Window)
+        if bad is not None:
+            kind = "a window function" if isinstance(bad, exp.Window) else "an aggregate"
+            raise UnsupportedQuery(f"LINEAGE ON takes expressions over base rows, not {kind} ({bad.sql()}), at {position(clause)}")
+        if e.find(exp.Subquery, exp.Select):
+            raise UnsupportedQuery(f"LINEAGE ON cannot hold a subquery, at {position(clause)}")
+    schema = {t.lower(): {c.lower() for c in cols} for t, cols in (schema or {}).items()}
+    owners = set()
+    for col in clause.find_all(exp.Column):
+        owners.add(_owner(col, aliases, read, schema, clause))
+    if len(owners) != 1:
+        what = "no column" if not owners else f"columns of {', '.join(sorted(owners))}"
+        raise UnsupportedQuery(f"LINEAGE ON expressions must read columns of exactly one base table, not {what}, at {position(clause)}")
+    table = owners.pop()
+    exprs = []
+    for e in clause.expressions:
+        e = e.copy()
+        for col in e.find_all(exp.Column):
+            col.set("table", exp.to_identifier(table, quoted=True))
+            col.set("this", exp.to_identifier(col.name, quoted=True))
+        exprs.append(e)
+    return OnSpec(tables=frozenset([table]), table=table, expressions=exprs, labels=[e.sql() for e in clause.expressions])
+
+
+def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause) -> str:
+    name = col.name.lower()
+    if col.table:
+        table = aliases.get(col.table.lower())
+        if table is None:
+            raise UnknownColumn(f"LINEAGE ON column {col.sql()}: no table or alias {col.table!r} in the query, at {position(clause)}")
+        if schema and name not in schema.get(table, set()):
+            raise UnknownColumn(f"LINEAGE ON column {col.sql()}: table {table!r} has no column {col.name!r}, at {position(clause)}")
+        return table
+    owners = sorted(t for t in read if name in schema.get(t, set()))
+    if not owners:
+        raise UnknownColumn(f"LINEAGE ON column {col.name!r} is not a column of any table the query reads, at {position(clause)}")
+    if len(owners) > 1:
+        raise UnknownColumn(f"LINEAGE ON column {col.name!r} is ambiguous ({', '.join(owners)}): qualify it, at {position(clause)}")
+    return owners[0]
+
+
+def replace_occurrences(tree: exp.Expression, spec: OnSpec, columns: list[str]) -> None:
+    """Every occurrence of T becomes ``(SELECT T's columns, dictionary id AS dl_rid FROM T LEFT JOIN dict)``."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for t in list(tree.find_all(exp.Table)):
+        if t.name.lower() != spec.table or t.name.lower() in ctes:
+            continue
+        alias = t.alias_or_name
+        base = exp.Table(this=exp.to_identifier(spec.table, quoted=True))
+        d = exp.Table(this=exp.to_identifier(DICTIONARY), alias=exp.TableAlias(this=exp.to_identifier("_dl_d")))
+        on = exp.and_(*[
+            exp.NullSafeEQ(this=exp.column(f"_dl_k{i}", table="_dl_d"), expression=e.copy())
+            for i, e in enumerate(spec.expressions)
+        ])
+        select = exp.select(
+            *[exp.column(c, table=spec.table, quoted=True) for c in columns],
+            exp.alias_(exp.column(ON_ID, table="_dl_d"), RID, quoted=True),
+        ).from_(base).join(d, on=on, join_type="LEFT")
+        sub = exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+        sub.meta[ON_TABLE] = spec.table
+        t.replace(sub)
+
+
+def add_dictionary(tree: exp.Expression, spec: OnSpec) -> exp.Expression:
+    cte = exp.CTE(this=spec.dictionary(), alias=exp.TableAlias(this=exp.to_identifier(DICTIONARY)))
+    with_ = tree.args.get("with_")
+    if with_ is None:
+        tree.set("with_", exp.With(expressions=[cte]))
+    else:
+        with_.set("expressions", [cte, *with_.expressions])
+    return tree
