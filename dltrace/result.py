@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.dialects.base import RID, ArrowSource
-from dltrace.rewriter.grammar import LineageOn
+from dltrace.rewriter.grammar import LineageOn, generate
 
 if TYPE_CHECKING:
     from dltrace.session import Session
@@ -87,6 +87,33 @@ class LineageResult:
             lineage.pop(t.lower(), None)
         return verify_row(self.session, self.sql, self.dialect, self.table, i, lineage)
 
+    # -- lineage queries and persistence (dltrace.explore, dltrace.store) ------------------------------
+    def backward(self, i: int, tables=None, columns: dict | None = None, limit: int | None = None) -> dict[str, pa.Table]:
+        """``{table: pyarrow.Table}``: the base tuples (all columns plus ``dl_rid``, in rid order) behind row ``i``,
+        fetched by rid. ``tables`` restricts the tables, ``columns`` maps a table to the columns to read,
+        ``limit`` keeps the first tuples per table."""
+        from dltrace.explore import backward
+
+        return backward(self, i, tables=tables, columns=columns, limit=limit)
+
+    def forward(self, table: str, rids) -> list[int]:
+        """Indices of the output rows whose lineage in ``table`` contains any of ``rids`` (an int or ints)."""
+        from dltrace.explore import forward
+
+        return forward(self, table, rids)
+
+    def explain(self, i: int, samples: int = 3) -> str:
+        """A readable summary of row ``i``'s lineage: per table the count, rid ranges and a few tuples."""
+        from dltrace.explore import explain
+
+        return explain(self, i, samples=samples)
+
+    def save(self, path):
+        """Save rows, lineage and a manifest (with base table fingerprints) to folder ``path``, atomically."""
+        from dltrace.store import save
+
+        return save(self, path)
+
 
 def value_order(values: tuple) -> tuple:
     """A sort key for value tuples that may hold NULLs (None sorts last)."""
@@ -117,7 +144,7 @@ def run_forward(session: "Session", sql: str, lineage: str | None = "set", diale
     result = LineageResult(session, sql, read, own, sets, lineage if sets else None, semantics, text)
     on = rewritten.on
     if on is not None and on.table:
-        words = session.engine.sql(on.dictionary().sql(session.dialect))
+        words = session.engine.sql(generate(on.dictionary(), session.dialect))
         keys = words.column_names[:-1]
         cols = [words.column(k).to_pylist() for k in keys]
         result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}

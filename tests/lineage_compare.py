@@ -2,23 +2,40 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import defaultdict
 from decimal import Decimal
 
 
-def _norm(v):
-    if isinstance(v, (float, Decimal)):
-        return float(f"{float(v):.6g}")
-    return v
+def _close(a, b) -> bool:
+    if isinstance(a, (float, Decimal)) or isinstance(b, (float, Decimal)):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
+    return a == b
 
 
-def keyed_rows(result) -> Counter:
-    """Multiset of (row values, lineage) pairs: ties in ORDER BY may come back in any order."""
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lin = result.lineage(i)
-        out[(tuple(_norm(v) for v in row.values()), tuple(sorted((t, tuple(ids)) for t, ids in lin.items())))] += 1
-    return out
+def _lineage_key(lin) -> tuple:
+    if isinstance(lin, dict):
+        return tuple(sorted((t, tuple(ids)) for t, ids in lin.items()))
+    return tuple(map(tuple, lin))
+
+
+def assert_same_rows_and_lineage(a, b) -> None:
+    """Results ``a`` and ``b`` have the same rows with the same lineage, in any order (ties in ORDER BY
+    may come back either way); numbers are compared with a relative tolerance of 1e-6 (DuckDB computes
+    avg() as DOUBLE, Spark as DECIMAL)."""
+    assert a.num_rows == b.num_rows, (a.num_rows, b.num_rows)
+    pool = defaultdict(list)
+    for i, row in enumerate(b.table.to_pylist()):
+        pool[_lineage_key(b.lineage(i))].append(tuple(row.values()))
+    for i, row in enumerate(a.table.to_pylist()):
+        key = _lineage_key(a.lineage(i))
+        values = tuple(row.values())
+        candidates = pool.get(key, [])
+        match = next((k for k, c in enumerate(candidates) if all(_close(x, y) for x, y in zip(values, c))), None)
+        assert match is not None, f"row {i} {values} with its lineage has no counterpart"
+        candidates.pop(match)
 
 
 def sample_rows(n: int, k: int = 3) -> list[int]:

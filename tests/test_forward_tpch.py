@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dltrace.tpch import QUERY_NUMBERS, query_sql
-from lineage_compare import keyed_rows, sample_rows
+from lineage_compare import assert_same_rows_and_lineage, sample_rows
 
 # Completeness under negation: witness lineage leaves out the rows a NOT EXISTS / NOT IN did not match, so
 # restricting *those* tables to the lineage lets rows through that the full table blocks (Q22: customers
@@ -42,7 +42,7 @@ def test_q22_completeness_fails_without_the_negated_table(duck):
 @pytest.mark.parametrize("n", QUERY_NUMBERS)
 def test_spark_lineage_equals_duckdb(duck, sparks, n):
     r_spark = sparks.run(query_sql(n, "spark"), lineage="set")
-    assert keyed_rows(r_spark) == keyed_rows(duck_run(duck, n))
+    assert_same_rows_and_lineage(r_spark, duck_run(duck, n))
 
 
 @pytest.mark.spark

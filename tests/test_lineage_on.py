@@ -7,6 +7,7 @@ import pytest
 import dltrace
 from dltrace.rewriter.grammar import LineageOn, generate, parse
 from dltrace.tpch import query_sql
+from lineage_compare import assert_same_rows_and_lineage
 
 ON = "LINEAGE ON (year(l_shipdate), week(l_shipdate), l_shipmode)"
 PAPER_QUERIES = (5, 6, 7, 9, 15)
@@ -90,8 +91,7 @@ def test_bitmap_and_set_agree(duck, strategy):
 def test_paper_experiment_spark_equals_duckdb(duck, sparks, n):
     r_spark = sparks.run(with_clause(query_sql(n)), dialect="duckdb")
     r_duck = duck.run(with_clause(query_sql(n)))
-    key = lambda r: sorted((str(r.row(i)), tuple(r.lineage(i))) for i in range(r.num_rows))  # noqa: E731
-    assert key(r_spark) == key(r_duck)
+    assert_same_rows_and_lineage(r_spark, r_duck)
 
 
 BAD = [

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from dltrace.errors import DltraceError
 from dltrace.rewriter.functions import BITS64, LineageFunctions
+from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.instrument import instrument
 from dltrace.rewriter.lineage_on import ON_COLUMN, OnSpec, add_dictionary, replace_occurrences, resolve, take_clause
 from dltrace.rewriter.normalize import normalize
@@ -30,7 +31,7 @@ class Rewritten:
     on: OnSpec | None = None  # the LINEAGE ON clause, resolved
 
     def sql(self, pretty: bool = False) -> str:
-        return self.tree.sql(self.dialect, pretty=pretty)
+        return generate(self.tree, self.dialect, pretty=pretty)
 
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",

@@ -33,6 +33,12 @@ def _is_clause_start(parser) -> bool:
     return bool(cur and nxt and cur.text.upper() == "LINEAGE" and nxt.token_type == TokenType.ON)
 
 
+# Functions sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear().
+_EXTRA_TRANSFORMS = {
+    "Spark": {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)},
+}
+
+
 def _extend(base: type[Dialect]) -> type[Dialect]:
     class Parser(base.Parser):
         def _parse_query_modifiers(self, this):
@@ -68,7 +74,11 @@ def _extend(base: type[Dialect]) -> type[Dialect]:
             return super()._parse_alias(this, explicit)
 
     class Generator(base.Generator):
-        TRANSFORMS = {**base.Generator.TRANSFORMS, LineageOn: lambda self, e: self.lineageon_sql(e)}
+        TRANSFORMS = {
+            **base.Generator.TRANSFORMS,
+            LineageOn: lambda self, e: self.lineageon_sql(e),
+            **_EXTRA_TRANSFORMS.get(base.__name__, {}),
+        }
         AFTER_HAVING_MODIFIER_TRANSFORMS = {
             **base.Generator.AFTER_HAVING_MODIFIER_TRANSFORMS,
             "lineage_on": lambda self, e: self.sql(e, "lineage_on"),

@@ -63,9 +63,13 @@ def ensure_tpch(sf: float, progress=None) -> Path:
             raise DltraceError(f"tpchgen-cli failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         if not _complete(tmp):
             raise DltraceError(f"tpchgen-cli did not write all 8 tables into {tmp}")
-        if target.exists():  # an incomplete leftover from an older layout
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        if target.exists() and not _complete(target):  # an incomplete leftover from an older layout
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not _complete(target):  # another process may have finished first; its data is as good
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
