@@ -11,7 +11,7 @@ def _close(a, b) -> bool:
     if isinstance(a, (float, Decimal)) or isinstance(b, (float, Decimal)):
         if a is None or b is None:
             return a is b
-        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
+        return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-6)
     return a == b
 
 
@@ -23,8 +23,8 @@ def _lineage_key(lin) -> tuple:
 
 def assert_same_rows_and_lineage(a, b) -> None:
     """Results ``a`` and ``b`` have the same rows with the same lineage, in any order (ties in ORDER BY
-    may come back either way); numbers are compared with a relative tolerance of 1e-6 (DuckDB computes
-    avg() as DOUBLE, Spark as DECIMAL)."""
+    may come back either way); numbers are compared with a tolerance of 1e-6 (DuckDB computes
+    avg() as DOUBLE, Spark as DECIMAL with 6 decimal places)."""
     assert a.num_rows == b.num_rows, (a.num_rows, b.num_rows)
     pool = defaultdict(list)
     for i, row in enumerate(b.table.to_pylist()):
