@@ -14,14 +14,19 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 TEST_SF = 0.01
 
 
-def pytest_configure(config):
-    from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, settings  # noqa: E402
 
-    settings.register_profile(
-        "ci", max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
-    )
-    settings.register_profile("long", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# "ci": the default, a few hundred examples over the suite, derandomised so CI is repeatable.
+# "long": thousands, with fresh randomness: pytest --hypothesis-profile=long tests/test_differential.py
+settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
+                          derandomize=True, print_blob=True)
+settings.register_profile("long", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck),
+                          print_blob=True)
+
+
+def pytest_configure(config):
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +58,7 @@ def spark_session():
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
         .getOrCreate()

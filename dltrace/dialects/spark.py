@@ -1,0 +1,326 @@
+"""Spark SQL adapter (PySpark 4.x): tables are temp views, results come back as Arrow.
+
+Works on a local SparkSession (built here when none is given), on any cluster master and on Spark Connect
+sessions: the RDD API is only used where it exists (classic sessions), never required.
+
+Row ids follow DESIGN.md "Row ids": for parquet, ``_metadata.row_index`` (the row's position within its file)
+plus the file's offset, files in sorted name order -- the same ids DuckDB gives with ``file_row_number``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from dltrace.dialects.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
+from dltrace.errors import QueryError, SourceError
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _one_line(e: BaseException) -> str:
+    """The first meaningful line of a (possibly Java) exception, without the stack trace."""
+    # Classic PySpark exceptions expose the Java message through getMessage(); Py4JJavaError carries the
+    # Java exception object.
+    text = ""
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            text = str(java.getMessage() or java.toString())
+        except Exception:  # noqa: BLE001 - the JVM may already be gone
+            text = ""
+    if not text:
+        text = str(e)
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
+            return line
+    return type(e).__name__
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = []
+    try:
+        from pyspark.errors import PySparkException
+
+        errors.append(PySparkException)
+    except ImportError:  # pragma: no cover - pyspark < 3.4
+        pass
+    try:
+        from py4j.protocol import Py4JError
+
+        errors.append(Py4JError)
+    except ImportError:  # pragma: no cover - Spark Connect only installs
+        pass
+    return tuple(errors)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence PySpark's own logging of the errors we translate (a JSON record with the full Java stack)."""
+    try:
+        from pyspark.logger import PySparkLogger
+
+        loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    except Exception:  # noqa: BLE001 - older PySpark: nothing to silence
+        loggers = []
+    saved = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, saved):
+            lg.disabled = was
+
+
+def _cores(master: str) -> int:
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None or m.group(1) in (None, "*"):
+        return 1 if m is not None and m.group(1) is None else (os.cpu_count() or 2)
+    return max(1, int(m.group(1)))
+
+
+def _conf_key(key: str) -> str:
+    """``driver_memory`` -> ``spark.driver.memory``; keys already starting with ``spark.`` stay as they are."""
+    return key if key.startswith("spark.") else "spark." + key.replace("_", ".")
+
+
+def _is_connect(obj: Any) -> bool:
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+class SparkEngine:
+    """One SparkSession; every registered table is a temp view with its ``dl_rid`` column."""
+
+    name = "spark"
+
+    def __init__(self, spark: Any = None, master: str = "local[*]", **conf: Any) -> None:
+        self._owned = False
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+            if spark is not None:
+                # One SparkContext per JVM: reuse the running session, leave its settings alone except the
+                # ones asked for here, and never stop it.
+                for k, v in conf.items():
+                    spark.conf.set(_conf_key(k), str(v))
+            else:
+                spark = self._build(master, conf)
+                self._owned = True
+        elif conf:
+            for k, v in conf.items():
+                spark.conf.set(_conf_key(k), str(v))
+        self.spark = spark
+        self._views: set[str] = set()
+        self._frames: dict[str, Any] = {}  # name -> DataFrame kept cached/checkpointed for that view
+        self._installed = False
+
+    @staticmethod
+    def _build(master: str, conf: dict[str, Any]):
+        from pyspark.sql import SparkSession
+
+        if master.startswith("local"):
+            # Python workers must run this interpreter (same version, same installed packages).
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+            os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        parts = str(max(2, 2 * _cores(master)))
+        settings = {
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": parts,
+            "spark.default.parallelism": parts,
+            "spark.sql.session.timeZone": "UTC",
+        }
+        settings.update({_conf_key(k): str(v) for k, v in conf.items()})
+        builder = SparkSession.builder.master(master).appName("dltrace")
+        for k, v in settings.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        try:
+            spark.sparkContext.setLogLevel("ERROR")
+        except Exception:  # noqa: BLE001 - a Spark Connect session (SPARK_REMOTE) has no SparkContext
+            pass
+        return spark
+
+    # -- tables ---------------------------------------------------------------------------------
+    def register(self, name: str, source: Source) -> None:
+        with _quiet():
+            if isinstance(source, ParquetSource):
+                df = self._parquet(name, source)
+            elif isinstance(source, ArrowSource):
+                df = self._arrow(name, source.table)
+            elif isinstance(source, NativeSource):
+                df = self._native(name, source.obj)
+            else:  # pragma: no cover - resolve_source only builds the three kinds
+                raise SourceError(f"cannot register a {type(source).__name__} on Spark")
+            old = self._frames.pop(name, None)
+            if isinstance(source, NativeSource):
+                self._frames[name] = df  # the frozen ids live as long as the view
+            df.createOrReplaceTempView(name)
+            self._views.add(name)
+            _unpersist(old)
+
+    def _parquet(self, name: str, source: ParquetSource):
+        from pyspark.sql import functions as F
+
+        frames = []
+        try:
+            for path, offset in zip(source.files, source.offsets):
+                df = self.spark.read.parquet(path)
+                check_columns(df.columns)
+                # row_index is the row's position within its file, whatever the splits and pushed filters.
+                rid = (F.col("_metadata.row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
+                frames.append(df.select(*[F.col(_quote(c)) for c in df.columns], rid))
+            df = frames[0]
+            for other in frames[1:]:
+                df = df.unionByName(other)
+            df.schema  # noqa: B018 - analyse now, so a bad file fails here and not in a later query
+        except _spark_errors() as e:
+            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        return df
+
+    def _arrow(self, name: str, table: pa.Table):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        table = _spark_friendly(table)
+        try:
+            # Naive Arrow timestamps stay naive (TIMESTAMP_NTZ), like DuckDB's TIMESTAMP.
+            schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)
+            return self.spark.createDataFrame(table, schema)
+        except (*_spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
+            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+
+    def _native(self, name: str, df: Any):
+        """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+        from pyspark.sql.window import Window
+
+        if not hasattr(df, "schema") or not hasattr(df, "createOrReplaceTempView"):
+            raise SourceError(f"cannot register a {type(df).__name__} on Spark: pass a DataFrame")
+        check_columns(df.columns)
+        try:
+            rdd = None
+            if not _is_connect(df):
+                try:
+                    rdd = df.rdd
+                except Exception:  # noqa: BLE001 - no RDD API on this session
+                    rdd = None
+            if rdd is not None:
+                schema = T.StructType([*df.schema.fields, T.StructField(RID, T.LongType(), False)])
+                rows = rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
+                out = df.sparkSession.createDataFrame(rows, schema)
+            else:
+                # monotonically_increasing_id is only the ordering key (partition order, then position);
+                # the id itself is the dense row_number.
+                order = Window.orderBy(F.monotonically_increasing_id())
+                out = df.select(
+                    *[F.col(_quote(c)) for c in df.columns],
+                    (F.row_number().over(order) - 1).cast("bigint").alias(RID),
+                )
+            try:
+                out = out.localCheckpoint(eager=True)
+            except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
+                out = out.cache()
+                out.count()
+        except _spark_errors() as e:
+            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        return out
+
+    def columns(self, name: str) -> dict[str, str]:
+        try:
+            with _quiet():
+                schema = self.spark.table(_quote(name)).schema
+        except _spark_errors() as e:
+            raise QueryError(f"Spark: {_one_line(e)}") from None
+        return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
+
+    # -- queries --------------------------------------------------------------------------------
+    def sql(self, text: str) -> pa.Table:
+        try:
+            with _quiet():
+                return self.spark.sql(text).toArrow()
+        except _spark_errors() as e:
+            raise QueryError(f"Spark: {_one_line(e)}") from None
+
+    def materialize(self, name: str, text: str) -> None:
+        try:
+            with _quiet():
+                df = self.spark.sql(text).cache()
+                df.count()
+        except _spark_errors() as e:
+            raise QueryError(f"Spark: {_one_line(e)}") from None
+        old = self._frames.pop(name, None)
+        self._frames[name] = df
+        df.createOrReplaceTempView(name)
+        self._views.add(name)
+        _unpersist(old)
+
+    def drop(self, name: str) -> None:
+        _unpersist(self._frames.pop(name, None))
+        self._views.discard(name)
+        try:
+            with _quiet():
+                self.spark.catalog.dropTempView(name)
+        except Exception:  # noqa: BLE001 - dropping is best effort and never raises
+            pass
+
+    def install_functions(self) -> None:
+        if self._installed:
+            return
+        from dltrace.udafs import install
+
+        install(self.spark)
+        self._installed = True
+
+    def close(self) -> None:
+        for name in list(self._frames):
+            _unpersist(self._frames.pop(name))
+        if self._owned:
+            self.spark.stop()
+            self._owned = False
+
+
+def _unpersist(df: Any) -> None:
+    if df is not None:
+        try:
+            df.unpersist()
+        except Exception:  # noqa: BLE001 - the session may be gone already
+            pass
+
+
+def _spark_friendly(table: pa.Table) -> pa.Table:
+    """Cast Arrow types Spark's Arrow reader does not take (views, large/dictionary types) to plain ones."""
+    fields, changed = [], False
+    for f in table.schema:
+        t = _plain_type(f.type)
+        changed |= t != f.type
+        fields.append(pa.field(f.name, t, f.nullable))
+    return table.cast(pa.schema(fields), safe=False) if changed else table
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _plain_type(t.value_type)
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_list(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    return t

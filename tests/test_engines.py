@@ -1,0 +1,313 @@
+"""Engine adapters: stable dense row ids (the same on DuckDB and Spark), every kind of source, and bad input
+ending in a dltrace error with a one-line message."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+from dltrace.tpch import TABLES
+
+KEYS = {
+    "region": ["r_regionkey"],
+    "nation": ["n_nationkey"],
+    "supplier": ["s_suppkey"],
+    "customer": ["c_custkey"],
+    "part": ["p_partkey"],
+    "partsupp": ["ps_partkey", "ps_suppkey"],
+    "orders": ["o_orderkey"],
+    "lineitem": ["l_orderkey", "l_linenumber"],
+}
+
+
+def rid_pairs(session, table: str) -> pa.Table:
+    cols = ", ".join(["dl_rid", *KEYS[table]])
+    return session.sql(f"SELECT {cols} FROM {table} ORDER BY dl_rid")
+
+
+def rids(session, table: str) -> list[int]:
+    return session.sql(f"SELECT dl_rid FROM {table} ORDER BY dl_rid").column(0).to_pylist()
+
+
+def same(a: pa.Table, b: pa.Table) -> bool:
+    """Equal names, types and values (nullability and chunking differ between engines and do not count)."""
+    return (a.column_names == b.column_names and [f.type for f in a.schema] == [f.type for f in b.schema]
+            and a.to_pydict() == b.to_pydict())
+
+
+def one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert text and "\n" not in text, f"not a one-line message: {text!r}"
+    assert "at org.apache" not in text and "Traceback" not in text
+    return text
+
+
+@pytest.fixture(params=["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def fresh(request):
+    """A new, empty session per test on each engine (Spark: a new session of the shared SparkSession, so
+    its temp views do not clash with the TPC-H views of ``sparks``)."""
+    if request.param == "duckdb":
+        s = dltrace.connect("duckdb")
+    else:
+        spark = request.getfixturevalue("spark_session")
+        s = dltrace.connect("spark", spark=spark.newSession())
+    yield s
+    s.close()
+
+
+# -- TPC-H: dense ids, identical across engines and sessions ----------------------------------------
+
+@pytest.mark.parametrize("table", TABLES)
+def test_tpch_rids_are_dense_duckdb(duck, tpch_folder, table):
+    n = pq.ParquetFile(tpch_folder / f"{table}.parquet").metadata.num_rows
+    assert rids(duck, table) == list(range(n))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table", TABLES)
+def test_tpch_rids_are_dense_spark(sparks, tpch_folder, table):
+    n = pq.ParquetFile(tpch_folder / f"{table}.parquet").metadata.num_rows
+    assert rids(sparks, table) == list(range(n))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("table", TABLES)
+def test_tpch_rids_same_on_both_engines(duck, sparks, tpch_folder, table):
+    on_duck, on_spark = rid_pairs(duck, table), rid_pairs(sparks, table)
+    assert same(on_duck, on_spark)
+    # ... and they are the row positions in the file (an oracle independent of both engines).
+    in_file = pq.read_table(tpch_folder / f"{table}.parquet", columns=KEYS[table])
+    for k in KEYS[table]:
+        assert on_duck.column(k).to_pylist() == in_file.column(k).to_pylist()
+
+
+@pytest.mark.spark
+def test_rids_survive_filters(duck, sparks):
+    q = "SELECT dl_rid, l_orderkey, l_linenumber FROM lineitem WHERE l_shipmode = 'AIR' AND l_quantity > 45 ORDER BY 1"
+    assert same(duck.sql(q), sparks.sql(q))
+
+
+def test_register_twice_same_ids(fresh, tpch_folder):
+    other = dltrace.connect(fresh.dialect) if fresh.dialect == "duckdb" else dltrace.connect(
+        "spark", spark=fresh.engine.spark.newSession())
+    try:
+        for t in ("orders", "partsupp"):
+            path = str(tpch_folder / f"{t}.parquet")
+            fresh.register(t, path)
+            first = rid_pairs(fresh, t)
+            fresh.register(t, path, replace=True)
+            assert same(rid_pairs(fresh, t), first)
+            other.register(t, path)
+            assert same(rid_pairs(other, t), first)
+    finally:
+        other.close()
+
+
+# -- multi-file sources ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def parquet_folder(tmp_path_factory):
+    """Three files written out of name order, with small row groups (so pushed-down filters skip some)."""
+    folder = tmp_path_factory.mktemp("multi")
+    sizes = {"part-b.parquet": 250, "part-a.parquet": 300, "part-c.parquet": 120}
+    start = {"part-a.parquet": 0, "part-b.parquet": 300, "part-c.parquet": 550}
+    for name, n in sizes.items():  # b, a, c: creation order is not name order
+        k = list(range(start[name], start[name] + n))
+        t = pa.table({"k": pa.array(k, pa.int64()), "v": pa.array([f"{name}:{i}" for i in range(n)])})
+        pq.write_table(t, folder / name, row_group_size=64)
+    return folder
+
+
+def test_multi_file_folder_dense_in_name_order(fresh, parquet_folder):
+    fresh.register("multi", str(parquet_folder))
+    t = fresh.sql("SELECT dl_rid, k, v FROM multi ORDER BY dl_rid")
+    assert t.column("dl_rid").to_pylist() == list(range(670))
+    assert t.column("k").to_pylist() == list(range(670))  # file a, then b, then c
+    # A selective filter (row groups skipped) keeps the same ids.
+    sel = fresh.sql("SELECT dl_rid, k FROM multi WHERE k BETWEEN 400 AND 420 OR k > 660 ORDER BY dl_rid")
+    assert sel.column("dl_rid").to_pylist() == sel.column("k").to_pylist()
+    # A glob gives the same ids as the folder.
+    fresh.register("globbed", str(parquet_folder / "part-*.parquet"))
+    assert same(fresh.sql("SELECT dl_rid, k FROM globbed ORDER BY dl_rid"), t.select(["dl_rid", "k"]))
+
+
+@pytest.mark.spark
+def test_multi_file_same_on_both_engines(spark_session, parquet_folder):
+    duck = dltrace.connect("duckdb")
+    sparks = dltrace.connect("spark", spark=spark_session.newSession())
+    duck.register("multi_both", str(parquet_folder))
+    sparks.register("multi_both", str(parquet_folder))
+    q = "SELECT dl_rid, k, v FROM multi_both ORDER BY dl_rid"
+    assert same(duck.sql(q), sparks.sql(q))
+    duck.close()
+    sparks.close()
+
+
+# -- other sources -----------------------------------------------------------------------------------
+
+def _check_positions(session, name: str, n: int) -> None:
+    t = session.sql(f"SELECT dl_rid, x FROM {name} ORDER BY dl_rid")
+    assert t.column("dl_rid").to_pylist() == list(range(n))
+    assert t.column("x").to_pylist() == [i * 3 for i in range(n)]
+
+
+def test_arrow_source(fresh):
+    fresh.register("arr", pa.table({"x": [i * 3 for i in range(50)], "s": [str(i) for i in range(50)]}))
+    _check_positions(fresh, "arr", 50)
+    assert list(fresh.engine.columns("arr")) == ["x", "s"]
+
+
+def test_pandas_source(fresh):
+    fresh.register("pdf", pd.DataFrame({"x": [i * 3 for i in range(40)], "y": [0.5] * 40}))
+    _check_positions(fresh, "pdf", 40)
+
+
+def test_csv_source(fresh, tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("x,name\n" + "".join(f"{i * 3},n{i}\n" for i in range(30)))
+    fresh.register("csvt", str(path))
+    _check_positions(fresh, "csvt", 30)
+
+
+@pytest.mark.spark
+def test_spark_dataframe_source(spark_session):
+    s = dltrace.connect("spark", spark=spark_session.newSession())
+    try:
+        df = s.engine.spark.range(0, 500, numPartitions=3).selectExpr("id * 3 AS x")
+        s.register("sdf", df)
+        _check_positions(s, "sdf", 500)
+        # Frozen: evaluating again gives the same ids.
+        q = "SELECT dl_rid, x FROM sdf ORDER BY x"
+        assert same(s.sql(q), s.sql(q))
+    finally:
+        s.close()
+    assert spark_session.range(1).count() == 1  # a session passed in is left running
+
+
+@pytest.mark.spark
+def test_spark_dataframe_source_without_rdd(spark_session, monkeypatch):
+    """The Spark Connect path (no RDD API): row_number over the partition order, then frozen."""
+    import dltrace.dialects.spark as spark_mod
+
+    monkeypatch.setattr(spark_mod, "_is_connect", lambda obj: True)
+    s = dltrace.connect("spark", spark=spark_session.newSession())
+    try:
+        s.register("sdf2", s.engine.spark.range(0, 300, numPartitions=3).selectExpr("id * 3 AS x"))
+        _check_positions(s, "sdf2", 300)
+    finally:
+        s.close()
+
+
+@pytest.mark.spark
+def test_spark_dataframe_refused_on_duckdb(spark_session):
+    s = dltrace.connect("duckdb")
+    with pytest.raises(dltrace.SourceError) as e:
+        s.register("sdf", spark_session.range(3))
+    one_line(e)
+
+
+@pytest.mark.spark
+def test_types_survive(fresh):
+    import datetime
+    import decimal
+
+    fresh.register("typed", pa.table({
+        "d": pa.array([decimal.Decimal("12.34")], pa.decimal128(15, 2)),
+        "day": pa.array([datetime.date(1998, 12, 1)]),
+        "ts": pa.array([datetime.datetime(2020, 1, 2, 3, 4, 5)], pa.timestamp("us")),
+        "s": pa.array(["x"], pa.string()),
+    }))
+    t = fresh.sql("SELECT d, day, ts, s FROM typed")
+    assert t.schema.field("d").type == pa.decimal128(15, 2)
+    assert t.schema.field("day").type == pa.date32()
+    assert t.schema.field("ts").type == pa.timestamp("us")  # naive stays naive on both engines
+    assert t.to_pylist() == [{"d": decimal.Decimal("12.34"), "day": datetime.date(1998, 12, 1),
+                              "ts": datetime.datetime(2020, 1, 2, 3, 4, 5), "s": "x"}]
+
+
+@pytest.mark.spark
+def test_spark_columns_types(sparks):
+    cols = sparks.engine.columns("lineitem")
+    assert "dl_rid" not in cols
+    assert list(cols)[:5] == ["l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity"]
+    assert cols["l_quantity"] == "decimal(15,2)"
+    assert cols["l_orderkey"] == "bigint"
+    assert cols["l_shipdate"] == "date"
+    assert cols["l_comment"] == "string"
+
+
+def test_materialize_and_drop(fresh):
+    fresh.register("m_src", pa.table({"x": [i * 3 for i in range(10)]}))
+    fresh.engine.materialize("m_tmp", "SELECT x FROM m_src WHERE x > 10")
+    assert sorted(fresh.engine.sql("SELECT x FROM m_tmp").column(0).to_pylist()) == [12, 15, 18, 21, 24, 27]
+    fresh.engine.drop("m_tmp")
+    fresh.engine.drop("m_tmp")  # gone already: no error
+    fresh.engine.drop("never_there")
+    with pytest.raises(dltrace.QueryError) as e:
+        fresh.engine.sql("SELECT x FROM m_tmp")
+    one_line(e)
+
+
+# -- bad input: one-line errors ----------------------------------------------------------------------
+
+def test_missing_file(fresh, tmp_path):
+    missing = str(tmp_path / "nope.parquet")
+    with pytest.raises(dltrace.SourceError) as e:
+        fresh.register("t", missing)
+    assert missing in one_line(e)
+
+
+def test_unknown_table(fresh):
+    fresh.register("known", pa.table({"x": [1]}))
+    with pytest.raises(dltrace.UnknownTable) as e:
+        fresh.sql("SELECT * FROM known JOIN no_such_table ON true")
+    assert "no_such_table" in one_line(e)
+
+
+def test_duplicate_table(fresh):
+    fresh.register("dup", pa.table({"x": [1]}))
+    with pytest.raises(dltrace.DuplicateTable) as e:
+        fresh.register("dup", pa.table({"x": [2]}))
+    assert "dup" in one_line(e)
+
+
+def test_parse_error(fresh):
+    with pytest.raises(dltrace.ParseError) as e:
+        fresh.sql("SELECT FROM WHERE (")
+    one_line(e)
+
+
+def test_reserved_column(fresh, tmp_path):
+    with pytest.raises(dltrace.ReservedName) as e:
+        fresh.register("bad", pa.table({"dl_x": [1]}))
+    assert "dl_x" in one_line(e)
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"a": [1], "DL_X": [2]}), path)
+    with pytest.raises(dltrace.ReservedName) as e:
+        fresh.register("bad", str(path))
+    assert "DL_X" in one_line(e)
+
+
+@pytest.mark.spark
+def test_reserved_column_spark_dataframe(spark_session):
+    s = dltrace.connect("spark", spark=spark_session.newSession())
+    with pytest.raises(dltrace.ReservedName) as e:
+        s.register("bad", spark_session.range(2).withColumnRenamed("id", "dl_x"))
+    assert "dl_x" in one_line(e)
+
+
+@pytest.mark.spark
+def test_spark_errors_are_one_line(sparks):
+    with pytest.raises(dltrace.QueryError) as e:
+        sparks.engine.sql("SELECT no_such_column FROM lineitem")
+    text = one_line(e)
+    assert text.startswith("Spark: ") and "no_such_column" in text
+    with pytest.raises(dltrace.QueryError) as e:
+        sparks.engine.sql("SELEC 1")
+    assert one_line(e).startswith("Spark: ")
+    with pytest.raises(dltrace.QueryError) as e:  # a runtime error inside a task
+        sparks.engine.sql("SELECT raise_error('boom') FROM region")
+    assert "boom" in one_line(e)
