@@ -1,0 +1,111 @@
+"""The dl_* functions on DuckDB: vectorised Arrow UDFs, and TEMP macros that give both strategies one name.
+
+DuckDB has no Python aggregate functions, so DLUNION over bitmaps is ``dl_bitmap_build(list(t.dl_rid))`` (ids) or
+``dl_bitmap_merge(list(sub.dl_x))`` (bitmaps): ``list`` aggregates natively, one Arrow UDF call per 2048 rows
+finishes the job.
+
+One name for both strategies: a Python UDF has one signature and DuckDB refuses a second UDF of the same name
+("creating multiple functions with the same name is not supported yet"), so each shared name is a TEMP macro
+over native list functions (sets) and a bitmap UDF (bitmaps):
+
+* ``dl_count``, ``dl_contains``, ``dl_to_list``: ``CASE WHEN typeof(x) = 'BLOB' THEN <bitmap UDF> ELSE <native>``
+  -- typeof is constant at bind time, the optimiser folds the CASE, so the plan holds only the right branch.
+* ``dl_union`` returns its input's type, which a CASE cannot: two typed macro overloads ``(BIGINT[], BIGINT[])``
+  and ``(BLOB, BLOB)`` (DuckDB 2.0 macros overload by parameter type). Limitation: DuckDB cannot pick an overload
+  when an argument contains an aggregate or window function ("multiple overloads match"); wrap that in a
+  subquery, or call ``dl_bitmap_union`` / ``dl_set_union`` directly.
+
+Signatures (NULL lineage = the empty set):
+
+=====================================  =========================================================================
+``dl_bitmap_build(BIGINT[]) BLOB``      32-bit bitmap of the non-null ids; NULL/empty list -> empty bitmap
+``dl_bitmap_build64(BIGINT[]) BLOB``    same, 64-bit format (tables with >= 2^32 rows)
+``dl_bitmap_merge(BLOB[]) BLOB``        union of the non-null bitmaps; NULL/empty list -> empty bitmap
+``dl_bitmap_merge64(BLOB[]) BLOB``      same, 64-bit output (accepts 32-bit inputs)
+``dl_count(BIGINT[] | BLOB) BIGINT``    number of ids; NULL -> 0
+``dl_contains(BIGINT[] | BLOB, BIGINT) BOOLEAN``  NULL lineage -> false; NULL rid -> NULL
+``dl_to_list(BIGINT[] | BLOB) BIGINT[]``  sorted distinct ids; NULL -> []
+``dl_union(BIGINT[], BIGINT[]) BIGINT[]``, ``dl_union(BLOB, BLOB) BLOB``  NULL only when both are NULL
+=====================================  =========================================================================
+
+A set value (BIGINT[]) is trusted to be a set, sorted and distinct, as the rewriter builds it; the helpers only
+drop NULL elements (``dl_count([7, 7])`` is 2). ``dl_union`` of sets returns a proper set (sorted, distinct).
+
+The halves are also callable directly: ``dl_bitmap_count``, ``dl_bitmap_contains``, ``dl_bitmap_to_list``,
+``dl_bitmap_union`` (bitmaps), ``dl_set_union`` (sets; a vectorised UDF, since list_distinct is slow on large
+lists).
+"""
+
+from __future__ import annotations
+
+import duckdb
+from duckdb import sqltypes as T
+
+from dltrace.udafs import bitmap as B
+
+_BIGINT_LIST = duckdb.list_type(T.BIGINT)
+_BLOB_LIST = duckdb.list_type(T.BLOB)
+
+# name -> (function over Arrow arrays, parameter types, return type); DuckDB reads the arity off the Python
+# signature, hence the lambdas
+_UDFS = {
+    "dl_bitmap_build": (lambda x: B.build_arrow(x, wide=False), [_BIGINT_LIST], T.BLOB),
+    "dl_bitmap_build64": (lambda x: B.build_arrow(x, wide=True), [_BIGINT_LIST], T.BLOB),
+    "dl_bitmap_merge": (lambda x: B.merge_arrow(x, wide=False), [_BLOB_LIST], T.BLOB),
+    "dl_bitmap_merge64": (lambda x: B.merge_arrow(x, wide=True), [_BLOB_LIST], T.BLOB),
+    "dl_bitmap_count": (lambda x: B.count_arrow(x), [T.BLOB], T.BIGINT),
+    "dl_bitmap_contains": (lambda x, r: B.contains_arrow(x, r), [T.BLOB, T.BIGINT], T.BOOLEAN),
+    "dl_bitmap_to_list": (lambda x: B.to_list_arrow(x), [T.BLOB], _BIGINT_LIST),
+    "dl_bitmap_union": (lambda a, b: B.union_arrow(a, b), [T.BLOB, T.BLOB], T.BLOB),
+    "dl_set_union": (lambda a, b: B.set_union_arrow(a, b), [_BIGINT_LIST, _BIGINT_LIST], _BIGINT_LIST),
+}
+
+# Shared names. dl_count/dl_contains/dl_to_list: one untyped macro that dispatches on typeof(x). typeof is a
+# bind-time constant, so the optimiser folds the CASE and drops the dead branch together with its identity CAST
+# (EXPLAIN shows just ``dl_bitmap_count(x)`` or ``len(list_filter(x, ...))``); the dead branch still has to bind,
+# which CAST(BLOB AS BIGINT[]) and CAST(BIGINT[] AS BLOB) do (they would only fail at run time). Unlike typed
+# overloads this also works when the argument contains an aggregate or window (``dl_count(list(x))``).
+# dl_union returns the type of its input, so it cannot be one CASE: it is a typed overload pair, which DuckDB
+# resolves from the argument types -- except when an argument contains an aggregate/window function (DuckDB then
+# reports "multiple overloads match"): use a subquery there, or dl_bitmap_union / dl_set_union.
+# A set value is trusted to be a set (sorted, distinct: what the rewriter builds); only NULL elements are dropped.
+# Re-deduplicating here would be a trap: DuckDB 2.0's list_distinct/list_unique cost ~4 us per distinct element
+# (5-7 s on one 1.5M-id lineage) where len() is O(1) and list_filter ~20 ns per element.
+_IS_BLOB = "typeof(x) = 'BLOB'"
+_SET = "list_filter(CAST(x AS BIGINT[]), lambda e: e IS NOT NULL)"
+_MACROS = [
+    f"dl_count(x) AS CASE WHEN {_IS_BLOB} THEN dl_bitmap_count(CAST(x AS BLOB)) "
+    f"ELSE coalesce(len({_SET}), 0) END",
+    f"dl_contains(x, r) AS CASE WHEN {_IS_BLOB} THEN dl_bitmap_contains(CAST(x AS BLOB), r) "
+    "ELSE CASE WHEN r IS NULL THEN NULL ELSE coalesce(list_contains(CAST(x AS BIGINT[]), r), false) END END",
+    f"dl_to_list(x) AS CASE WHEN {_IS_BLOB} THEN dl_bitmap_to_list(CAST(x AS BLOB)) "
+    f"ELSE coalesce({_SET}, []::BIGINT[]) END",
+    "dl_union(a BIGINT[], b BIGINT[]) AS dl_set_union(a, b), (a BLOB, b BLOB) AS dl_bitmap_union(a, b)",
+]
+
+
+def _registered(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def install_duckdb(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the dl_* functions on ``con`` (idempotent: a second call re-registers them).
+
+    The Python UDFs live in the database's catalog and are seen by every cursor of it; the macros are TEMP,
+    per connection: call this on each ``con.cursor()`` that runs dl_count/dl_contains/dl_to_list/dl_union.
+    """
+    present = _registered(con)
+    for name, (fn, params, ret) in _UDFS.items():
+        if name in present:
+            try:
+                con.remove_function(name)
+            except duckdb.Error:
+                continue  # registered through another connection to this database (a cursor's parent): keep it
+        con.create_function(name, fn, params, ret, type="arrow", null_handling="special", side_effects=False)
+    for macro in _MACROS:
+        # TEMP: lives in the connection's temp catalog, so it is never persisted into a user's database file
+        # (where it would refer to Python UDFs that another process does not have).
+        con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}")
