@@ -1,0 +1,107 @@
+"""Lazy backward tracing by Cui-Widom reverse queries (TODS 2000), on any engine of the protocol.
+
+``trace(session, sql)`` runs the query once -- over materialised intermediates, cut at every aggregation,
+DISTINCT, set operation and LIMIT (:mod:`.segments`) -- and then traces its output rows top-down, one
+batched tracing query per segment (:mod:`.tracing`, :mod:`.execute`). The target rows are a registered Arrow
+table joined in with null-safe equality, so values never pass through SQL text. The result has the same
+format as forward lineage (:mod:`.assemble`).
+
+Expected agreement with forward (witness) lineage: equal for queries without duplicate output rows and
+without negation (the paper's Theorem 6); otherwise backward is a superset (a duplicate gets the pool of
+all its derivations -- the paper's section 2.1, Table 5).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from dltrace.backward.assemble import BackwardResult, Collector
+from dltrace.backward.execute import Run, Tracer
+from dltrace.backward.segments import number_nodes
+from dltrace.backward.tracing import TID, Targets, table_ref
+from dltrace.errors import DltraceError
+
+SEMANTICS = ("witness", "control")
+
+
+class RowOutOfRange(DltraceError, IndexError):
+    """A row to trace that the query's output does not have."""
+
+
+def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None = None,
+          semantics: str = "witness") -> BackwardResult:
+    """Backward lineage of ``sql``'s output rows: all of them (``rows=None``, reverse-all) or ``rows``.
+
+    The result's ``table`` is every output row of the query, in the engine's order; ``lineage(i)`` takes that
+    row index. With ``rows`` given, only those rows are traced (``result.traced``) and the lineage of any
+    other row raises. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
+    """
+    from dltrace.rewriter import base_tables
+    from dltrace.rewriter.normalize import normalize
+    from dltrace.rewriter.parse import check_query, parse_query
+
+    if semantics not in SEMANTICS:
+        raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
+    read = dialect or session.dialect
+    tree = parse_query(sql, read)
+    session.check_tables(tree)
+    check_query(tree)
+    normal = normalize(tree, session.dialect, session.schema())
+    tables = base_tables(normal)
+    number_nodes(normal)
+
+    run = Run(session.engine, session.dialect)
+    try:
+        tracer = Tracer(run, semantics)
+        root = tracer.node_for(normal, {}, None)
+        out = tracer.output(root)
+        width = len(root.names)
+        table = out.select(list(range(width)))
+        n = table.num_rows
+        wanted = _rows(rows, n)
+        collector = Collector()
+        if len(wanted):
+            keys = _key_positions(root, width)
+            cols = [f"_dl_v{j}" for j in range(len(keys))]
+            take = pa.array(wanted, type=pa.int64())
+            targets = pa.table(
+                [pa.array(wanted, type=pa.int64())] + [out.column(p).take(take) for p in keys],
+                names=[TID, *cols],
+            )
+            name = run.register("t", targets)
+            tracer.trace(root, Targets(table_ref(name), cols, "keys"), collector)
+        columns = collector.columns(n, None if rows is None else wanted, tables)
+    finally:
+        run.cleanup()
+    return BackwardResult(
+        session, sql, read, table, columns, "reverse-all" if rows is None else "reverse-one", semantics,
+        None, traced=None if rows is None else tuple(int(i) for i in wanted), queries=run.log,
+    )
+
+
+def _key_positions(root, width: int) -> list[int]:
+    """Where each key of the root is in its output: a column, or an extra ``_dl_g`` column after them."""
+    if root.mode != "groups":
+        return list(range(width))
+    out, extra = [], width
+    for p in root.key_pos:
+        if p is None:
+            out.append(extra)
+            extra += 1
+        else:
+            out.append(p)
+    return out
+
+
+def _rows(rows: list[int] | None, n: int) -> np.ndarray:
+    if rows is None:
+        return np.arange(n, dtype=np.int64)
+    wanted = sorted({int(i) for i in rows})
+    bad = [i for i in wanted if not 0 <= i < n]
+    if bad:
+        raise RowOutOfRange(f"row {bad[0]} out of range: the result has {n} rows")
+    return np.asarray(wanted, dtype=np.int64)
+
+
+__all__ = ["trace", "BackwardResult", "RowOutOfRange", "SEMANTICS"]

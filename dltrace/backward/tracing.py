@@ -1,0 +1,350 @@
+"""Tracing queries, as sqlglot trees: a segment's rows with their provenance, joined to the target rows.
+
+For a segment root ``pi_A sigma_H alpha_G sigma_C (R1 x ... x Rm)`` and a relation of targets
+``(_dl_tid, _dl_v0, ...)`` the tracing query is
+
+    SELECT tg._dl_tid, q.<provenance columns>
+    FROM (SELECT <A, or G for an aggregation> AS _dl_k<j>, <provenance> FROM R1, ..., Rm WHERE C) AS q
+    JOIN targets AS tg ON q._dl_k0 IS NOT DISTINCT FROM tg._dl_v0 AND ...
+
+(the Split of Cui-Widom: one column per base-table occurrence and per child). Provenance columns are:
+
+- ``rid``: the ``dl_rid`` of a base-table occurrence (NULL on the padded side of an outer join);
+- ``child``: a presence flag and the keys of a child node's row (its materialisation is read in place of the
+  child), plus the outer values a non-equality correlation compares with;
+- ``const``: a presence flag for a child whose lineage is the same for every row (a global aggregate, a
+  subquery left in a predicate): traced once, whole.
+
+Transparent derived tables and CTEs are inlined with their provenance columns passed up, which merges
+adjacent SPJ operators into one segment. Nothing here runs SQL: children are materialised through the
+``materialize`` callback of :class:`Builder`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from sqlglot import exp
+
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.normalize import DECORRELATED
+from dltrace.rewriter.parse import RID, position
+from dltrace.backward.segments import (
+    ArrayWitness,
+    Node,
+    array_witness,
+    contributes,
+    is_transparent,
+    nested_queries,
+    output_names,
+    predicate_queries,
+    scope_env,
+    unwrap,
+)
+
+TID = "_dl_tid"
+PRESENT = "_dl_x"
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def col(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(name, table=table, quoted=True)
+
+
+def table_ref(name: str, alias: str | None = None) -> exp.Table:
+    t = exp.Table(this=ident(name))
+    if alias:
+        t.set("alias", exp.TableAlias(this=ident(alias)))
+    return t
+
+
+def subquery(query: exp.Expression, alias: str, columns: list[str] | None = None) -> exp.Subquery:
+    ta = exp.TableAlias(this=ident(alias))
+    if columns:
+        ta.set("columns", [ident(c) for c in columns])
+    return exp.Subquery(this=query, alias=ta)
+
+
+@dataclass
+class Prov:
+    """Provenance carried by the rows of a segment (see the module docstring)."""
+
+    kind: str  # "rid" | "child" | "const"
+    cols: list[exp.Expression]  # rid: [rid]; child: [presence, *keys, *outer]; const: [presence]
+    table: str | None = None  # rid: the base table
+    node: Node | None = None  # child/const: the child node
+    nkeys: int = 0  # child: how many of cols[1:] are keys (the rest are outer values)
+    witness: ArrayWitness | None = None  # child: a non-equality correlation's test
+
+    def via(self, alias: str) -> "Prov":
+        """The same provenance read from the outside of a relation ``alias`` that exposes it."""
+        return replace(self, cols=[col(c.name, alias) for c in self.cols])
+
+
+class Builder:
+    """Builds the SQL of segments over materialised children, with or without provenance columns."""
+
+    def __init__(self, dialect: str, semantics: str, materialize: Callable[[Node], str],
+                 node_for: Callable[[exp.Expression, dict, list[str] | None], Node]) -> None:
+        self.dialect = dialect
+        self.spark = dialect in ("spark", "spark2", "databricks")
+        self.semantics = semantics
+        self.materialize = materialize
+        self.node_for = node_for
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    # -- plain evaluation over materialised children ---------------------------------------------
+    def eval_query(self, query: exp.Expression, env: dict) -> exp.Expression:
+        """``query`` (Select, set operation, parenthesised) with its children read from materialisations."""
+        if isinstance(query, exp.Subquery):
+            out = query.copy()
+            out.set("this", self.eval_query(query.this, env))
+            return out
+        if isinstance(query, exp.Select):
+            select, _ = self.select(query, env, prov=False)
+            return select
+        if isinstance(query, exp.SetOperation):
+            env = scope_env(query, env)
+            out = query.copy()
+            out.set("with_", None)
+            out.set("this", self.eval_query(query.this, env))
+            out.set("expression", self.eval_query(query.expression, env))
+            return out
+        raise UnsupportedQuery(f"{type(query).__name__} as a query is not supported, at {position(query)}")
+
+    # -- one SELECT ----------------------------------------------------------------------------------
+    def select(self, query: exp.Select, env: dict, prov: bool) -> tuple[exp.Select, list[Prov]]:
+        """A copy of ``query``: children replaced by their materialisations, transparent derived tables
+        inlined, and (``prov``) the provenance of its rows, as expressions in its scope."""
+        new = query.copy()
+        env = scope_env(new, env)
+        new.set("with_", None)
+        cross_joins(new)
+        provs: list[Prov] = []
+        if prov:
+            for sub in predicate_queries(new, self.semantics):
+                provs.append(Prov("const", [exp.true()], node=self.node_for(sub, env, None)))
+        for sub in nested_queries(new):
+            sub.replace(self.eval_query(sub, env))
+        from_ = new.args.get("from_")
+        if from_ is not None:
+            items = [from_.this] + [j.this for j in new.args.get("joins") or []]
+            for source in items:
+                provs += self.from_item(new, source, env, prov)
+        fix_array_any(new, self.spark)
+        return new, provs
+
+    def from_item(self, select: exp.Select, source: exp.Expression, env: dict, prov: bool) -> list[Prov]:
+        alias = source.alias_or_name
+        if isinstance(source, exp.Table):
+            name = source.name
+            if not source.args.get("db") and name in env:
+                cte = env[name]
+                body = unwrap(cte.query)
+                if is_transparent(body) and not cte.columns:
+                    return self.inline(source, body, cte.env, alias, prov)
+                node = self.node_for(cte.query, cte.env, cte.columns or None)
+                return self.child(source, node, alias, prov)
+            if not isinstance(source.this, exp.Identifier):
+                raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
+            return [Prov("rid", [col(RID, alias)], table=name.lower())] if prov else []
+        if isinstance(source, exp.Subquery):
+            inner = unwrap(source.this)
+            ta = source.args.get("alias")
+            columns = [c.name for c in ta.columns] if ta is not None and ta.columns else []
+            if source.meta.get(DECORRELATED):
+                node = self.node_for(inner, env, columns or None)
+                use = prov and contributes(select, alias, self.semantics)
+                witness = array_witness(select, alias, node.query) if use else None
+                return self.child(source, node, alias, use, witness)
+            if is_transparent(inner) and not columns:
+                return self.inline(source, inner, env, alias, prov)
+            return self.child(source, self.node_for(inner, env, columns or None), alias, prov)
+        if isinstance(source, (exp.Values, exp.Unnest)):
+            return []  # literal rows: no base tuples behind them
+        raise UnsupportedQuery(f"{type(source).__name__} in FROM is not supported, at {position(source)}")
+
+    def inline(self, source: exp.Expression, body: exp.Select, env: dict, alias: str, prov: bool) -> list[Prov]:
+        """Merge a transparent derived table / CTE into the segment, passing its provenance up."""
+        inner, provs = self.select(body, env, prov)
+        exposed = self.expose(inner, provs)
+        source.replace(subquery(inner, alias))
+        return [p.via(alias) for p in exposed]
+
+    def child(self, source: exp.Expression, node: Node, alias: str, prov: bool,
+              witness: ArrayWitness | None = None) -> list[Prov]:
+        """Read a child node from its materialisation; its provenance is its keys."""
+        name = self.materialize(node)
+        source.replace(table_ref(name, alias))
+        if not prov:
+            return []
+        present = col(PRESENT, alias)
+        if node.is_global:
+            return [Prov("const", [present], node=node)]
+        keys = [col(c, alias) for c in node.key_cols]
+        outer = [o.copy() for o in witness.outer] if witness is not None and witness.tests else []
+        return [Prov("child", [present, *keys, *outer], node=node, nkeys=len(keys), witness=witness)]
+
+    def expose(self, select: exp.Select, provs: list[Prov]) -> list[Prov]:
+        """Add the provenance expressions as output columns of ``select``; the result names them."""
+        out = []
+        for p in provs:
+            names = []
+            for e in p.cols:
+                name = self.fresh("_dl_p")
+                select.select(exp.alias_(e, name, quoted=True), append=True, copy=False)
+                names.append(col(name))
+            out.append(replace(p, cols=names))
+        return out
+
+    # -- what a node's materialisation holds -------------------------------------------------------
+    def output_query(self, node: Node, present: bool) -> exp.Expression:
+        """The node's rows: its output columns, its uncovered group keys (``_dl_g<j>``), and (``present``)
+        the constant ``_dl_x`` that tells a parent's row that it matched a row of this child."""
+        q = node.query
+        if isinstance(q, exp.Select):
+            select, _ = self.select(q, node.env, prov=False)
+            extras = []
+            for j in node.extra_keys:
+                key = select.args["group"].expressions[j].copy()
+                select.select(exp.alias_(key, f"_dl_g{j}", quoted=True), append=True, copy=False)
+                extras.append(f"_dl_g{j}")
+            if present:
+                select.select(exp.alias_(exp.true(), PRESENT, quoted=True), append=True, copy=False)
+                extras.append(PRESENT)
+            if list(select.named_selects[: len(node.names)]) == node.names:
+                return select
+            return exp.select(exp.Star()).from_(subquery(select, "_dl_w", node.names + extras))
+        inner = self.eval_query(q, node.env)
+        renamed = output_names(inner) != node.names
+        if not present and not renamed:
+            return inner
+        out = exp.select(exp.Star()).from_(subquery(inner, "_dl_w", node.names if renamed else None))
+        if present:
+            out.select(exp.alias_(exp.true(), PRESENT, quoted=True), append=True, copy=False)
+        return out
+
+    def groups_query(self, node: Node) -> exp.Select:
+        """An aggregation's groups with every group key beside the output (``_dl_g<j>``), no DISTINCT."""
+        select, _ = self.select(node.query, node.env, prov=False)
+        for k in ("distinct", *("order", "limit", "offset", "fetch")):
+            select.set(k, None)
+        for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
+            select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)
+        return select
+
+    # -- tracing queries -----------------------------------------------------------------------------
+    def single_scan(self, node: Node) -> bool:
+        """Does the segment read one base table and nothing else (each of its rows at most once per target)?"""
+        q = node.query
+        if not isinstance(q, exp.Select) or q.args.get("joins"):
+            return False
+        from_ = q.args.get("from_")
+        source = from_.this if from_ is not None else None
+        return isinstance(source, exp.Table) and source.name not in scope_env(q, node.env)
+
+    def provenance_select(self, node: Node) -> tuple[exp.Select, int, list[Prov]]:
+        """The segment's input rows: its match columns ``_dl_k<j>`` (the output expressions, or the group
+        keys of an aggregation), ``_dl_a`` for a non-equality witness, and the provenance columns."""
+        select, provs = self.select(node.query, node.env, prov=True)
+        if node.kind == "agg":
+            match = [k.copy() for k in (select.args["group"].expressions if select.args.get("group") else [])]
+        else:
+            match = [e.unalias().copy() for e in select.expressions]
+        projection = [exp.alias_(m, f"_dl_k{j}", quoted=True) for j, m in enumerate(match)]
+        if node.array_col is not None:
+            arg = next(e.unalias().this for e in select.expressions if e.alias_or_name == node.array_col)
+            projection.append(exp.alias_(arg.copy(), "_dl_a", quoted=True))
+        select.set("expressions", projection)
+        drop = ["order", "limit", "offset", "fetch", "distinct"]
+        if node.kind == "agg":
+            drop += ["group", "having", "qualify", "windows"]
+        for k in drop:
+            select.set(k, None)
+        return select, len(match), self.expose(select, provs)
+
+    def tracing_query(self, node: Node, targets: "Targets | None") -> tuple[exp.Select, list[Prov]]:
+        """``SELECT tg._dl_tid, q.<provenance> FROM (segment) q JOIN targets tg ON keys``."""
+        inner, nmatch, provs = self.provenance_select(node)
+        q, tg = "q", "tg"
+        outs = [col(p.name, q).as_(p.name, quoted=True) for pr in provs for p in pr.cols]
+        if targets is None:
+            query = exp.select(exp.cast(exp.Literal.number(0), "BIGINT").as_(TID, quoted=True), *outs)
+            query = query.from_(subquery(inner, q))
+        else:
+            query = exp.select(col(TID, tg).as_(TID, quoted=True), *outs).from_(subquery(inner, q))
+            conds: list[exp.Expression] = []
+            for j in range(nmatch):
+                conds.append(exp.NullSafeEQ(this=col(f"_dl_k{j}", q), expression=col(targets.cols[j], tg)))
+            if targets.tests:
+                tests = [_bind(t, q, tg, targets.outer) for t in targets.tests]
+                conds.append(exp.paren(exp.or_(*tests)) if len(tests) > 1 else tests[0])
+            right = targets.relation(tg)
+            if conds:
+                query = query.join(right, on=exp.and_(*conds), join_type="INNER")
+            else:
+                query = query.join(right, join_type="CROSS")
+        return query, provs
+
+
+@dataclass
+class Targets:
+    """Rows to trace: ``_dl_tid`` (the output row they serve) and the columns ``cols`` to match, in order.
+
+    ``tests``/``outer``: a non-equality correlation's witness test and the outer values it compares with.
+    """
+
+    source: exp.Expression  # a Table or a query
+    cols: list[str]
+    mode: str = "keys"  # "keys": cols match the node's key_cols; "values": its output columns
+    tests: list[exp.Expression] = field(default_factory=list)
+    outer: list[str] = field(default_factory=list)
+
+    def relation(self, alias: str) -> exp.Expression:
+        if isinstance(self.source, exp.Table):
+            return table_ref(self.source.name, alias)
+        return subquery(self.source.copy(), alias)
+
+
+def _bind(test: exp.Expression, q: str, tg: str, outer: list[str]) -> exp.Expression:
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not node.table:
+            if node.name == "_dl_a":
+                return col("_dl_a", q)
+            if node.name.startswith("_dl_o"):
+                return col(outer[int(node.name[5:])], tg)
+        return node
+
+    return test.copy().transform(swap)
+
+
+def cross_joins(select: exp.Select) -> None:
+    """Comma joins as CROSS JOINs, so that a decorrelated ``LEFT JOIN ... ON`` after a comma list sees every
+    table before it (``FROM a, b LEFT JOIN d ON a.x = d.y`` is a lateral reference that DuckDB plans as a
+    dependent join with a cross product; ``FROM a CROSS JOIN b LEFT JOIN d ON ...`` is a plain hash join)."""
+    for join in select.args.get("joins") or []:
+        if not any(join.args.get(k) for k in ("side", "kind", "on", "using", "method")):
+            join.set("kind", "CROSS")
+
+
+def fix_array_any(select: exp.Select, spark: bool) -> None:
+    """ARRAY_ANY (a decorrelated non-equality EXISTS) as "some element passes the lambda".
+
+    The same reading as the forward rewriter: right also when the engine's array aggregate drops NULLs
+    (Spark's collect_list), unlike sqlglot's "empty array or ..." expansion.
+    """
+    for node in list(select.find_all(exp.ArrayAny)):
+        if node.find_ancestor(exp.Select) is not select:
+            continue
+        lam = node.expression
+        filtered = exp.Anonymous(this="filter" if spark else "list_filter", expressions=[node.this.copy(), lam.copy()])
+        size = exp.Anonymous(this="size" if spark else "len", expressions=[filtered])
+        node.replace(exp.paren(exp.GT(this=size, expression=exp.Literal.number(0))))
