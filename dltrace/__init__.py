@@ -30,6 +30,17 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
                     pretty=pretty)
 
 
+def load(path, session: Session, allow_stale: bool = False):
+    """Reopen lineage saved with ``r.save(path)`` as a result bound to ``session``.
+
+    Raises :class:`StaleLineage` naming the table when a base table changed (or is not registered) since the
+    save, unless ``allow_stale=True``.
+    """
+    from dltrace.store import load as _load
+
+    return _load(path, session, allow_stale=allow_stale)
+
+
 def install(target, strategy: str | None = None) -> None:
     """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
     from dltrace.udafs import install as _install
@@ -40,5 +51,5 @@ def install(target, strategy: str | None = None) -> None:
 __all__ = [
     "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "SourceError",
     "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "Session", "connect", "rewrite",
-    "install", "__version__",
+    "install", "load", "__version__",
 ]

@@ -124,6 +124,90 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lineage_session(args: argparse.Namespace, manifest: dict):
+    """A session with the saved query's tables: from --tpch/--table, else from the paths the manifest records."""
+    import dltrace
+
+    if args.tpch is not None or args.table:
+        return _session(args)
+    options: dict[str, Any] = {"master": args.master} if args.engine == "spark" else {}
+    s = dltrace.connect(args.engine, **options)
+    for name, info in manifest.get("tables", {}).items():
+        origin = info.get("origin")
+        files = info.get("files") or []
+        if origin is None and len(files) == 1:
+            origin = files[0]["path"]
+        if origin is None:
+            raise DltraceError(f"table {name!r} was registered from memory when the lineage was saved; "
+                               f"pass --table {name}=PATH (or --tpch SF)")
+        s.register(name, origin)
+    return s
+
+
+def _parse_rids(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                out.extend(range(int(lo), int(hi) + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise DltraceError(f"--forward expects TABLE:RID[,RID|LO-HI...], got a bad rid {part!r}") from None
+    return out
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    from dltrace.store import load, read_manifest
+
+    _, manifest = read_manifest(args.dir)
+    s = _lineage_session(args, manifest)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = load(args.dir, s, allow_stale=args.allow_stale)
+    for w in caught:
+        print(f"dltrace: warning: {w.message}", file=sys.stderr)
+    if not args.row and not args.forward:
+        print(f"query ({manifest.get('dialect')}, saved {manifest.get('created')} by dltrace "
+              f"{manifest.get('dltrace_version')} on {manifest.get('engine')}):")
+        print("  " + manifest.get("query", "").strip().replace("\n", "\n  "))
+        print(f"{r.num_rows} rows; lineage {r.strategy or 'none'} ({r.semantics}) on: {', '.join(r.tables) or 'none'}")
+        return 0
+    for i in args.row or []:
+        print(r.explain(i, samples=0))
+        if r.on_values is None and r.lineage_columns:
+            from dltrace.explore import plain_table, row_rids
+
+            for table, tuples in r.backward(i, limit=args.tuples).items():
+                total = int(row_rids(r, table, i).size)
+                if tuples.num_rows:
+                    shown = f"first {tuples.num_rows} of {total}" if total > tuples.num_rows else f"{total}"
+                    noun = "base tuple" if total == 1 else "base tuples"
+                    print(f"\n{table} ({shown} {noun}):")
+                    print(plain_table(tuples))
+            print()
+    for spec in args.forward or []:
+        table, sep, text = spec.partition(":")
+        if not sep or not table:
+            raise DltraceError(f"--forward expects TABLE:RID[,RID...], got {spec!r}")
+        rids = _parse_rids(text)
+        rows = r.forward(table, rids)
+        print(f"{len(rows)} of {r.num_rows} output rows depend on {table} rids {_short(rids, 10)}: {rows}")
+        if rows:
+            import pyarrow as pa
+
+            picked = r.table.take(pa.array(rows, type=pa.int64()))
+            picked = picked.add_column(0, "row", pa.array(rows, type=pa.int64()))
+            _print_table(picked)
+    return 0
+
+
 def cmd_tpch(args: argparse.Namespace) -> int:
     from dltrace.tpch.runner import main as runner_main
 
@@ -166,6 +250,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--semantics", choices=["witness", "control"], default="witness")
     p.add_argument("--tuples", type=int, default=0, metavar="K", help="also print up to K base tuples per table")
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("lineage", help="query saved lineage: a row's base tuples, or the rows some inputs reach")
+    p.add_argument("dir", help="folder written by `dltrace run --save DIR` (or r.save(DIR))")
+    _add_sources(p)
+    p.add_argument("--row", type=int, action="append", help="explain output row N and print its base tuples (repeatable)")
+    p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
+                   help="print the output rows that depend on these rids, e.g. lineitem:42,43 or orders:10-20")
+    p.add_argument("--tuples", type=int, default=20, metavar="K", help="base tuples to print per table (default 20)")
+    p.add_argument("--allow-stale", action="store_true", help="load even if a base table changed since the save")
+    p.set_defaults(func=cmd_lineage)
 
     p = sub.add_parser("tpch", help="the TPC-H comparison: original / set / bitmap / reverse-one / reverse-all")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ class Session:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.tables: dict[str, Any] = {}  # name -> resolved source
+        self.origins: dict[str, str] = {}  # name -> absolute path it was registered from (for saved lineage)
 
     @property
     def dialect(self) -> str:
@@ -40,6 +42,10 @@ class Session:
         resolved = resolve_source(source)
         self.engine.register(key, resolved)
         self.tables[key] = resolved
+        if isinstance(source, (str, os.PathLike)):
+            self.origins[key] = os.path.abspath(os.fspath(source))
+        else:
+            self.origins.pop(key, None)
 
     def load_tpch(self, sf: float = 0.01, progress=None) -> None:
         """Generate (once, cached) and register the 8 TPC-H tables at scale factor ``sf``."""
@@ -105,6 +111,18 @@ class Session:
         from dltrace.backward import trace
 
         return trace(self, sql, rows=rows, dialect=dialect, semantics=semantics)
+
+    def impact(self, sql: str, table: str, rids, saved=None, lineage: str = "set", dialect: str | None = None,
+               semantics: str = "witness"):
+        """Which output rows of ``sql`` depend on rows ``rids`` of ``table`` (e.g. faulty input rows).
+
+        From ``saved`` lineage (a folder written by ``r.save`` or a result) when given; otherwise by running
+        the query with lineage for ``table`` only, where only those rows carry a rid. Returns an
+        :class:`dltrace.explore.Impact`: ``.rows`` (output row indices) and ``.result`` (``rows, r = ...``).
+        """
+        from dltrace.explore import impact
+
+        return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
 
     def close(self) -> None:
         self.engine.close()

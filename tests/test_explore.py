@@ -1,0 +1,359 @@
+"""Lineage queries: backward (base tuples by rid), forward (rows reached by some rids), explain, impact --
+each checked against a brute-force computation from ``r.lineage(i)`` and plain SQL on the engine."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+from dltrace import explore
+from dltrace.tpch import query_sql
+
+STRATEGIES = ["set", "bitmap"]
+
+
+# -- data: a multi-file parquet table (many row groups, NULLs, duplicates) and an in-memory one -----------------
+
+
+def _sales(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    qty = rng.integers(0, 10, n)
+    item = rng.integers(0, 40, n)
+    return pa.table({
+        "item": pa.array([None if k % 17 == 0 else int(v) for k, v in enumerate(item)], pa.int64()),
+        "qty": pa.array(qty, pa.int64()),
+        "region": pa.array([["north", "south", None, "east"][k % 4] for k in range(n)]),
+        "note": pa.array([f"sale {seed}-{k}" for k in range(n)]),
+    })
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A DuckDB session with ``sales`` (3 parquet files, 100-row row groups) and ``items`` (Arrow)."""
+    folder = tmp_path_factory.mktemp("sales")
+    for f, (n, seed) in enumerate([(700, 1), (450, 2), (900, 3)]):
+        pq.write_table(_sales(n, seed), folder / f"part-{f}.parquet", row_group_size=100)
+    items = pa.table({
+        "id": pa.array(range(40), pa.int64()),
+        "cat": pa.array([["a", "b", "c", None][k % 4] for k in range(40)]),
+        "price": pa.array([1.5 * k for k in range(40)]),
+    })
+    s = dltrace.connect("duckdb")
+    s.register("sales", str(folder))
+    s.register("items", items)
+    yield s
+    s.close()
+
+
+SMALL_QUERIES = {
+    "spj": "SELECT s.note, i.cat FROM sales s JOIN items i ON s.item = i.id WHERE s.qty > 6 ORDER BY s.note",
+    "group": "SELECT i.cat, sum(s.qty) AS q, count(*) AS n FROM sales s JOIN items i ON s.item = i.id "
+             "GROUP BY i.cat ORDER BY i.cat NULLS LAST",
+    "distinct": "SELECT DISTINCT region FROM sales ORDER BY region NULLS LAST",
+    "subquery": "SELECT id, cat FROM items WHERE id IN (SELECT item FROM sales WHERE qty = 9) ORDER BY id",
+}
+
+
+# -- brute force -----------------------------------------------------------------------------------------------
+
+
+def brute_backward(session, r, i: int) -> dict[str, list[dict]]:
+    out = {}
+    for t, ids in r.lineage(i).items():
+        if not ids:
+            out[t] = []
+            continue
+        got = session.sql(f"SELECT * FROM {t} WHERE dl_rid IN ({', '.join(map(str, ids))}) ORDER BY dl_rid")
+        out[t] = got.to_pylist()
+    return out
+
+
+def brute_forward(r, table: str, rids) -> list[int]:
+    want = set(rids)
+    return [i for i, lin in enumerate(r.lineage_all()) if want & set(lin.get(table, []))]
+
+
+def check_backward(session, r, rows=None) -> None:
+    for i in rows if rows is not None else range(r.num_rows):
+        got = r.backward(i)
+        want = brute_backward(session, r, i)
+        assert set(got) == set(want) == set(r.lineage_columns)
+        for t in want:
+            assert got[t].column_names[-1] == "dl_rid"
+            assert got[t].column("dl_rid").to_pylist() == r.lineage(i)[t]
+            assert got[t].to_pylist() == want[t], (i, t)
+
+
+def check_forward(r, session, probes_per_table: int = 6, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    all_lineage = r.lineage_all()
+    for t in r.tables:
+        n = session.num_rows(t)
+        used = sorted({x for lin in all_lineage for x in lin[t]})
+        probes = [[int(rng.integers(n))] for _ in range(probes_per_table)]
+        if used:
+            probes += [[used[int(rng.integers(len(used)))]] for _ in range(probes_per_table)]
+            probes.append(list(rng.choice(used, size=min(5, len(used)), replace=False).tolist()))
+            probes.append(used[:3] + [n - 1])
+        probes.append([])
+        for rids in probes:
+            assert r.forward(t, rids) == brute_forward(r, t, rids), (t, rids)
+
+
+@pytest.fixture(params=["files", "rowstore"])
+def fetch_mode(request, monkeypatch, tmp_path):
+    """Base tuples read from the parquet files (pruned reads) or from a row store built for the test."""
+    if request.param == "files":
+        monkeypatch.setattr(explore, "rowstore", lambda source, build=False: None)
+    else:
+        monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
+        monkeypatch.setattr(explore, "_stores", {})
+        monkeypatch.setattr(explore, "SMALL_TABLE_ROWS", 0)
+        monkeypatch.setattr(explore, "SCATTERED_CLUSTERS", -1)  # every lookup builds / uses one
+    return request.param
+
+
+# -- small data, both strategies -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("name", list(SMALL_QUERIES))
+def test_small_backward_forward_match_brute_force(small, strategy, name, fetch_mode):
+    r = small.run(SMALL_QUERIES[name], lineage=strategy)
+    assert r.num_rows > 0
+    rows = range(r.num_rows) if r.num_rows <= 30 else list(range(0, r.num_rows, max(1, r.num_rows // 25)))
+    check_backward(small, r, rows)
+    check_forward(r, small)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_backward_every_fetch_path(small, strategy, monkeypatch):
+    """Exact rows whatever the clustering: one range per rid, big ranges with neighbours, the semi-join scan."""
+    monkeypatch.setattr(explore, "rowstore", lambda source, build=False: None)
+    r = small.run(SMALL_QUERIES["group"], lineage=strategy)
+    for gap, max_clusters in [(0, 10_000), (10_000, 10_000), (50, 2), (0, 1)]:
+        monkeypatch.setattr(explore, "CLUSTER_GAP", gap)
+        monkeypatch.setattr(explore, "MAX_CLUSTERS", max_clusters)
+        check_backward(small, r)
+
+
+def test_backward_options(small):
+    r = small.run(SMALL_QUERIES["group"], lineage="set")
+    full = r.backward(0)
+    only = r.backward(0, tables="sales", columns={"sales": ["qty"]}, limit=5)
+    assert list(only) == ["sales"]
+    assert only["sales"].column_names == ["qty", "dl_rid"]
+    assert only["sales"].to_pylist() == full["sales"].select(["qty", "dl_rid"]).slice(0, 5).to_pylist()
+    assert r.backward(-1).keys() == full.keys()
+    with pytest.raises(IndexError):
+        r.backward(r.num_rows)
+    with pytest.raises(dltrace.UnknownTable):
+        r.backward(0, tables=["orders"])
+
+
+def test_fetch_multi_file_offsets(small, fetch_mode):
+    """Rids across file boundaries (offsets 700 and 1150) and row groups come back in rid order, exactly."""
+    rids = [0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500, 1500]
+    got = explore.fetch(small, "sales", rids)
+    want = small.sql("SELECT * FROM sales WHERE dl_rid IN (0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500) "
+                     "ORDER BY dl_rid")
+    assert got.to_pylist() == want.to_pylist()
+    assert explore.fetch(small, "sales", []).num_rows == 0
+    assert explore.fetch(small, "sales", []).column_names == want.column_names
+    with pytest.raises(dltrace.DltraceError, match="outside table"):
+        explore.fetch(small, "sales", [2050])
+    items = explore.fetch(small, "items", [39, 3])
+    assert items.column("dl_rid").to_pylist() == [3, 39]
+    assert items.to_pylist() == small.sql("SELECT * FROM items WHERE dl_rid IN (3, 39) ORDER BY dl_rid").to_pylist()
+
+
+def test_rowstore_lifecycle(tmp_path, monkeypatch):
+    """Built once per table content (a changed file gets a new one), reused across sessions, evicted LRU."""
+    monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(explore, "_stores", {})
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": list(range(1000)), "s": [f"v{k}" for k in range(1000)]}), path, row_group_size=64)
+    s = dltrace.connect("duckdb")
+    s.register("t", str(path))
+    far = [3, 500, 999]
+    assert explore.fetch(s, "t", far).to_pylist() == [{"x": k, "s": f"v{k}", "dl_rid": k} for k in far]
+    stores = sorted((tmp_path / "cache" / "rowstore").glob("*.arrow"))
+    assert len(stores) == 1
+    s2 = dltrace.connect("duckdb")  # another session: the same store, nothing rebuilt
+    s2.register("t", str(path))
+    monkeypatch.setattr(explore, "_build_rowstore", lambda *a: pytest.fail("rebuilt"))
+    monkeypatch.setattr(explore, "_stores", {})
+    assert explore.fetch(s2, "t", [7]).to_pylist() == [{"x": 7, "s": "v7", "dl_rid": 7}]
+    monkeypatch.undo()
+    monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
+    time.sleep(0.01)
+    pq.write_table(pa.table({"x": [k + 1 for k in range(1000)], "s": ["w"] * 1000}), path)
+    s3 = dltrace.connect("duckdb")
+    s3.register("t", str(path))
+    monkeypatch.setattr(explore, "ROWSTORE_MAX_BYTES", 1)  # room for one store only: the old one goes
+    assert explore.fetch(s3, "t", far).column("x").to_pylist() == [4, 501, 1000]
+    now = sorted((tmp_path / "cache" / "rowstore").glob("*.arrow"))
+    assert len(now) == 1 and now != stores
+    explore.clear_rowstores()
+    assert not list((tmp_path / "cache" / "rowstore").glob("*.arrow"))
+
+
+def test_forward_edge_cases(small):
+    r = small.run(SMALL_QUERIES["spj"], lineage="bitmap")
+    assert r.forward("sales", []) == []
+    assert r.forward("SALES", 10**6) == []
+    some = r.lineage(0)["sales"][0]
+    assert r.forward("sales", some) == r.forward("sales", [some]) == r.forward("sales", np.array([some])) == [0]
+    with pytest.raises(dltrace.UnknownTable):
+        r.forward("orders", [1])
+
+
+@pytest.mark.parametrize("name", ["spj", "subquery", "distinct"])
+def test_forward_vectorised_pass(small, name, monkeypatch):
+    """The one-pass path of forward on set columns (used for many candidate rows), with empty lists between."""
+    monkeypatch.setattr(explore, "LOOP_ROWS", 0)
+    r = small.run(SMALL_QUERIES[name], lineage="set")
+    check_forward(r, small, probes_per_table=10)
+    col = r.lineage_columns[r.tables[0]]
+    values = col.to_pylist()
+    holes = [[] if k % 3 == 1 else v for k, v in enumerate(values)]  # empty lists share their start offset
+    r.lineage_columns[r.tables[0]] = pa.chunked_array([pa.array(holes, col.type)])
+    check_forward(r, small, probes_per_table=10)
+
+
+def test_forward_unsorted_set_lists(small):
+    """A set column whose lists are not sorted (traced results make no promise) is still answered exactly."""
+    r = small.run(SMALL_QUERIES["group"], lineage="set")
+    col = r.lineage_columns["sales"]
+    shuffled = [list(reversed(v)) for v in col.to_pylist()]
+    r.lineage_columns["sales"] = pa.chunked_array([pa.array(shuffled, col.type)])
+    check_forward(r, small)
+
+
+def test_explain(small):
+    r = small.run(SMALL_QUERIES["group"], lineage="set")
+    text = r.explain(0)
+    ids = r.lineage(0)["sales"]
+    assert text.startswith("row 0 of")
+    assert f"sales  {len(ids)} tuples" in text.replace("    ", "  ")
+    assert f"[{ids[0]}]" in text  # a sample tuple, by rid
+    assert explore.format_ranges(np.array([1200, 1201, 1202, 4001])) == "1200-1202, 4001"
+    assert explore.format_ranges(np.arange(0, 40, 2), max_ranges=3) == "0, 2, 4, ... (+17 more ranges)"
+    assert explore.format_ranges(np.array([], np.int64)) == "-"
+
+
+def test_lineage_on_values(small):
+    r = small.run("SELECT i.cat, count(*) AS n FROM sales s JOIN items i ON s.item = i.id GROUP BY i.cat "
+                  "LINEAGE ON (s.region) ORDER BY i.cat NULLS LAST", lineage="set")
+    assert "distinct value tuples" in r.explain(0)
+    with pytest.raises(dltrace.DltraceError, match="LINEAGE ON"):
+        r.backward(0)
+    with pytest.raises(dltrace.DltraceError, match="LINEAGE ON"):
+        r.forward("sales", [1])
+
+
+def test_no_lineage(small):
+    r = small.run("SELECT count(*) FROM sales", lineage=None)
+    with pytest.raises(dltrace.DltraceError, match="no lineage"):
+        r.backward(0)
+    assert "no lineage" in r.explain(0)
+
+
+# -- TPC-H, both strategies ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("q", [3, 5, 10, 18, 21])
+def test_tpch_backward_forward(duck, strategy, q):
+    r = duck.run(query_sql(q), lineage=strategy)
+    rows = list(range(min(r.num_rows, 4)))
+    check_backward(duck, r, rows)
+    check_forward(r, duck, probes_per_table=3, seed=q)
+
+
+def test_traced_result(duck):
+    """Results of backward tracing have the same shape: backward/forward work on them too."""
+    sql = query_sql(3)
+    try:
+        t = duck.trace(sql, rows=[0, 2])
+    except (ImportError, NotImplementedError) as e:  # pragma: no cover - tracing not available yet
+        pytest.skip(f"trace unavailable: {e}")
+    check_backward(duck, t, [0, 2])
+    with pytest.raises(dltrace.DltraceError, match="not traced"):
+        t.backward(1)
+    lin = t.lineage(2)["lineitem"]
+    assert 2 in t.forward("lineitem", lin[:1])
+
+
+# -- impact ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_impact_saved_equals_run(duck, tmp_path, strategy):
+    sql = query_sql(10)
+    r = duck.run(sql, lineage=strategy)
+    r.save(tmp_path / "q10")
+    rng = np.random.default_rng(1)
+    lin0 = r.lineage(0)["lineitem"]
+    probes = [lin0[:2], [int(x) for x in rng.integers(0, duck.num_rows("lineitem"), 300)], [0], []]
+    for rids in probes:
+        want = brute_forward(r, "lineitem", rids)
+        saved = duck.impact(sql, "lineitem", rids, saved=tmp_path / "q10")
+        run = duck.impact(sql, "lineitem", rids, lineage=strategy)
+        assert saved.rows == run.rows == want, rids
+        rows, result = run
+        assert result.table.equals(r.table)
+        assert list(result.lineage_columns) == ["lineitem"]
+        for i in rows:  # the restricted run's lineage is exactly the given rids that reach row i
+            assert set(result.lineage(i)["lineitem"]) == set(rids) & set(r.lineage(i)["lineitem"])
+    big = sorted(set(range(0, 6000)) | set(lin0))  # more rids than an IN list: the join path
+    assert duck.impact(sql, "lineitem", big).rows == brute_forward(r, "lineitem", big)
+    assert duck.impact(sql, "orders", r.lineage(1)["orders"], saved=r).rows == brute_forward(r, "orders", r.lineage(1)["orders"])
+
+
+def test_impact_self_join_and_errors(duck):
+    sql = query_sql(21)  # lineitem three times (l1, l2, l3)
+    r = duck.run(sql, lineage="set")
+    rids = r.lineage(0)["lineitem"][:4]
+    assert duck.impact(sql, "lineitem", rids).rows == brute_forward(r, "lineitem", rids)
+    with pytest.raises(dltrace.UnknownTable):
+        duck.impact(sql, "part", [1])
+    with pytest.raises(dltrace.DltraceError, match="different query"):
+        duck.impact(query_sql(3), "lineitem", rids, saved=r)
+    with pytest.raises(dltrace.DltraceError, match="outside"):
+        duck.impact(sql, "nation", [25])
+    assert "_dltrace_impact_lineitem" not in duck.tables
+
+
+# -- Spark ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_spark_backward_forward(sparks, duck, strategy):
+    sql = query_sql(3, "spark")
+    r = sparks.run(sql, lineage=strategy)
+    check_backward(sparks, r, range(min(3, r.num_rows)))
+    check_forward(r, sparks, probes_per_table=3)
+    d = duck.run(query_sql(3), lineage=strategy)
+    assert r.lineage_all() == d.lineage_all()
+    for t, tuples in r.backward(0).items():  # the same base tuples as DuckDB's
+        assert tuples.to_pylist() == d.backward(0)[t].to_pylist()
+    rids = r.lineage(1)["lineitem"]
+    assert sparks.impact(sql, "lineitem", rids, lineage=strategy).rows == brute_forward(r, "lineitem", rids)
+
+
+@pytest.mark.spark
+def test_spark_dataframe_source(spark_session):
+    """A Spark DataFrame source has no file to read: its tuples come from a filtered query on the engine."""
+    s = dltrace.connect("spark", spark=spark_session.newSession())
+    df = s.engine.spark.createDataFrame([(k % 5, k * 10, f"x{k}") for k in range(50)], "g INT, v INT, t STRING")
+    s.register("t", df)
+    r = s.run("SELECT g, sum(v) AS v FROM t GROUP BY g ORDER BY g", lineage="set")
+    check_backward(s, r)
+    check_forward(r, s)

@@ -1,0 +1,306 @@
+"""Saved lineage: lossless round trip, atomic writes (a crash leaves the previous save readable), base table
+fingerprints (a changed or missing table is refused unless allow_stale), and the ``dltrace lineage`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import date
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+from dltrace import store
+from dltrace.tpch import query_sql
+
+STRATEGIES = ["set", "bitmap"]
+
+
+def same_result(a, b) -> None:
+    assert a.table.equals(b.table)
+    assert a.table.schema.equals(b.table.schema)
+    assert list(a.lineage_columns) == list(b.lineage_columns)
+    for t in a.lineage_columns:
+        assert a.lineage_columns[t].type == b.lineage_columns[t].type
+        assert a.lineage_columns[t].to_pylist() == b.lineage_columns[t].to_pylist()
+    assert a.lineage_all() == b.lineage_all()
+    assert a.on_values == b.on_values
+    assert (a.sql, a.dialect, a.strategy, a.semantics, a.rewritten_sql) == (
+        b.sql, b.dialect, b.strategy, b.semantics, b.rewritten_sql)
+
+
+def write_sales(path, price_of_first: float = 1.0) -> None:
+    pq.write_table(pa.table({
+        "id": pa.array(range(100), pa.int64()),
+        "grp": pa.array([k % 7 for k in range(100)], pa.int32()),
+        "price": pa.array([price_of_first] + [float(k) for k in range(1, 100)]),
+        "day": pa.array([date(2024, 1, 1 + k % 28) for k in range(100)]),
+        "amount": pa.array([Decimal(f"{k}.25") for k in range(100)], pa.decimal128(10, 2)),
+    }), path)
+
+
+@pytest.fixture
+def sales(tmp_path):
+    path = tmp_path / "sales.parquet"
+    write_sales(path)
+    s = dltrace.connect("duckdb")
+    s.register("sales", str(path))
+    yield s, path
+    s.close()
+
+
+GROUP = "SELECT grp, sum(price) AS p, min(day) AS d, sum(amount) AS a, list(id ORDER BY id) AS ids FROM sales " \
+        "GROUP BY grp ORDER BY grp"
+
+
+# -- round trip -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("q", [3, 10, 21])
+def test_round_trip_tpch(duck, tmp_path, strategy, q):
+    r = duck.run(query_sql(q), lineage=strategy)
+    r.save(tmp_path / "saved")
+    back = dltrace.load(tmp_path / "saved", duck)
+    same_result(r, back)
+    assert back.stale == []
+    assert back.backward(0).keys() == r.backward(0).keys()
+    for t, tuples in back.backward(0).items():
+        assert tuples.equals(r.backward(0)[t])
+    m = json.loads((tmp_path / "saved" / "manifest.json").read_text())
+    assert m["query"] == query_sql(q) and m["engine"] == "duckdb" and m["strategy"] == strategy
+    assert m["semantics"] == "witness" and m["dltrace_version"] == dltrace.__version__ and m["created"]
+    assert set(m["tables"]) >= set(r.lineage_columns)
+    for fp in m["tables"].values():
+        assert fp["kind"] == "parquet" and fp["num_rows"] > 0 and len(fp["hash"]) == 32 and fp["origin"]
+
+
+def test_round_trip_types_and_duplicate_names(sales, tmp_path):
+    s, _ = sales
+    r = s.run(GROUP, lineage="set")
+    r.save(tmp_path / "a")
+    same_result(r, dltrace.load(tmp_path / "a", s))
+    dup = s.run("SELECT grp, grp, count(*) FROM sales GROUP BY grp ORDER BY grp", lineage="bitmap")
+    assert len(set(dup.table.column_names)) < dup.table.num_columns
+    dup.save(tmp_path / "b")
+    same_result(dup, dltrace.load(tmp_path / "b", s))
+    empty = s.run("SELECT id FROM sales WHERE id < 0", lineage="set")
+    empty.save(tmp_path / "c")
+    same_result(empty, dltrace.load(tmp_path / "c", s))
+
+
+def test_round_trip_lineage_on(sales, tmp_path):
+    s, _ = sales
+    r = s.run("SELECT grp, count(*) AS n FROM sales GROUP BY grp LINEAGE ON (day, amount) ORDER BY grp")
+    assert r.on_values
+    r.save(tmp_path / "on")
+    back = dltrace.load(tmp_path / "on", s)
+    same_result(r, back)
+    assert back.lineage(0) == r.lineage(0)
+    assert isinstance(back.lineage(0)[0][0], date) and isinstance(back.lineage(0)[0][1], Decimal)
+
+
+def test_round_trip_arrow_source_and_trace(tmp_path):
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"g": [1, 2, 1, None], "v": ["a", "b", "c", "d"]}))
+    r = s.run("SELECT g, count(*) AS n FROM t GROUP BY g ORDER BY g NULLS LAST", lineage="set")
+    r.save(tmp_path / "t")
+    same_result(r, dltrace.load(tmp_path / "t", s))
+    m = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    assert m["tables"]["t"]["kind"] == "arrow" and "origin" not in m["tables"]["t"]
+
+
+def test_save_overwrites_and_refuses_foreign_folders(sales, tmp_path):
+    s, _ = sales
+    r1 = s.run("SELECT grp, count(*) FROM sales GROUP BY grp ORDER BY grp", lineage="set")
+    r2 = s.run("SELECT id FROM sales WHERE id < 5 ORDER BY id", lineage="bitmap")
+    r1.save(tmp_path / "x")
+    r2.save(tmp_path / "x")
+    same_result(r2, dltrace.load(tmp_path / "x", s))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sales.parquet", "x"]  # nothing left aside
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(dltrace.DltraceError, match="not a dltrace save"):
+        r1.save(tmp_path / "mine")
+    with pytest.raises(dltrace.DltraceError, match="is a file"):
+        r1.save(tmp_path / "sales.parquet")
+    with pytest.raises(dltrace.DltraceError, match="no saved lineage"):
+        dltrace.load(tmp_path / "nowhere", s)
+
+
+# -- atomicity ------------------------------------------------------------------------------------------------
+
+
+def test_interrupted_save_leaves_previous_save(sales, tmp_path, monkeypatch):
+    s, _ = sales
+    old = s.run(GROUP, lineage="set")
+    old.save(tmp_path / "l")
+    new = s.run("SELECT id FROM sales ORDER BY id", lineage="bitmap")
+    real = store._write_table
+    calls = []
+
+    def crash_after_first_file(table, path):
+        real(table, path)
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("simulated crash mid-save")
+
+    monkeypatch.setattr(store, "_write_table", crash_after_first_file)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "l")
+    assert calls and calls[0].parent != tmp_path / "l"  # the new files went to a temporary sibling
+    monkeypatch.setattr(store, "_write_table", real)
+    same_result(old, dltrace.load(tmp_path / "l", s))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l", "sales.parquet"]  # the temp folder is gone
+
+
+def test_crash_between_renames(sales, tmp_path, monkeypatch):
+    """Killed after the old save was renamed aside but before the new one was renamed in: the aside copy
+    is what load reads, and the next save puts things right."""
+    s, _ = sales
+    old = s.run(GROUP, lineage="bitmap")
+    old.save(tmp_path / "l")
+    new = s.run("SELECT id FROM sales ORDER BY id", lineage="set")
+    real_rename = os.rename
+    dead = []
+
+    def die_on_second_rename(src, dst):
+        if dead or str(src).startswith(str(tmp_path / ".l.tmp-")):
+            dead.append(src)
+            raise SystemExit("killed")  # the process dies: nothing else happens, no put-back
+        real_rename(src, dst)
+
+    monkeypatch.setattr(store.os, "rename", die_on_second_rename)
+    monkeypatch.setattr(store.shutil, "rmtree", lambda *a, **k: None)  # a killed process deletes nothing
+    with pytest.raises(SystemExit):
+        new.save(tmp_path / "l")
+    monkeypatch.undo()
+    assert not (tmp_path / "l").exists()
+    same_result(old, dltrace.load(tmp_path / "l", s))
+    new.save(tmp_path / "l")
+    same_result(new, dltrace.load(tmp_path / "l", s))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".l.old-")]
+
+
+def test_failed_rename_puts_previous_save_back(sales, tmp_path, monkeypatch):
+    s, _ = sales
+    old = s.run(GROUP, lineage="set")
+    old.save(tmp_path / "l")
+    real_rename = os.rename
+
+    def fail_rename_in(src, dst):
+        if str(src).startswith(str(tmp_path / ".l.tmp-")):
+            raise OSError("disk full")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(store.os, "rename", fail_rename_in)
+    with pytest.raises(OSError):
+        old.save(tmp_path / "l")
+    monkeypatch.undo()
+    same_result(old, dltrace.load(tmp_path / "l", s))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l", "sales.parquet"]
+
+
+def test_truncated_file_detected(sales, tmp_path):
+    s, _ = sales
+    s.run(GROUP, lineage="set").save(tmp_path / "l")
+    f = tmp_path / "l" / "lineage.parquet"
+    f.write_bytes(f.read_bytes()[:-10])
+    with pytest.raises(dltrace.DltraceError, match="damaged: lineage.parquet"):
+        dltrace.load(tmp_path / "l", s)
+
+
+# -- stale lineage ----------------------------------------------------------------------------------------------
+
+
+def test_changed_parquet_is_stale(sales, tmp_path):
+    s, path = sales
+    r = s.run(GROUP, lineage="set")
+    r.save(tmp_path / "l")
+    write_sales(path, price_of_first=2.0)  # same rows, one value changed
+    with pytest.raises(dltrace.StaleLineage, match="'sales'.*changed.*sales.parquet"):
+        dltrace.load(tmp_path / "l", s)
+    with pytest.warns(UserWarning, match="sales"):
+        back = dltrace.load(tmp_path / "l", s, allow_stale=True)
+    assert back.stale == ["sales"]
+    assert back.lineage_all() == r.lineage_all()
+    write_sales(path)  # the original content again: fresh once more
+    assert dltrace.load(tmp_path / "l", s).stale == []
+
+
+def test_row_count_change_and_missing_table(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    s = dltrace.connect("duckdb")
+    s.register("t", str(path))
+    s.register("u", pa.table({"y": [1, 2]}))
+    s.run("SELECT count(*) FROM t, u", lineage="set").save(tmp_path / "l")
+    pq.write_table(pa.table({"x": [1, 2, 3, 4]}), path)
+    s2 = dltrace.connect("duckdb")
+    s2.register("t", str(path))
+    with pytest.raises(dltrace.StaleLineage) as e:
+        dltrace.load(tmp_path / "l", s2)
+    assert "'t' has 4 rows, 3 when saved" in str(e.value) and "'u' is not registered" in str(e.value)
+    s2.register("u", pa.table({"y": [1, 3]}))  # in memory: the Arrow content is hashed
+    with pytest.raises(dltrace.StaleLineage, match="'u' content changed"):
+        dltrace.load(tmp_path / "l", s2)
+
+
+def test_same_content_elsewhere_is_fresh(sales, tmp_path):
+    """The fingerprint is of content, not of paths: a copy of the same file at another path matches."""
+    s, path = sales
+    s.run(GROUP, lineage="set").save(tmp_path / "l")
+    copy = tmp_path / "copy.parquet"
+    copy.write_bytes(path.read_bytes())
+    s2 = dltrace.connect("duckdb")
+    s2.register("sales", str(copy))
+    assert dltrace.load(tmp_path / "l", s2).stale == []
+
+
+def test_file_hash_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(store, "_disk", None)
+    f = tmp_path / "f.bin"
+    f.write_bytes(b"x" * 1000)
+    old = time.time_ns() - 10 * 10**9
+    os.utime(f, ns=(old, old))  # not "racy": its hash may be cached
+    h = store.file_hash(str(f))
+    assert json.loads((tmp_path / "cache" / "fingerprints.json").read_text())[str(f)]["hash"] == h
+    monkeypatch.setattr(store, "_digest_file", lambda *a: pytest.fail("hashed again"))
+    assert store.file_hash(str(f)) == h
+    monkeypatch.undo()
+    f.write_bytes(b"y" * 1000)  # same size, new mtime: hashed again
+    assert store.file_hash(str(f)) != h
+
+
+# -- the CLI ----------------------------------------------------------------------------------------------------
+
+
+def test_cli_save_and_lineage(sales, tmp_path, capsys):
+    from dltrace.cli import main
+
+    _, path = sales
+    sql = tmp_path / "q.sql"
+    sql.write_text("SELECT grp, count(*) AS n FROM sales GROUP BY grp ORDER BY grp")
+    out = tmp_path / "saved"
+    assert main(["run", str(sql), "--table", f"sales={path}", "--lineage", "bitmap", "--save", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["lineage", str(out), "--row", "0"]) == 0  # no other flags: the manifest's sources
+    text = capsys.readouterr().out
+    assert "row 0 of 7: grp=0, n=15" in text and "sales  15 tuples; rids 0, 7, 14" in text
+    assert "dl_rid" in text and "2024-01-01" in text
+    assert main(["lineage", str(out), "--forward", "sales:7,8", "--forward", "sales:20-21"]) == 0
+    text = capsys.readouterr().out
+    assert "2 of 7 output rows depend on sales rids {7, 8}: [0, 1]" in text
+    assert "output rows depend on sales rids {20, 21}: [0, 6]" in text
+    assert main(["lineage", str(out)]) == 0
+    assert "7 rows; lineage bitmap" in capsys.readouterr().out
+    write_sales(path, price_of_first=5.0)
+    assert main(["lineage", str(out), "--row", "0"]) == 2
+    assert "stale" in capsys.readouterr().err
+    assert main(["lineage", str(out), "--row", "0", "--allow-stale"]) == 0
+    assert main(["lineage", str(out), "--forward", "sales:x"]) == 2
