@@ -53,7 +53,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     normal = normalize(tree, dialect, schema)
     columns = list(normal.named_selects)
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
-    ctx = Context(fns=fns, semantics=semantics, wide=wide)
+    ctx = Context(fns=fns, semantics=semantics, wide=wide, root=normal)
     if on is not None:
         ctx.only_tables = on.tables
         if on.table:
@@ -69,6 +69,13 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         empty = exp.alias_(fns.finish(fns.null_set(), t in wide), lineage[t], quoted=True)
         for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
             select.select(empty.copy(), append=True, copy=False)
+    if ctx.hoisted_ctes:
+        if out is not normal and normal.args.get("with_"):  # the wrapper must see the user's CTEs too
+            out.set("with_", normal.args["with_"])
+            normal.set("with_", None)
+        with_ = out.args.get("with_") or exp.With(expressions=[])
+        with_.set("expressions", [*with_.expressions, *ctx.hoisted_ctes])
+        out.set("with_", with_)
     if on is not None and on.table:
         add_dictionary(out, on)
     return Rewritten(out, dialect, columns, lineage, on)

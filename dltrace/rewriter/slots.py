@@ -51,6 +51,9 @@ class Context:
     counter: list = field(default_factory=lambda: [0])
     only_tables: frozenset | None = None  # LINEAGE ON: lineage only for these base tables
     names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
+    hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
+    hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
+    root: exp.Expression | None = None  # the query being instrumented
 
     @property
     def control(self) -> bool:
@@ -61,7 +64,16 @@ class Context:
         return f"{prefix}{self.counter[0]}"
 
     def scoped(self) -> "Context":
-        return Context(self.fns, self.semantics, self.wide, dict(self.ctes), self.counter, self.only_tables, self.names)
+        """A context for a nested scope: its own CTE names; everything else shared."""
+        return replace(self, ctes=dict(self.ctes))
+
+    def take_hoisted(self) -> dict[str, list[exp.Expression]]:
+        """The hoisted constant lineage, per table, for the final lineage columns (taken once)."""
+        out: dict[str, list[exp.Expression]] = {}
+        for table, sub in self.hoisted:
+            out.setdefault(table, []).append(sub)
+        self.hoisted.clear()
+        return out
 
     def output_name(self, table: str, taken: set[str]) -> str:
         """The final lineage column of ``table``: ``dl_<table>`` (or ``dl_on`` under LINEAGE ON)."""

@@ -47,10 +47,13 @@ def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) 
     taken = set(select.named_selects)
     exported: list[Exported] = []
     fns = ctx.fns
-    for table, group in by_table(slots).items():
+    hoisted = ctx.take_hoisted() if final else {}
+    groups = by_table(slots)
+    for table in dict.fromkeys([*groups, *hoisted]):
+        group = groups.get(table, [])
         wide = table in ctx.wide
         parts, nullable = dlunion(group, ctx, table)
-        consts = [fns.any_value(s.expr) for s in group if s.const]
+        consts = [fns.any_value(s.expr) for s in group if s.const] + [h.copy() for h in hoisted.get(table, [])]
         if final:
             merged = fns.union(parts + consts, nullable + [True] * len(consts), wide)
             name = ctx.output_name(table, taken)

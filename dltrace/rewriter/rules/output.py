@@ -11,8 +11,8 @@ from sqlglot import exp
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table, slot_name
 
 
-def final_set(slots: list[Slot], ctx: Context, table: str) -> exp.Expression:
-    """One row's lineage set of ``table`` from its row-level slots (never NULL)."""
+def final_set(slots: list[Slot], ctx: Context, table: str, hoisted: list[exp.Expression] = ()) -> exp.Expression:
+    """One row's lineage set of ``table`` from its row-level slots and hoisted constants (never NULL)."""
     fns, wide = ctx.fns, table in ctx.wide
     rids = [s for s in slots if s.kind == "rid"]
     sets = [s for s in slots if s.kind == "set"]
@@ -23,6 +23,9 @@ def final_set(slots: list[Slot], ctx: Context, table: str) -> exp.Expression:
     for s in sets:
         parts.append(s.expr)
         nullable.append(s.nullable)
+    for h in hoisted:
+        parts.append(h.copy())
+        nullable.append(True)
     merged = fns.union(parts, nullable, wide)
     if len(parts) == 1 and not any(nullable):
         return merged
@@ -34,9 +37,12 @@ def project(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) ->
     taken = set(select.named_selects)
     exported: list[Exported] = []
     if final:
-        for table, group in by_table(slots).items():
+        hoisted = ctx.take_hoisted()
+        groups = by_table(slots)
+        for table in dict.fromkeys([*groups, *hoisted]):
             name = ctx.output_name(table, taken)
-            select.select(exp.alias_(final_set(group, ctx, table), name, quoted=True), append=True, copy=False)
+            expr = final_set(groups.get(table, []), ctx, table, hoisted.get(table, []))
+            select.select(exp.alias_(expr, name, quoted=True), append=True, copy=False)
             exported.append(Exported(name, table, "set"))
         return select, exported
     for s in slots:

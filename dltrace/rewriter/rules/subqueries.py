@@ -72,6 +72,11 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, inst
         return _witness_array_slots(sub, select, ctx, instrument, arrays)
     if not _contributes(select, alias, ctx):
         return []
+    join = sub.parent if isinstance(sub.parent, exp.Join) else None
+    single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
+    if single_row and reaches_every_output_row(select, ctx):
+        hoist(inner.copy(), ctx, instrument)  # an uncorrelated scalar subquery: its lineage, once
+        return []
     new_inner, exported = instrument(inner, ctx, final=False)
     sub.set("this", new_inner)
     return [e.via(alias) for e in exported]
@@ -171,14 +176,60 @@ def _is_correlated(query: exp.Expression) -> bool:
     return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
 
 
-def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, instrument) -> list[Slot]:
-    """Cross join ``select`` with the whole lineage of ``query`` (one row); its slots are constant."""
+def reaches_every_output_row(select: exp.Select, ctx: Context) -> bool:
+    """Does every row of ``select`` feed the query's output rows unconditionally?
+
+    True along FROM items, inner/cross joins and the preserved side of outer joins up to the query's
+    root; false under a set operation, a CTE, a predicate, or the null-padded side of an outer join.
+    Lineage that is constant over such a select can be computed once and added to every output row,
+    instead of being copied into each of its rows (the cost Perm's rewrites pay).
+    """
+    node = select
+    while node is not ctx.root:
+        parent = node.parent
+        if parent is None:
+            return False
+        if isinstance(parent, exp.Join):
+            if (parent.side or "").upper() in ("LEFT", "FULL") or parent.args.get("kind") in ("SEMI", "ANTI"):
+                return False
+        elif isinstance(parent, exp.Select):
+            if node.arg_key not in ("from_", "joins"):
+                return False
+            if any((j.side or "").upper() in ("RIGHT", "FULL") for j in parent.args.get("joins") or []):
+                return False
+        elif not isinstance(parent, (exp.Subquery, exp.From)):
+            return False
+        node = parent
+    return True
+
+
+def _lineage_aggregate(query: exp.Expression, ctx: Context, instrument):
+    """``SELECT DLUNION(...) FROM (query)``: the whole lineage of ``query`` as one row."""
     from dltrace.rewriter.rules.aggregate import aggregate
 
     inner, exported = instrument(query, ctx.scoped(), final=False)
     holder = ctx.fresh("_dl_q")
     agg = exp.select().from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
-    agg, agg_exported = aggregate(agg, [e.via(holder) for e in exported], ctx, final=False)
+    return aggregate(agg, [e.via(holder) for e in exported], ctx, final=False)
+
+
+def hoist(query: exp.Expression, ctx: Context, instrument) -> None:
+    """Record the whole lineage of ``query`` as lineage of every output row of the root query."""
+    agg, exported = _lineage_aggregate(query, ctx, instrument)
+    name = ctx.fresh("_dl_h")
+    ctx.hoisted_ctes.append(exp.CTE(this=agg, alias=exp.TableAlias(this=exp.to_identifier(name))))
+    for e in exported:
+        one = exp.select(exp.column(e.name, quoted=True)).from_(exp.Table(this=exp.to_identifier(name)))
+        ctx.hoisted.append((e.table, exp.Subquery(this=one)))
+
+
+def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, instrument) -> list[Slot]:
+    """The whole lineage of ``query`` (one row) for every row of ``select``: hoisted to the output when
+    every row of ``select`` reaches it, else cross joined (constant slots)."""
+    if reaches_every_output_row(select, ctx):
+        hoist(query, ctx, instrument)
+        return []
+    agg, agg_exported = _lineage_aggregate(query, ctx, instrument)
     if not agg.expressions:
         return []
     alias = ctx.fresh("_dl_l")
