@@ -1,0 +1,400 @@
+"""The runner's report: ``report.md`` (tables, plots and a summary generated from the numbers) and the final
+terminal table. Reads only the JSON files in the output folder, so ``dltrace tpch --report-only`` rebuilds it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from dltrace.tpch.plots import bytes_plot, ratio_plot
+
+FORWARD = ("set", "bitmap")
+BACKWARD = ("reverse-one", "reverse-all")
+LARGE_LINEAGE = 1000  # average ids per output row from which a query counts as "large lineage" (paper 4.1)
+ENGINE_NAMES = {"duckdb": "DuckDB", "spark": "Spark"}
+
+
+def _load(out: Path, name: str, default: Any) -> Any:
+    p = out / name
+    return json.loads(p.read_text()) if p.is_file() else default
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _x(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.2f}×" if v < 10 else f"{v:.1f}×" if v < 100 else f"{v:.0f}×"
+
+
+def _secs(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _bytes(v: int | None) -> str:
+    if v is None:
+        return "–"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= size:
+            return f"{v / size:.1f} {unit}"
+    return f"{v} B"
+
+
+def _qlist(qs) -> str:
+    return ", ".join(f"Q{q}" for q in sorted(qs))
+
+
+def _load_note(meta: dict, mach: dict) -> str:
+    loads = [x for x in (meta.get("load_average_start"), meta.get("load_average_end")) if x is not None]
+    if not loads:
+        return ""
+    text = f" Load average {' → '.join(f'{x:.1f}' for x in loads)}"
+    cores = mach.get("cores") or 0
+    if cores and max(loads) > cores:
+        text += f" on {cores} cores: other work shared the machine, so absolute times are inflated"
+    return text + "."
+
+
+def _cell(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return ""
+    if r["status"] != "ok":
+        return r["status"]
+    if r["strategy"] == "original":
+        return _secs(r["seconds"])
+    mark = " ✗" if r["agrees"] is False else ""
+    return (_x(r["ratio"]) if r["ratio"] is not None else _secs(r["seconds"])) + mark
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+class Data:
+    def __init__(self, records, chars, meta, lineage_on) -> None:
+        self.records, self.chars, self.meta, self.lineage_on = records, chars, meta, lineage_on
+        self.engines = [e for e in ("duckdb", "spark") if any(r["engine"] == e for r in records)]
+        self.strategies = [s for s in ("original",) + FORWARD + BACKWARD if any(r["strategy"] == s for r in records)]
+        self.queries = sorted({r["query"] for r in records})
+        self.by = {(r["engine"], r["query"], r["strategy"]): r for r in records}
+        self.sf = meta.get("sf") or (records[0]["sf"] if records else 0)
+        self.char = {}
+        for c in chars:  # Table 7 from the first engine that has it (duckdb first); lineage is engine-independent
+            self.char.setdefault(c["query"], c)
+
+    def get(self, engine, q, s):
+        return self.by.get((engine, q, s))
+
+    def ratios(self, engine, strategy) -> dict[int, float]:
+        return {q: r["ratio"] for q in self.queries if (r := self.get(engine, q, strategy)) and r["ratio"]}
+
+
+# -- the generated summary ---------------------------------------------------------------------------
+
+def summary(d: Data) -> list[str]:
+    paras = []
+    for e in d.engines:
+        name = ENGINE_NAMES.get(e, e)
+        parts = []
+        gm = {s: (geomean(d.ratios(e, s).values()), len(d.ratios(e, s))) for s in d.strategies if s != "original"}
+        costs = [f"{s} {_x(g)} ({n} queries)" for s, (g, n) in gm.items() if g]
+        if costs:
+            parts.append(f"On {name} (SF {d.sf:g}), the geometric mean of time over the original query is "
+                         + ", ".join(costs) + ".")
+        rs, rb = d.ratios(e, "set"), d.ratios(e, "bitmap")
+        both = sorted(set(rs) & set(rb))
+        if both:
+            wins = [q for q in both if rb[q] < rs[q]]
+            large = [q for q in both if d.char.get(q, {}).get("avg_lineage_size", 0) >= LARGE_LINEAGE]
+            small = [q for q in both if q not in large]
+            s = f"bitmap is faster than set on {len(wins)} of {len(both)} queries"
+            if large:
+                g = geomean(rb[q] / rs[q] for q in large)
+                s += (f"; on the {len(large)} large-lineage queries (≥ {LARGE_LINEAGE} ids per row: {_qlist(large)}) "
+                      f"bitmap takes {_x(g)} set's time")
+            if small:
+                s += f", on the other {len(small)} {_x(geomean(rb[q] / rs[q] for q in small))}"
+            parts.append(s[0].upper() + s[1:] + ".")
+        fwd = {q: min(v for v in (rs.get(q), rb.get(q)) if v) for q in set(rs) | set(rb)}
+        for s in BACKWARD:
+            rr = d.ratios(e, s)
+            common = sorted(set(rr) & set(fwd))
+            if common:
+                beats = [q for q in common if rr[q] < fwd[q]]
+                g = geomean(rr[q] / fwd[q] for q in common)
+                parts.append(f"{s} costs {_x(g)} the faster forward strategy's time (geometric mean over "
+                             f"{len(common)} queries)" + (f" and beats it on {_qlist(beats)}." if beats else
+                                                          " and never beats it."))
+        fails = {}
+        for r in d.records:
+            if r["engine"] == e and r["status"] != "ok":
+                fails.setdefault((r["strategy"], r["status"]), []).append(r["query"])
+        if fails:
+            parts.append("Not completed: " + "; ".join(f"{s} {st} on {_qlist(qs)}" for (s, st), qs in
+                                                       sorted(fails.items())) + ".")
+        base = sorted(r["seconds"] for q in d.queries if (r := d.get(e, q, "original")) and r["seconds"])
+        if base and base[len(base) // 2] < 0.1:
+            parts.append(f"The original queries take a median {_secs(base[len(base) // 2])} here, so fixed "
+                         "per-query costs (parsing and rewriting the SQL in Python, each extra tracing query) weigh "
+                         "as much as execution; a larger --sf shows what the engine pays.")
+        agree = []
+        for s in ("bitmap",) + BACKWARD:
+            rows = [r for q in d.queries if (r := d.get(e, q, s)) and r["agrees"] is not None]
+            if rows:
+                bad = [r for r in rows if not r["agrees"]]
+                t = f"{s} equals set on {len(rows) - len(bad)} of {len(rows)}"
+                if bad:
+                    sub = [r["query"] for r in bad if "subset on each" in (r["message"] or "")]
+                    t += f" (differs on {_qlist(r['query'] for r in bad)}"
+                    t += f"; set is a subset on {_qlist(sub)}" if sub else ""
+                    t += ")"
+                agree.append(t)
+        if agree:
+            parts.append("Lineage agreement: " + "; ".join(agree) + ".")
+        paras.append(" ".join(parts))
+    space = [r for r in d.records if r["strategy"] == "bitmap" and r["status"] == "ok" and r["lineage_ids"]]
+    if space:
+        per_id = sorted(r["bytes_stored"] / r["lineage_ids"] for r in space)
+        big = [r for r in space if d.char.get(r["query"], {}).get("avg_lineage_size", 0) >= LARGE_LINEAGE]
+        t = (f"Space: serialised bitmaps take a median {per_id[len(per_id) // 2]:.2f} bytes per lineage id "
+             f"(from {per_id[0]:.2f} to {per_id[-1]:.2f}) against the paper's 4")
+        if big:
+            under = sum(1 for r in big if r["bytes_stored"] < r["lineage_ids"])
+            t += f"; under 1 byte per id on {under} of {len(big)} large-lineage runs"
+        paras.append(t + ".")
+    if len(d.engines) == 2:
+        common = [q for q in d.queries if all((r := d.get(e, q, "original")) and r["seconds"] for e in d.engines)]
+        if common:
+            g = geomean(d.get("spark", q, "original")["seconds"] / d.get("duckdb", q, "original")["seconds"]
+                        for q in common)
+            t = f"Spark runs the original queries in {_x(g)} DuckDB's time (geometric mean, {len(common)} queries)"
+            dig = {}
+            for c in d.chars:
+                dig.setdefault(c["query"], {})[c["engine"]] = c.get("lineage_digest")
+            both = [q for q, v in dig.items() if len(v) == 2]
+            if both:
+                same = [q for q in both if len(set(dig[q].values())) == 1]
+                t += (f"; set lineage is identical on both engines for {len(same)} of {len(both)} queries"
+                      + (f" (differs on {_qlist(set(both) - set(same))})" if len(same) < len(both) else ""))
+            paras.append(t + ".")
+    return paras
+
+
+# -- report.md ---------------------------------------------------------------------------------------
+
+def write_report(out: Path) -> Path:
+    out = Path(out)
+    d = Data(_load(out, "results.json", []), _load(out, "characteristics.json", []), _load(out, "run.json", {}),
+             _load(out, "lineage_on.json", []))
+    m = d.meta
+    L = [f"# dltrace TPC-H report: SF {d.sf:g}", ""]
+    mach = m.get("machine", {})
+    v = mach.get("versions", {})
+    L.append(f"`{m.get('command', 'dltrace tpch')}`" + (" — **interrupted**: partial results" if m.get("interrupted") else ""))
+    L.append("")
+    mem = mach.get("memory_bytes")
+    L.append(f"Machine: {mach.get('cpu', '?')}, {mach.get('cores', '?')} cores, {_bytes(mem)} RAM, {mach.get('os', '?')}. "
+             + ", ".join(f"{k} {x}" for k, x in v.items()) + ".")
+    cpu = m.get("cpu_seconds") or {}
+    cpu_text = (f" (CPU time {sum(cpu.values()):.0f} s: " + ", ".join(f"{k} {x:.0f} s" for k, x in cpu.items()) + ")"
+                if cpu else "")
+    L.append(f"Started {m.get('started', '?')}; wall time {m.get('wall_seconds') or 0:.0f} s{cpu_text}; "
+             f"{m.get('warmup', 1)} warm-up + {m.get('repeat', '?')} timed runs per cell (median); timeout "
+             f"{m.get('timeout', '?')} s per run; memory guard {_bytes(m.get('memory_limit_bytes'))}."
+             + _load_note(m, mach))
+    L += ["", "## What this shows", ""]
+    L += [p + "\n" for p in summary(d)] or ["No completed runs.\n"]
+
+    L += ["## Overhead: time relative to the original query", "",
+          "Original: median seconds. Other strategies: median time / original's time in the same run "
+          "(the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
+    for e in d.engines:
+        L += [f"### {ENGINE_NAMES.get(e, e)}", ""]
+        rows = [[f"Q{q}"] + [_cell(d.get(e, q, s)) for s in d.strategies] for q in d.queries]
+        rows.append(["geo. mean"] + [_secs(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s))
+                                                      and r["seconds"])) if s == "original" else
+                                     _x(geomean(d.ratios(e, s).values())) for s in d.strategies])
+        L += _table(["query"] + d.strategies, rows) + [""]
+        png = ratio_plot(d.records, e, out / f"ratio_{e}.png", d.sf)
+        if png:
+            L += [f"![{e} time ratio]({png.name})", ""]
+
+    if d.char:
+        L += ["## Lineage characteristics (the paper's Table 7)", "",
+              "From the set strategy's lineage of all output rows. Cardinality: output rows; average lineage "
+              "size: ids per output row over all base tables; replication factor: in how many output rows a "
+              "base tuple of the lineage appears on average; clustering factor: % of the ids of a row's sorted "
+              "per-table lineage with a neighbour at distance < 3.", ""]
+        rows = [[f"Q{q}", c["cardinality"], f"{c['avg_lineage_size']:,.1f}",
+                 "–" if c["replication_factor"] is None else f"{c['replication_factor']:,.2f}",
+                 "–" if c["clustering_factor"] is None else f"{c['clustering_factor']:.2f}",
+                 f"{c['total_lineage_size']:,}", ", ".join(c.get("tables", {}))] for q, c in sorted(d.char.items())]
+        L += _table(["query", "cardinality", "avg. lineage size", "replication factor", "clustering factor (%)",
+                     "total ids", "tables"], rows) + [""]
+
+    L += ["## Space (the paper's Table 9)", "",
+          "Lineage of all output rows: ids, bytes at 4 bytes per id (the paper), the set strategy's 8-byte "
+          "BIGINT arrays, and the serialised roaring bitmaps (bytes per id in brackets).", ""]
+    rows = []
+    for q in d.queries:
+        ref = next((r for e in d.engines if (r := d.get(e, q, "set")) and r["status"] == "ok"), None)
+        if ref is None:
+            continue
+        row = [f"Q{q}", ref["output_rows"], f"{ref['lineage_ids']:,}", _bytes(ref["bytes_raw"]), _bytes(ref["bytes_stored"])]
+        for e in d.engines:
+            b = d.get(e, q, "bitmap")
+            ok = b and b["status"] == "ok" and b["bytes_stored"] is not None
+            if ok:
+                per_id = f" ({b['bytes_stored'] / b['lineage_ids']:.2f})" if b["lineage_ids"] else ""
+                row.append(_bytes(b["bytes_stored"]) + per_id)
+            else:
+                row.append(b["status"] if b else "–")
+        rows.append(row)
+    if rows:
+        L += _table(["query", "rows", "ids", "4 B/id", "set"] + [f"bitmap {e}" for e in d.engines], rows) + [""]
+        png = bytes_plot(d.records, out / "bytes_per_id.png", d.sf)
+        if png:
+            L += [f"![bytes per lineage id]({png.name})", ""]
+
+    L += memory_section(d)
+    L += agreement_section(d)
+    if len(d.engines) == 2:
+        L += engines_section(d)
+    L += lineage_on_section(d)
+    L += ["## How this was measured", "",
+          "- Each cell: one warm-up run, then the timed runs; the median is reported. A run is the whole call: "
+          "parse and rewrite, run on the engine, result (and lineage columns) back as Arrow. Decoding and "
+          "comparing lineage happen after the timed runs and are not timed.",
+          "- `reverse-one` traces output row 0 (`session.trace(sql, rows=[0])`); its rows, ids and bytes are that "
+          "row's. `reverse-all` traces every output row in one batch.",
+          "- Peak memory: the sum over the engine's worker process and its children (Spark's JVM) of each "
+          "process's peak resident memory during the cell's runs (VmHWM, reset at the start of the cell, read when the "
+          "runs end; plus /proc polling every 0.2 s), including the session itself.",
+          "- Isolation: one worker process per engine; a run that exceeds the timeout or the memory guard is killed "
+          "with its process tree, recorded, and the next cell starts on a fresh worker.",
+          "- `bytes_stored`: set: 8 bytes per stored id (BIGINT arrays, Arrow offsets not counted); bitmap: the "
+          "serialised portable roaring bytes. `bytes_raw`: 4 bytes per id (the paper's Table 9).",
+          "- Timings on a shared 2-core machine are noisy: compare ratios measured in the same run.", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(L))
+    return path
+
+
+def memory_section(d: Data) -> list[str]:
+    if not any(r["peak_rss_bytes"] for r in d.records):
+        return []
+    L = ["## Peak memory", "",
+         "Peak resident memory (MiB) of the engine's worker process and its children during a cell's runs (warm-up "
+         "and timed; decoding lineage for the checks afterwards not included), the session itself included. On Spark this is mostly the JVM, whose heap grows between collections and is "
+         "not returned, so it rises over the run whatever the strategy.", ""]
+    for e in d.engines:
+        rows = [[f"Q{q}"] + ["–" if not (r := d.get(e, q, s)) or not r["peak_rss_bytes"] else
+                             f"{r['peak_rss_bytes'] / 2**20:,.0f}" for s in d.strategies] for q in d.queries]
+        top = max((r for r in d.records if r["engine"] == e and r["peak_rss_bytes"]),
+                  key=lambda r: r["peak_rss_bytes"], default=None)
+        L += [f"### {ENGINE_NAMES.get(e, e)}", ""] + _table(["query"] + d.strategies, rows) + [""]
+        if top:
+            L += [f"Highest: {_bytes(top['peak_rss_bytes'])} (Q{top['query']} {top['strategy']}).", ""]
+    return L
+
+
+def agreement_section(d: Data) -> list[str]:
+    strategies = [s for s in ("bitmap",) + BACKWARD if s in d.strategies]
+    if not strategies or "set" not in d.strategies:
+        return []
+    L = ["## Agreement with the set strategy", "",
+         "✓: this strategy's lineage equals the set strategy's row by row (as a multiset of (row values, lineage), "
+         "so ORDER BY ties may come back in any order; reverse-one: its traced row is one of set's rows). "
+         "bitmap must always agree. Backward tracing (Cui-Widom) equals forward lineage for queries without "
+         "duplicate output rows and without negation (the paper's Theorem 6); with bag duplicates it returns the "
+         "derivation pool shared by the duplicates, and under NOT EXISTS / NOT IN / EXCEPT it includes rows "
+         "forward (witness) lineage leaves out, so there forward ⊆ backward is the expected relation.", ""]
+    header = ["query"] + [f"{s} ({e})" for e in d.engines for s in strategies]
+    rows, notes = [], []
+    for q in d.queries:
+        row = [f"Q{q}"]
+        for e in d.engines:
+            for s in strategies:
+                r = d.get(e, q, s)
+                row.append("–" if r is None or r["agrees"] is None else "✓" if r["agrees"] else "✗")
+                if r is not None and r["agrees"] is False:
+                    notes.append(f"- {ENGINE_NAMES.get(e, e)} Q{q} {s}: {r['message']}")
+        rows.append(row)
+    L += _table(header, rows) + [""] + notes + ([""] if notes else [])
+    return L
+
+
+def engines_section(d: Data) -> list[str]:
+    L = ["## DuckDB vs Spark", "",
+         "Median seconds per engine, Spark / DuckDB, and each engine's overhead ratio for the forward and backward "
+         "strategies; \"lineage\": the set strategy's lineage (row values and ids) is identical on both engines.", ""]
+    dig = {}
+    for c in d.chars:
+        dig.setdefault(c["query"], {})[c["engine"]] = c.get("lineage_digest")
+    others = [s for s in d.strategies if s != "original"]
+    rows = []
+    for q in d.queries:
+        a, b = d.get("duckdb", q, "original"), d.get("spark", q, "original")
+        sa, sb = (a or {}).get("seconds"), (b or {}).get("seconds")
+        row = [f"Q{q}", _secs(sa), _secs(sb), _x(sb / sa) if sa and sb else "–"]
+        for s in others:
+            row.append(" / ".join(_cell(d.get(e, q, s)) or "–" for e in ("duckdb", "spark")))
+        v = dig.get(q, {})
+        row.append(("✓" if len(set(v.values())) == 1 else "✗") if len(v) == 2 else "–")
+        rows.append(row)
+    L += _table(["query", "DuckDB", "Spark", "Spark/DuckDB"] + [f"{s} (DuckDB / Spark)" for s in others]
+                + ["lineage"], rows) + [""]
+    return L
+
+
+def lineage_on_section(d: Data) -> list[str]:
+    info = d.meta.get("lineage_on") or {}
+    if not info.get("supported") or not d.lineage_on:
+        return []
+    L = ["## LINEAGE ON (the paper's Figure 6 and Table 8)", "",
+         "`LINEAGE ON (year(l_shipdate), week(l_shipdate), l_shipmode)` added to the queries of the paper's "
+         "section 5.5; ratio over the same engine's original query; ids are distinct value tuples.", ""]
+    rows = []
+    for r in d.lineage_on:
+        avg = r["lineage_ids"] / r["output_rows"] if r["output_rows"] and r["lineage_ids"] is not None else None
+        rows.append([ENGINE_NAMES.get(r["engine"], r["engine"]), f"Q{r['query']}", r["strategy"],
+                     r["status"] if r["status"] != "ok" else _x(r["ratio"]) if r["ratio"] else _secs(r["seconds"]),
+                     r["output_rows"] if r["output_rows"] is not None else "–",
+                     f"{avg:.1f}" if avg is not None else "–", _bytes(r["bytes_stored"])])
+    return L + _table(["engine", "query", "strategy", "time", "cardinality", "avg. lineage size", "bytes"], rows) + [""]
+
+
+# -- terminal ----------------------------------------------------------------------------------------
+
+def print_summary(records: list[dict[str, Any]], console) -> None:
+    from rich.table import Table
+
+    d = Data(records, [], {}, [])
+    styles = {"timeout": "yellow", "oom": "red", "error": "red", "unsupported": "dim"}
+    for e in d.engines:
+        t = Table(title=f"{ENGINE_NAMES.get(e, e)}: original in seconds, the others × original", caption=
+                  "✗: lineage differs from set's" if any(r["agrees"] is False for r in records if r["engine"] == e)
+                  else None)
+        t.add_column("query")
+        for s in d.strategies:
+            t.add_column(s, justify="right")
+        for q in d.queries:
+            cells = []
+            for s in d.strategies:
+                r = d.get(e, q, s)
+                c = _cell(r)
+                cells.append(f"[{styles[r['status']]}]{c}[/]" if r and r["status"] in styles else c)
+            t.add_row(f"Q{q}", *cells)
+        t.add_row("geo. mean", *[_secs(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s)) and r["seconds"]))
+                                 if s == "original" else _x(geomean(d.ratios(e, s).values())) for s in d.strategies],
+                  style="bold")
+        console.print(t)
