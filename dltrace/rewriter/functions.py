@@ -7,6 +7,7 @@ by the dl_bitmap_* functions of :mod:`dltrace.udafs`. Every method returns an ex
 
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 STRATEGIES = ("set", "bitmap")
@@ -15,6 +16,22 @@ BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
 
 def _f(name: str, *args: exp.Expression) -> exp.Expression:
     return exp.Anonymous(this=name, expressions=list(args))
+
+
+# DuckDB's list_distinct hashes every element (12 s for Q1's 6M rids at SF 1); sorting and then dropping
+# each element equal to its predecessor is an order of magnitude faster (0.9 s) and leaves the set sorted.
+_DEDUP_SORTED = sqlglot.parse_one(
+    "list_filter(_dl_l, lambda _dl_e, _dl_i: _dl_e IS NOT NULL AND (_dl_i = 1 OR _dl_e <> _dl_l[_dl_i - 1]))",
+    read="duckdb",
+)
+_ORDERED_LIST = sqlglot.parse_one("list(_dl_v ORDER BY _dl_v)", read="duckdb")
+
+
+def _fill(template: exp.Expression, name: str, value: exp.Expression) -> exp.Expression:
+    """``template`` with every column ``name`` replaced by a copy of ``value``."""
+    return template.copy().transform(
+        lambda n: value.copy() if isinstance(n, exp.Column) and not n.table and n.name == name else n
+    )
 
 
 def lam(body: exp.Expression, var: str = "_dl_x") -> exp.Lambda:
@@ -52,7 +69,11 @@ class LineageFunctions:
     def _sorted_distinct(self, arr: exp.Expression) -> exp.Expression:
         if self.spark:
             return _f("array_sort", _f("array_distinct", arr))
-        return _f("list_sort", _f("list_distinct", arr))
+        if arr.find(exp.Lambda, exp.Subquery) is not None:
+            # the dedup lambda repeats its input, and DuckDB allows neither subqueries nor lambdas that
+            # capture columns inside a lambda
+            return _f("list_sort", _f("list_distinct", arr))
+        return _fill(_DEDUP_SORTED, "_dl_l", _f("list_sort", arr))
 
     def _concat(self, parts: list[exp.Expression], nullable: list[bool]) -> exp.Expression:
         if len(parts) == 1:
@@ -90,7 +111,9 @@ class LineageFunctions:
         """DLUNION (an aggregate) of scalar rids: the set of the group's rids."""
         if self.strategy == "bitmap":
             return _f(self._bitmap("build", wide), self.agg_list(rid))
-        return self._sorted_distinct(self.agg_list(rid))
+        if self.spark:
+            return self._sorted_distinct(self.agg_list(rid))
+        return _fill(_DEDUP_SORTED, "_dl_l", _fill(_ORDERED_LIST, "_dl_v", rid))
 
     def dlunion_rid_lists(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
         """DLUNION of several scalar rid columns of one table (a self-join below an aggregation)."""
