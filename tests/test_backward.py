@@ -236,6 +236,43 @@ def test_small_cases_control(small, name):
         assert_equal(f, b)
 
 
+# More shapes: segments cut at LIMIT, DISTINCT over an aggregation, set operations under aggregations, CTEs
+# read twice, QUALIFY, literal rows. (name, sql, equal?) -- equal where the output has no duplicate rows.
+EXTRA = [
+    ("qualify", "SELECT a, row_number() OVER (PARTITION BY a ORDER BY b) AS rn FROM t QUALIFY rn = 1", True),
+    # no duplicate output rows, but the LIMIT cut a duplicate away (t has a=2 twice): its derivation is pooled
+    ("limit_in_derived", "SELECT x.a FROM (SELECT a FROM t ORDER BY a DESC LIMIT 2) AS x", False),
+    ("union_in_cte", "WITH c AS (SELECT a FROM t UNION SELECT a FROM u) SELECT a, count(*) AS n FROM c GROUP BY a", True),
+    ("having_without_key", "SELECT sum(b) AS s FROM t GROUP BY a HAVING sum(b) > 5", True),
+    ("distinct_aggregate", "SELECT DISTINCT sum(b) AS s FROM t GROUP BY a", True),
+    ("distinct_aggregate_keys", "SELECT DISTINCT a, count(*) AS n FROM t GROUP BY a", True),
+    ("union_all_aggregate", "SELECT a FROM t UNION ALL SELECT count(*) AS n FROM u GROUP BY c", False),
+    ("values", "SELECT a, c FROM t, (VALUES (1), (2)) AS v(c)", False),
+    ("limited_sides", "(SELECT a FROM t ORDER BY a LIMIT 1) UNION (SELECT a FROM u ORDER BY a DESC LIMIT 1)", True),
+    ("union_aggregate_side", "SELECT a, count(*) AS n FROM t GROUP BY a UNION SELECT a, c FROM u", True),
+    ("union_having_side", "SELECT a FROM t GROUP BY a HAVING count(*) > 1 UNION SELECT a FROM u WHERE c < 150", True),
+    ("except_in_union", "(SELECT a FROM t EXCEPT SELECT a FROM u WHERE c > 150) UNION SELECT a FROM u", True),
+    ("aggregate_joined", "SELECT * FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS g JOIN u ON g.a = u.a", True),
+    ("in_intersect", "SELECT t.a FROM t WHERE t.a IN (SELECT a FROM u INTERSECT SELECT a FROM t)", False),
+    ("cte_self_join", "WITH w AS (SELECT a, b FROM t WHERE b IS NOT NULL) "
+                      "SELECT w1.a, w2.b FROM w AS w1 JOIN w AS w2 ON w1.a = w2.a", False),
+    ("filter_on_aggregate", "SELECT s FROM (SELECT a, sum(b) AS s FROM t GROUP BY a) g WHERE s IS NULL OR s > 15", True),
+    ("count_distinct_rows", "SELECT count(*) AS n FROM (SELECT DISTINCT a FROM t) d", True),
+    ("scalar_correlated_select", "SELECT a, (SELECT count(*) FROM u WHERE u.a = t.a) AS n FROM t", False),
+    ("max_of_union_all", "SELECT max(a) AS m FROM (SELECT a FROM t UNION ALL SELECT a FROM u) x", True),
+    ("no_from", "SELECT 1 AS one", True),
+    ("empty_having", "SELECT count(*) AS n FROM t WHERE a > 100 HAVING count(*) > 0", True),
+]
+
+
+@pytest.mark.parametrize("semantics", ["witness", "control"])
+@pytest.mark.parametrize("name,sql,equal", EXTRA, ids=[e[0] for e in EXTRA])
+def test_more_shapes(small, name, sql, equal, semantics):
+    f, b = small.run(sql, semantics=semantics), small.trace(sql, semantics=semantics)
+    assert not (equal and has_duplicates(b))
+    (assert_equal if equal else assert_forward_subset)(f, b)
+
+
 def test_duplicates_get_the_pool(small):
     b = small.trace(CASES["where"][0])  # SELECT a FROM t WHERE b > 10: two rows (2), from t rids 1 and 2
     assert [b.lineage(i) for i in range(b.num_rows)] == [{"t": [1, 2]}, {"t": [1, 2]}]

@@ -107,7 +107,8 @@ def test_build_random_batches_byte_identical(seed):
         kind = rng.random()
         if kind < 0.4:
             base = rng.randrange(1 << 22)
-            ids = [x for s in range(rng.randrange(1, 12)) for x in range(base + s * 70_000, base + s * 70_000 + rng.randrange(1, 6))]
+            starts = [base + k * 70_000 for k in range(rng.randrange(1, 12))]  # one container each
+            ids = [x for s in starts for x in range(s, s + rng.randrange(1, 6))]
         elif kind < 0.7:
             ids = [rng.randrange(1 << 24) for _ in range(rng.randrange(0, 12))]
         else:
@@ -161,6 +162,22 @@ def test_vectorised_reader_and_merge(seed):
         assert BitMap64.deserialize(m) == BitMap64(BitMap().union(*[bms[i] for i in g if i < len(bms)]))
     with pytest.raises(ValueError):
         B.count_arrow(pa.array([b"\x3a\x30\x00\x00\x05\x00\x00\x00"]))  # truncated
+
+
+def test_merge_of_many_small_bitmaps():
+    """Unions of unions: a row merging 20k small bitmaps (more ids than the vectorised writer takes) still
+    gives the exact union; so does a row of one bitmap (passed through) and a NULL/empty row."""
+    n = 60_000
+    small = B.build_arrow(pa.array([[3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 7] for i in range(n)], pa.list_(pa.int64())))
+    idx = np.concatenate([np.arange(r, n, 3) for r in range(3)])
+    offsets = np.array([0, n // 3, 2 * n // 3, n, n + 1, n + 1], np.int32)
+    values = pa.concat_arrays([small.take(pa.array(idx)), pa.array([B.build([5])], pa.binary())])
+    lists = pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array([False, False, False, False, True]))
+    got = B.merge_arrow(lists).to_pylist()
+    for r in range(3):
+        want = sorted({x for i in range(r, n, 3) for x in (3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 7)})
+        assert decode(got[r]) == want
+    assert got[3] == B.build([5]) and got[4] == B.EMPTY32
 
 
 _ids32 = st.lists(st.one_of(st.none(), st.integers(0, B32 - 1), st.integers(0, 300), st.integers(65_500, 65_600)))
@@ -247,7 +264,8 @@ def test_duckdb_readers_both_strategies(con):
         r = ref(CASES[i][0])
         assert (cs, cb, ls, lb, t) == (len(r), len(r), r, r, "BIGINT[]"), i
     probe_rows = [(i, p) for i, (ids, _) in enumerate(CASES) for p in [*probes(ids), None]]
-    con.register("probes_arrow", pa.table({"i": [p[0] for p in probe_rows], "p": pa.array([p[1] for p in probe_rows], pa.int64())}))
+    probes_table = pa.table({"i": [p[0] for p in probe_rows], "p": pa.array([p[1] for p in probe_rows], pa.int64())})
+    con.register("probes_arrow", probes_table)
     got = con.execute("""
         SELECT c.i, p.p, dl_contains(c.s, p.p), dl_contains(c.b, p.p)
         FROM cases c JOIN probes_arrow p USING (i) ORDER BY c.i, p.p
@@ -291,7 +309,8 @@ def test_duckdb_group_by_build_and_nulls(con):
         want = [x for x in range(100000) if x % 5 == k and x % 7 != 0]
         assert ids == want and c == len(want) and n == len([x for x in range(100000) if x % 5 == k])
     # an empty global aggregate gives the empty set, not NULL
-    assert con.execute("SELECT dl_count(dl_bitmap_build(list(range))), dl_bitmap_build(list(range)) FROM range(0)").fetchall() == [(0, B.EMPTY32)]
+    empty = con.execute("SELECT dl_count(dl_bitmap_build(list(range))), dl_bitmap_build(list(range)) FROM range(0)")
+    assert empty.fetchall() == [(0, B.EMPTY32)]
     # NULL lineage = empty set; NULL rid = unknown
     row = con.execute("""
         SELECT dl_count(NULL::BLOB), dl_count(NULL::BIGINT[]), dl_contains(NULL::BLOB, 1), dl_contains(NULL::BIGINT[], 1),
@@ -394,3 +413,23 @@ def test_spark_union_merge_and_group_by(spark):
                dl_bitmap_merge(array(CAST(NULL AS BINARY))), dl_union(CAST(NULL AS BINARY), CAST(NULL AS BINARY)),
                dl_count(dl_bitmap_build(collect_list(id))) FROM range(0)""").collect()[0]
     assert tuple(row) == (0, 0, False, [], bytearray(B.EMPTY32), bytearray(B.EMPTY32), None, 0)
+
+
+@pytest.mark.spark
+def test_java_roaring_reads_and_writes_our_format(spark_session):
+    """Portability: Java RoaringBitmap (on Spark's classpath) reads our 32- and 64-bit bitmaps, and we read its."""
+    jvm = spark_session._jvm
+    ids = [*range(100, 5000), 70_000, 123_456_789]
+    rb = jvm.org.roaringbitmap.RoaringBitmap()
+    rb.deserialize(jvm.java.nio.ByteBuffer.wrap(bytearray(B.build(ids))))
+    assert rb.getCardinality() == len(ids) and rb.contains(70_000) and not rb.contains(99)
+    wide = [1, B32, 2 * B32 + 5]
+    m = jvm.org.roaringbitmap.longlong.Roaring64NavigableMap()
+    m.deserializePortable(jvm.java.io.DataInputStream(jvm.java.io.ByteArrayInputStream(bytearray(B.build(wide, wide=True)))))
+    assert m.getLongCardinality() == 3 and m.contains(B32) and m.contains(2 * B32 + 5) and not m.contains(7)
+    theirs = jvm.org.roaringbitmap.RoaringBitmap.bitmapOfRange(3, 3000)  # [3, 3000)
+    theirs.add(1_000_000)
+    theirs.runOptimize()
+    buf = jvm.java.nio.ByteBuffer.allocate(theirs.serializedSizeInBytes())
+    theirs.serialize(buf)
+    assert decode(bytes(buf.array())) == [*range(3, 3000), 1_000_000]

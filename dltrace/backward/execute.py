@@ -14,7 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
-from dltrace.backward.segments import Node, bw_id, make_node, scope_env, simple_whole, unwrap
+from dltrace.backward.segments import Node, bw_id, make_node, output_names, scope_env, simple_whole, unwrap
 from dltrace.backward.tracing import TID, Builder, Prov, Targets, col, subquery, table_ref
 from dltrace.dialects.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
@@ -102,13 +102,15 @@ class Tracer:
     # -- tracing -------------------------------------------------------------------------------------
     def trace(self, node: Node, targets: Targets | None, into: Collector) -> None:
         """Trace ``targets`` (rows of ``node``; None: all its rows as one pseudo-row 0) into ``into``."""
+        if targets is not None and not targets.exact and not _keeps_all(node):
+            targets = self.restrict(node, targets)
         if node.kind == "setop":
             self.trace_setop(node, targets, into)
             return
         if targets is None and not simple_whole(node):
             targets = self.all_rows(node)
-        elif targets is not None and targets.mode == "values" and node.kind == "agg":
-            targets = self.values_to_groups(node, targets)
+        elif targets is not None and node.kind == "agg" and "values" in (targets.mode, node.mode):
+            targets = self.values_to_groups(node, targets)  # (a DISTINCT aggregation's keys are its values)
         query, provs = self.builder.tracing_query(node, targets)
         # One base table and targets without outer values: every (target, rid) pair comes out once.
         unique = self.builder.single_scan(node) and (targets is None or not targets.outer)
@@ -122,8 +124,10 @@ class Tracer:
         left = self.node_for(q.this, env, None)
         right = self.node_for(q.expression, env, None)
         sides = [left] if isinstance(q, exp.Except) else [left, right]
+        # A row of a UNION need not be a row of each side; a row of INTERSECT/EXCEPT is one of its (left) sides.
+        exact = targets.exact and not isinstance(q, exp.Union)
         for side in sides:
-            self.trace(side, Targets(targets.source, targets.cols, "values"), into)
+            self.trace(side, Targets(targets.source, targets.cols, "values", exact=exact), into)
         if isinstance(q, exp.Except) and self.semantics == "control":
             tids = self.run.fetch(exp.select(col(TID, "tg")).distinct().from_(targets.relation("tg")))
             into.add_const(tids.column(0).to_numpy(), self.whole(right))
@@ -146,15 +150,23 @@ class Tracer:
         query = query.distinct().from_(table_ref(mat, "m"))
         return Targets(query, cols, "keys")
 
+    def restrict(self, node: Node, targets: Targets) -> Targets:
+        """Keep the targets (by values) that are rows of ``node``: a semi-join with its materialisation."""
+        mat = self.materialize(node)
+        keep = [TID, *targets.cols, *targets.outer]
+        on = exp.and_(*[exp.NullSafeEQ(this=col(n, "m"), expression=col(c, "tg"))
+                        for n, c in zip(node.names, targets.cols)])
+        query = exp.select(*[col(c, "tg").as_(c, quoted=True) for c in keep]).distinct()
+        query = query.from_(targets.relation("tg")).join(table_ref(mat, "m"), on=on, join_type="INNER")
+        return Targets(query, targets.cols, targets.mode, targets.tests, targets.outer, exact=True)
+
     def values_to_groups(self, node: Node, targets: Targets) -> Targets:
         """Targets given by an aggregation's output values -> by its group keys."""
-        if node.mode == "groups" and all(p is not None for p in node.key_pos):
+        if all(p is not None for p in node.key_pos):
             return Targets(targets.source, [targets.cols[p] for p in node.key_pos], "keys",
                            targets.tests, targets.outer)
         if node.gmat is None:
             node.gmat = self.run.materialize("g", self.builder.groups_query(node))
-        from dltrace.backward.segments import output_names
-
         own = output_names(node.query)
         keys = [f"_dl_g{j}" for j in range(len(node.keys))]
         cols = [f"_dl_v{j}" for j in range(len(keys))]
@@ -228,6 +240,17 @@ class Tracer:
                 into.add_pairs(p.table, tids[mine], rids[mine])
             elif len(tids[mine]):
                 into.add_const(tids[mine], self.whole(p.node))
+
+
+def _keeps_all(node: Node) -> bool:
+    """Is every input row that matches a target's values a derivation of a row of the node?
+
+    True for a select-project-join without LIMIT (DISTINCT and QUALIFY included) and for a UNION (its sides
+    are checked in turn); not for aggregations, LIMIT, INTERSECT and EXCEPT."""
+    q = node.query
+    if node.kind == "setop":
+        return isinstance(q, exp.Union)
+    return node.kind == "spj" and not any(q.args.get(k) is not None for k in ("limit", "offset", "fetch"))
 
 
 def _ints(column: pa.ChunkedArray) -> np.ndarray:

@@ -33,7 +33,6 @@ from dltrace.rewriter.rules.aggregate import is_aggregate
 from dltrace.rewriter.rules.subqueries import _contributes, _direct_subqueries, _is_correlated, _negated
 
 BW_ID = "dl_bw_id"  # meta key: a stable id for every query node of the normalised tree (survives .copy())
-_AFTER = ("order", "limit", "offset", "fetch")
 
 
 def number_nodes(tree: exp.Expression) -> None:
@@ -113,7 +112,6 @@ class CteDef:
     query: exp.Expression
     env: dict  # the CTEs the body sees (those defined before it)
     columns: list[str]  # explicit column names (`WITH x(a, b) AS ...`), [] when none
-    ident: int  # bw id of the CTE
 
 
 def scope_env(query: exp.Expression, env: dict) -> dict:
@@ -127,7 +125,7 @@ def scope_env(query: exp.Expression, env: dict) -> dict:
     for cte in with_.expressions:
         alias = cte.args.get("alias")
         cols = [c.name for c in alias.columns] if alias is not None and alias.columns else []
-        env[cte.alias_or_name] = CteDef(cte.alias_or_name, cte.this, dict(env), cols, bw_id(cte))
+        env[cte.alias_or_name] = CteDef(cte.alias_or_name, cte.this, dict(env), cols)
     return env
 
 

@@ -235,7 +235,7 @@ class Builder:
     def groups_query(self, node: Node) -> exp.Select:
         """An aggregation's groups with every group key beside the output (``_dl_g<j>``), no DISTINCT."""
         select, _ = self.select(node.query, node.env, prov=False)
-        for k in ("distinct", *("order", "limit", "offset", "fetch")):
+        for k in ("distinct", "order", "limit", "offset", "fetch"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
             select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)
@@ -300,6 +300,9 @@ class Targets:
     """Rows to trace: ``_dl_tid`` (the output row they serve) and the columns ``cols`` to match, in order.
 
     ``tests``/``outer``: a non-equality correlation's witness test and the outer values it compares with.
+    ``exact``: the targets are known to be rows of the node; the values of a UNION's row need not be rows of
+    each side, which matters where the node's output is not all the rows its input could make (LIMIT, HAVING,
+    aggregate values, INTERSECT/EXCEPT): there they are first semi-joined with the node's materialisation.
     """
 
     source: exp.Expression  # a Table or a query
@@ -307,6 +310,7 @@ class Targets:
     mode: str = "keys"  # "keys": cols match the node's key_cols; "values": its output columns
     tests: list[exp.Expression] = field(default_factory=list)
     outer: list[str] = field(default_factory=list)
+    exact: bool = True  # every target is a row of the node (False for the sides of a UNION)
 
     def relation(self, alias: str) -> exp.Expression:
         if isinstance(self.source, exp.Table):

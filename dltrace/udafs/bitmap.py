@@ -621,7 +621,8 @@ def merge_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
     """``dl_bitmap_merge``: list<binary> array -> binary array of the per-row unions (never NULL).
 
     A row with one bitmap of the right width passes it through; rows of small 32-bit bitmaps are decoded and
-    re-encoded in one vectorised pass; the rest (64-bit, or large) are unioned by pyroaring, container-wise.
+    re-encoded in one vectorised pass; big rows of small bitmaps are decoded with numpy and built by pyroaring;
+    the rest (64-bit, or big bitmaps) are unioned by pyroaring, container-wise.
     """
     arr = _array(lists)
     n = len(arr)
@@ -645,11 +646,15 @@ def merge_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
     # one bitmap of the right width: pass it through (it is ours, already run-optimised)
     single = (nelem == 1) & ((n64 == 1) if wide else True)
     if wide:
-        vector = np.zeros(n, bool)
+        vector = decoded = np.zeros(n, bool)
     else:
         vector = ~single & (rcard <= _VECTOR_MAX_ROW)
-    python = ~single & ~vector
+        # a big union of many small bitmaps: decode them all with numpy, build once (a pyroaring union would
+        # deserialise each small bitmap in Python)
+        decoded = ~single & ~vector & (rcard <= _MAX_ARRAY * np.maximum(nelem, 1))
+    python = ~single & ~vector & ~decoded
     parts: list[tuple[np.ndarray, pa.Array]] = []
+    ce, key, c, kind, cstart = parsed  # containers of all 32-bit elements (ce: element index)
     srows = np.flatnonzero(single)
     if srows.size:
         # the one valid element of each single row
@@ -657,13 +662,25 @@ def merge_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
         parts.append((srows, values.take(pa.array(eidx))))
     vrows = np.flatnonzero(vector)
     if vrows.size:
-        ce, key, c, kind, cstart = parsed  # containers of all 32-bit elements (ce: element index)
         sel = vector[erow[ce]]
         elem, ids = _values32(d, ce[sel], key[sel], c[sel], kind[sel], cstart[sel])
         renum = np.zeros(n, np.int64)
         renum[vrows] = np.arange(vrows.size)  # rows renumbered 0..len(vrows)-1
         rown = renum[erow[elem]]
         parts.append((vrows, _build_pairs32(vrows.size, rown, ids, large)))
+    drows = np.flatnonzero(decoded)
+    if drows.size:
+        sel = decoded[erow[ce]]
+        elem, ids = _values32(d, ce[sel], key[sel], c[sel], kind[sel], cstart[sel])
+        k = np.sort((erow[elem] << 32) | ids)
+        bounds = np.searchsorted(k >> 32, np.append(drows, n))
+        out = []
+        for i in range(drows.size):
+            seg = k[bounds[i]:bounds[i + 1]] & 0xFFFFFFFF
+            if seg.size > 1:
+                seg = seg[np.concatenate(([True], seg[1:] != seg[:-1]))]
+            out.append(_to_bytes(_bitmap_from_sorted(seg, False)))
+        parts.append((drows, _binary_array(out, large)))
     prows = np.flatnonzero(python)
     if prows.size:
         out = []
