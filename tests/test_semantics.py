@@ -123,3 +123,23 @@ def test_rewrite_keeps_columns_and_adds_one_column_per_table(small):
     r = small.run("SELECT t.a AS x, u.c, t.b FROM t JOIN u ON t.a = u.a")
     assert r.table.column_names == ["x", "c", "b"]
     assert r.tables == ["t", "u"]
+
+
+SPARK_CASES = ["exists_non_equality", "exists_correlated", "not_exists", "scalar_in_predicate", "union", "except",
+               "left_join", "distinct", "in_uncorrelated", "cte"]
+
+
+@pytest.fixture(scope="module")
+def small_spark(spark_session):
+    s = dltrace.connect("spark", spark=spark_session.newSession())  # its own temp views
+    s.register("t", T)
+    s.register("u", U)
+    return s
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_spark_gives_the_same_lineage(small_spark, strategy):
+    for name in SPARK_CASES:
+        sql, rows = CASES[name]
+        assert observed(small_spark.run(sql, lineage=strategy, dialect="duckdb")) == expected(rows), name

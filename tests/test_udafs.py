@@ -426,7 +426,8 @@ def test_java_roaring_reads_and_writes_our_format(spark_session):
     wide = [1, B32, 2 * B32 + 5]
     m = jvm.org.roaringbitmap.longlong.Roaring64NavigableMap()
     m.deserializePortable(jvm.java.io.DataInputStream(jvm.java.io.ByteArrayInputStream(bytearray(B.build(wide, wide=True)))))
-    assert m.getLongCardinality() == 3 and m.contains(B32) and m.contains(2 * B32 + 5) and not m.contains(7)
+    # (membership through the array: Py4J cannot always pick Roaring64NavigableMap.contains(long) for an int)
+    assert m.getLongCardinality() == 3 and sorted(m.toArray()) == wide
     theirs = jvm.org.roaringbitmap.RoaringBitmap.bitmapOfRange(3, 3000)  # [3, 3000)
     theirs.add(1_000_000)
     theirs.runOptimize()

@@ -12,6 +12,8 @@ from sqlglot import exp
 
 STRATEGIES = ("set", "bitmap")
 BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
+EMPTY_BITMAP32 = "3A30000000000000"  # portable serialisation of the empty 32-bit roaring bitmap
+EMPTY_BITMAP64 = "0000000000000000"  # ... and of the empty 64-bit one
 
 
 def _f(name: str, *args: exp.Expression) -> exp.Expression:
@@ -68,7 +70,9 @@ class LineageFunctions:
 
     def _sorted_distinct(self, arr: exp.Expression) -> exp.Expression:
         if self.spark:
-            return _f("array_sort", _f("array_distinct", arr))
+            # sort_array, not array_sort: Spark implements array_sort as a higher-order function (with a
+            # comparator lambda), and refuses the hoisted scalar subqueries inside those
+            return _f("sort_array", _f("array_distinct", arr))
         if arr.find(exp.Lambda, exp.Subquery) is not None:
             # the dedup lambda repeats its input, and DuckDB allows neither subqueries nor lambdas that
             # capture columns inside a lambda
@@ -131,7 +135,9 @@ class LineageFunctions:
     def finish(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """A final lineage column: never NULL (an empty set instead)."""
         if self.strategy == "bitmap":
-            return exp.func("coalesce", s, _f(self._bitmap("build", wide), self.empty_ids()))
+            # the empty bitmap as a constant: Spark would call a UDF for every row, even in an untaken branch
+            empty = exp.Literal.string(EMPTY_BITMAP64 if wide else EMPTY_BITMAP32)
+            return exp.func("coalesce", s, _f("unhex" if self.spark else "from_hex", empty))
         return exp.func("coalesce", s, self.empty_ids())
 
     def null_set(self) -> exp.Expression:
@@ -154,6 +160,16 @@ class LineageFunctions:
 
     def filter(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
         return _f("filter" if self.spark else "list_filter", arr, lam(body, var))
+
+    def any_element(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        """TRUE when some element of ``arr`` makes ``body`` TRUE, else FALSE (EXISTS's two values)."""
+        if self.spark:
+            # Spark 4.3 fails with INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND when a filter()/exists() lambda in a
+            # join's predicate captures a column of the other side; a fold over the array does not.
+            step = exp.or_(exp.column("_dl_acc"), exp.func("coalesce", body, exp.false()))
+            fold = exp.Lambda(this=step, expressions=[exp.to_identifier("_dl_acc"), exp.to_identifier(var)])
+            return _f("aggregate", arr, exp.false(), fold)
+        return exp.GT(this=_f("len", self.filter(arr, body, var)), expression=exp.Literal.number(0))
 
     def transform(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
         return _f("transform" if self.spark else "list_transform", arr, lam(body, var))

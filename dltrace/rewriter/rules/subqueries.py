@@ -122,8 +122,7 @@ def _witness_array_slots(sub, select, ctx, instrument, arrays) -> list[Slot]:
         arr = node.this
         if isinstance(arr, exp.Column) and arr.table == alias and arr.name == array_name:
             var, body = _lambda_parts(node.expression)
-            size = exp.Anonymous(this="size" if fns.spark else "len", expressions=[fns.filter(arr.copy(), body.copy(), var)])
-            node.replace(exp.paren(exp.GT(this=size, expression=exp.Literal.number(0))))
+            node.replace(exp.paren(fns.any_element(arr.copy(), body.copy(), var)))
             tests.append((var, body))
     if not _contributes(select, alias, ctx):
         return []
