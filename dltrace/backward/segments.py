@@ -30,7 +30,8 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.normalize import PREDICATE_SUBQUERIES
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.rules.aggregate import is_aggregate
-from dltrace.rewriter.rules.subqueries import _contributes, _direct_subqueries, _is_correlated, _negated
+from dltrace.rewriter.rules import subqueries as witness
+from dltrace.rewriter.rules.subqueries import direct_subqueries, is_correlated, negated
 
 BW_ID = "dl_bw_id"  # meta key: a stable id for every query node of the normalised tree (survives .copy())
 
@@ -205,7 +206,7 @@ def simple_whole(node: Node) -> bool:
 
 def contributes(select: exp.Select, alias: str, semantics: str) -> bool:
     """Does the decorrelated subquery ``alias`` of ``select`` contribute lineage (witness: used positively)?"""
-    return _contributes(select, alias, SimpleNamespace(control=semantics == "control"))
+    return witness.contributes(select, alias, SimpleNamespace(control=semantics == "control"))
 
 
 @dataclass
@@ -271,11 +272,11 @@ def predicate_queries(select: exp.Select, semantics: str) -> list[exp.Expression
     """
     control = semantics == "control"
     out = []
-    for clause, holder, query in _direct_subqueries(select):
-        negative = _negated(holder, select) if clause != "expressions" else False
+    for clause, holder, query in direct_subqueries(select):
+        negative = negated(holder, select) if clause != "expressions" else False
         if negative and not control:
             continue
-        if _is_correlated(query):
+        if is_correlated(query):
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'NOT ' if negative else ''}"
                 f"{type(holder).__name__.upper()}), at {position(holder)}"

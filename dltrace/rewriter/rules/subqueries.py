@@ -31,7 +31,7 @@ def _uses(select: exp.Select, alias: str) -> list[exp.Column]:
     return refs
 
 
-def _negated(node: exp.Expression, select: exp.Select) -> bool:
+def negated(node: exp.Expression, select: exp.Select) -> bool:
     """Is ``node`` under an odd number of NOTs within ``select`` (``x IS NULL`` counts as a NOT)?"""
     flips = 0
     parent = node.parent
@@ -54,12 +54,12 @@ def _is_existence_test(ref: exp.Column) -> bool:
     return isinstance(parent, exp.Anonymous) and parent.name.lower() in ("filter", "list_filter")
 
 
-def _contributes(select: exp.Select, alias: str, ctx: Context) -> bool:
+def contributes(select: exp.Select, alias: str, ctx: Context) -> bool:
     """Witness mode: does the decorrelated subquery ``alias`` ever make a predicate true?"""
     if ctx.control:
         return True
     for ref in _uses(select, alias):
-        if not _is_existence_test(ref) or not _negated(ref, select):
+        if not _is_existence_test(ref) or not negated(ref, select):
             return True  # a value use (scalar subquery) or a positive existence test
     return False
 
@@ -70,7 +70,7 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, inst
     arrays = [p for p in inner.expressions if isinstance(p.unalias(), exp.ArrayAgg)] if isinstance(inner, exp.Select) else []
     if arrays:
         return _witness_array_slots(sub, select, ctx, instrument, arrays)
-    if not _contributes(select, alias, ctx):
+    if not contributes(select, alias, ctx):
         return []
     join = sub.parent if isinstance(sub.parent, exp.Join) else None
     single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
@@ -124,7 +124,7 @@ def _witness_array_slots(sub, select, ctx, instrument, arrays) -> list[Slot]:
             var, body = _lambda_parts(node.expression)
             node.replace(exp.paren(fns.any_element(arr.copy(), body.copy(), var)))
             tests.append((var, body))
-    if not _contributes(select, alias, ctx):
+    if not contributes(select, alias, ctx):
         return []
     row_slots = from_slots(inner, ctx.scoped(), instrument)
     if any(s.kind != "rid" for s in row_slots):
@@ -150,7 +150,7 @@ def _witness_array_slots(sub, select, ctx, instrument, arrays) -> list[Slot]:
     return out
 
 
-def _direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp.Expression]]:
+def direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp.Expression]]:
     """(clause, predicate node, query) for subqueries written directly in ``select``'s clauses."""
     found = []
     for key in _CLAUSES:
@@ -168,7 +168,7 @@ def _direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, ex
     return found
 
 
-def _is_correlated(query: exp.Expression) -> bool:
+def is_correlated(query: exp.Expression) -> bool:
     inner = {t.alias_or_name for t in query.find_all(exp.Table)}
     inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
     inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
@@ -243,10 +243,10 @@ def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, instru
 def predicate_slots(select: exp.Select, ctx: Context, instrument) -> list[Slot]:
     """Lineage of the subqueries still written inside ``select`` after decorrelation."""
     slots: list[Slot] = []
-    pending = _direct_subqueries(select)
+    pending = direct_subqueries(select)
     for clause, holder, query in pending:
-        negative = _negated(holder, select) if clause != "expressions" else False
-        correlated = _is_correlated(query)
+        negative = negated(holder, select) if clause != "expressions" else False
+        correlated = is_correlated(query)
         if negative and not ctx.control:
             continue  # NOT IN / NOT EXISTS: witness lineage is empty
         if correlated:
