@@ -112,3 +112,24 @@ def test_errors_point_at_the_clause(sql, error, needle):
         dltrace.rewrite(sql)
     assert needle in str(info.value)
     assert "line 1" in str(info.value)
+
+
+@pytest.mark.parametrize("n", PAPER_QUERIES)
+def test_backward_at_lineage_on_granularity_equals_forward(duck, n):
+    sql = with_clause(query_sql(n))
+    forward, backward = duck.run(sql), duck.trace(sql)
+    assert backward.tables == ["lineitem"]
+    assert_same_rows_and_lineage(backward, forward)
+
+
+def test_backward_lineage_on_tables_and_off(duck):
+    r = duck.trace(with_clause(query_sql(3), "LINEAGE ON TABLES (orders)"))
+    assert r.tables == ["orders"]
+    assert duck.trace(with_clause(query_sql(3), "LINEAGE ON ()")).tables == []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("n", (6, 15))
+def test_backward_at_lineage_on_granularity_spark(duck, sparks, n):
+    sql = with_clause(query_sql(n))
+    assert_same_rows_and_lineage(sparks.trace(sql, dialect="duckdb"), duck.run(sql))

@@ -43,9 +43,13 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
 
     if semantics not in SEMANTICS:
         raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
+    from dltrace.rewriter.lineage_on import resolve, take_clause
+
     read = dialect or session.dialect
     tree = parse_query(sql, read)
     session.check_tables(tree)
+    clause = take_clause(tree)  # LINEAGE ON: trace per tuple, then project (granularity.py)
+    on = resolve(clause, tree, session.schema()) if clause is not None else None
     check_query(tree)
     normal = normalize(tree, session.dialect, session.schema())
     tables = base_tables(normal)
@@ -74,9 +78,16 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
         columns = collector.columns(n, None if rows is None else wanted, tables)
     finally:
         run.cleanup()
+    on_values = None
+    if on is not None:
+        columns = {t: c for t, c in columns.items() if not on.off and t in on.tables}
+        if on.table:
+            from dltrace.backward.granularity import project_onto
+
+            columns[on.table], on_values = project_onto(session, on, columns[on.table])
     return BackwardResult(
         session, sql, read, table, columns, "reverse-all" if rows is None else "reverse-one", semantics,
-        None, traced=None if rows is None else tuple(int(i) for i in wanted), queries=run.log,
+        None, on_values, traced=None if rows is None else tuple(int(i) for i in wanted), queries=run.log,
     )
 
 
