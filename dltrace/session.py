@@ -118,9 +118,9 @@ class Session:
 
         From ``saved`` lineage (a folder written by ``r.save`` or a result) when given; otherwise by running
         the query with lineage for ``table`` only, where only those rows carry a rid. Returns an
-        :class:`dltrace.explore.Impact`: ``.rows`` (output row indices) and ``.result`` (``rows, r = ...``).
+        :class:`dltrace.impact.Impact`: ``.rows`` (output row indices) and ``.result`` (``rows, r = ...``).
         """
-        from dltrace.explore import impact
+        from dltrace.impact import impact
 
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
 

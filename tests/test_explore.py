@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
-from dltrace import explore
+from dltrace import explore, fetch, rowstore
 from dltrace.tpch import query_sql
 
 STRATEGIES = ["set", "bitmap"]
@@ -109,12 +109,12 @@ def check_forward(r, session, probes_per_table: int = 6, seed: int = 0) -> None:
 def fetch_mode(request, monkeypatch, tmp_path):
     """Base tuples read from the parquet files (pruned reads) or from a row store built for the test."""
     if request.param == "files":
-        monkeypatch.setattr(explore, "rowstore", lambda source, build=False: None)
+        monkeypatch.setattr(fetch, "rowstore", lambda source, build=False: None)
     else:
         monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
-        monkeypatch.setattr(explore, "_stores", {})
-        monkeypatch.setattr(explore, "SMALL_TABLE_ROWS", 0)
-        monkeypatch.setattr(explore, "SCATTERED_CLUSTERS", -1)  # every lookup builds / uses one
+        monkeypatch.setattr(rowstore, "_stores", {})
+        monkeypatch.setattr(fetch, "SMALL_TABLE_ROWS", 0)
+        monkeypatch.setattr(fetch, "SCATTERED_CLUSTERS", -1)  # every lookup builds / uses one
     return request.param
 
 
@@ -134,11 +134,11 @@ def test_small_backward_forward_match_brute_force(small, strategy, name, fetch_m
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_backward_every_fetch_path(small, strategy, monkeypatch):
     """Exact rows whatever the clustering: one range per rid, big ranges with neighbours, the semi-join scan."""
-    monkeypatch.setattr(explore, "rowstore", lambda source, build=False: None)
+    monkeypatch.setattr(fetch, "rowstore", lambda source, build=False: None)
     r = small.run(SMALL_QUERIES["group"], lineage=strategy)
     for gap, max_clusters in [(0, 10_000), (10_000, 10_000), (50, 2), (0, 1)]:
-        monkeypatch.setattr(explore, "CLUSTER_GAP", gap)
-        monkeypatch.setattr(explore, "MAX_CLUSTERS", max_clusters)
+        monkeypatch.setattr(fetch, "CLUSTER_GAP", gap)
+        monkeypatch.setattr(fetch, "MAX_CLUSTERS", max_clusters)
         check_backward(small, r)
 
 
@@ -159,15 +159,15 @@ def test_backward_options(small):
 def test_fetch_multi_file_offsets(small, fetch_mode):
     """Rids across file boundaries (offsets 700 and 1150) and row groups come back in rid order, exactly."""
     rids = [0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500, 1500]
-    got = explore.fetch(small, "sales", rids)
+    got = fetch.fetch(small, "sales", rids)
     want = small.sql("SELECT * FROM sales WHERE dl_rid IN (0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500) "
                      "ORDER BY dl_rid")
     assert got.to_pylist() == want.to_pylist()
-    assert explore.fetch(small, "sales", []).num_rows == 0
-    assert explore.fetch(small, "sales", []).column_names == want.column_names
+    assert fetch.fetch(small, "sales", []).num_rows == 0
+    assert fetch.fetch(small, "sales", []).column_names == want.column_names
     with pytest.raises(dltrace.DltraceError, match="outside table"):
-        explore.fetch(small, "sales", [2050])
-    items = explore.fetch(small, "items", [39, 3])
+        fetch.fetch(small, "sales", [2050])
+    items = fetch.fetch(small, "items", [39, 3])
     assert items.column("dl_rid").to_pylist() == [3, 39]
     assert items.to_pylist() == small.sql("SELECT * FROM items WHERE dl_rid IN (3, 39) ORDER BY dl_rid").to_pylist()
 
@@ -175,31 +175,31 @@ def test_fetch_multi_file_offsets(small, fetch_mode):
 def test_rowstore_lifecycle(tmp_path, monkeypatch):
     """Built once per table content (a changed file gets a new one), reused across sessions, evicted LRU."""
     monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(explore, "_stores", {})
+    monkeypatch.setattr(rowstore, "_stores", {})
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"x": list(range(1000)), "s": [f"v{k}" for k in range(1000)]}), path, row_group_size=64)
     s = dltrace.connect("duckdb")
     s.register("t", str(path))
     far = [3, 500, 999]
-    assert explore.fetch(s, "t", far).to_pylist() == [{"x": k, "s": f"v{k}", "dl_rid": k} for k in far]
+    assert fetch.fetch(s, "t", far).to_pylist() == [{"x": k, "s": f"v{k}", "dl_rid": k} for k in far]
     stores = sorted((tmp_path / "cache" / "rowstore").glob("*.arrow"))
     assert len(stores) == 1
     s2 = dltrace.connect("duckdb")  # another session: the same store, nothing rebuilt
     s2.register("t", str(path))
-    monkeypatch.setattr(explore, "_build_rowstore", lambda *a: pytest.fail("rebuilt"))
-    monkeypatch.setattr(explore, "_stores", {})
-    assert explore.fetch(s2, "t", [7]).to_pylist() == [{"x": 7, "s": "v7", "dl_rid": 7}]
+    monkeypatch.setattr(rowstore, "_build_rowstore", lambda *a: pytest.fail("rebuilt"))
+    monkeypatch.setattr(rowstore, "_stores", {})
+    assert fetch.fetch(s2, "t", [7]).to_pylist() == [{"x": 7, "s": "v7", "dl_rid": 7}]
     monkeypatch.undo()
     monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
     time.sleep(0.01)
     pq.write_table(pa.table({"x": [k + 1 for k in range(1000)], "s": ["w"] * 1000}), path)
     s3 = dltrace.connect("duckdb")
     s3.register("t", str(path))
-    monkeypatch.setattr(explore, "ROWSTORE_MAX_BYTES", 1)  # room for one store only: the old one goes
-    assert explore.fetch(s3, "t", far).column("x").to_pylist() == [4, 501, 1000]
+    monkeypatch.setattr(rowstore, "ROWSTORE_MAX_BYTES", 1)  # room for one store only: the old one goes
+    assert fetch.fetch(s3, "t", far).column("x").to_pylist() == [4, 501, 1000]
     now = sorted((tmp_path / "cache" / "rowstore").glob("*.arrow"))
     assert len(now) == 1 and now != stores
-    explore.clear_rowstores()
+    rowstore.clear_rowstores()
     assert not list((tmp_path / "cache" / "rowstore").glob("*.arrow"))
 
 

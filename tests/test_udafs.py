@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 
 from dltrace.udafs import bitmap as B
+from dltrace.udafs import bitmap_arrow as BA
 from dltrace.udafs import decode, install
 
 B32 = 1 << 32
@@ -91,11 +92,11 @@ def _pyroaring_bytes(ids, wide: bool) -> bytes:
 def test_build_is_byte_identical_to_pyroaring():
     """The vectorised writer produces exactly what BitMap(...).run_optimize().serialize() gives."""
     rows = [ids for ids, wide in CASES if not wide]
-    got = B.build_arrow(pa.array(rows, pa.list_(pa.int64()))).to_pylist()
+    got = BA.build_arrow(pa.array(rows, pa.list_(pa.int64()))).to_pylist()
     assert got == [_pyroaring_bytes(ids or [], False) for ids in rows]
     # sliced input (Arrow offset != 0)
     arr = pa.array(rows, pa.list_(pa.int64())).slice(3, 20)
-    assert B.build_arrow(arr).to_pylist() == [_pyroaring_bytes(ids or [], False) for ids in rows[3:23]]
+    assert BA.build_arrow(arr).to_pylist() == [_pyroaring_bytes(ids or [], False) for ids in rows[3:23]]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -115,7 +116,7 @@ def test_build_random_batches_byte_identical(seed):
             s = rng.randrange(B32 - 10_000)
             ids = list(range(s, s + rng.randrange(1, 5000)))
         rows.append(ids)
-    got = B.build_arrow(pa.array(rows, pa.list_(pa.int64()))).to_pylist()
+    got = BA.build_arrow(pa.array(rows, pa.list_(pa.int64()))).to_pylist()
     assert got == [_pyroaring_bytes(r, False) for r in rows]
 
 
@@ -148,32 +149,32 @@ def test_vectorised_reader_and_merge(seed):
     bms = [_random_bitmap(rng) for _ in range(25)]
     blobs = [b.serialize() for b in bms] + [None]
     arr = pa.array(blobs, pa.binary())
-    assert B.count_arrow(arr).to_pylist() == [len(b) for b in bms] + [0]
-    lists = B.to_list_arrow(arr)
+    assert BA.count_arrow(arr).to_pylist() == [len(b) for b in bms] + [0]
+    lists = BA.to_list_arrow(arr)
     assert np.diff(lists.offsets.to_numpy()).tolist() == [len(b) for b in bms] + [0]
     assert np.array_equal(lists.values.to_numpy(), np.concatenate([np.frombuffer(b.to_array(), np.uint32) for b in bms]))
     groups = [rng.sample(range(len(blobs)), rng.randrange(0, 5)) for _ in range(20)] + [[25], [0], [25, 25]]
-    merged = B.merge_arrow(pa.array([[blobs[i] for i in g] for g in groups], pa.list_(pa.binary()))).to_pylist()
+    merged = BA.merge_arrow(pa.array([[blobs[i] for i in g] for g in groups], pa.list_(pa.binary()))).to_pylist()
     for g, m in zip(groups, merged):
         want = BitMap().union(*[bms[i] for i in g if i < len(bms)])
         assert BitMap.deserialize(m) == want
-    wide = B.merge_arrow(pa.array([[blobs[i] for i in g] for g in groups], pa.list_(pa.binary())), wide=True)
+    wide = BA.merge_arrow(pa.array([[blobs[i] for i in g] for g in groups], pa.list_(pa.binary())), wide=True)
     for g, m in zip(groups, wide.to_pylist()):
         assert BitMap64.deserialize(m) == BitMap64(BitMap().union(*[bms[i] for i in g if i < len(bms)]))
     with pytest.raises(ValueError):
-        B.count_arrow(pa.array([b"\x3a\x30\x00\x00\x05\x00\x00\x00"]))  # truncated
+        BA.count_arrow(pa.array([b"\x3a\x30\x00\x00\x05\x00\x00\x00"]))  # truncated
 
 
 def test_merge_of_many_small_bitmaps():
     """Unions of unions: a row merging 20k small bitmaps (more ids than the vectorised writer takes) still
     gives the exact union; so does a row of one bitmap (passed through) and a NULL/empty row."""
     n = 60_000
-    small = B.build_arrow(pa.array([[3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 7] for i in range(n)], pa.list_(pa.int64())))
+    small = BA.build_arrow(pa.array([[3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 7] for i in range(n)], pa.list_(pa.int64())))
     idx = np.concatenate([np.arange(r, n, 3) for r in range(3)])
     offsets = np.array([0, n // 3, 2 * n // 3, n, n + 1, n + 1], np.int32)
     values = pa.concat_arrays([small.take(pa.array(idx)), pa.array([B.build([5])], pa.binary())])
     lists = pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array([False, False, False, False, True]))
-    got = B.merge_arrow(lists).to_pylist()
+    got = BA.merge_arrow(lists).to_pylist()
     for r in range(3):
         want = sorted({x for i in range(r, n, 3) for x in (3 * i, 3 * i + 1, 3 * i + 2, 3 * i + 7)})
         assert decode(got[r]) == want
@@ -186,21 +187,21 @@ _ids64 = st.lists(st.one_of(st.none(), st.integers(B32 - 50, B32 + 50), st.integ
 
 @given(st.lists(_ids32, max_size=8))
 def test_core_against_reference_32(rows):
-    blobs = B.build_arrow(pa.array(rows, pa.list_(pa.int64())))
+    blobs = BA.build_arrow(pa.array(rows, pa.list_(pa.int64())))
     assert [decode(b) for b in blobs.to_pylist()] == [ref(r) for r in rows]
-    assert B.count_arrow(blobs).to_pylist() == [len(ref(r)) for r in rows]
-    assert B.to_list_arrow(blobs).to_pylist() == [ref(r) for r in rows]
-    merged = B.merge_arrow(pa.array([blobs.to_pylist()], pa.list_(pa.binary()))).to_pylist()[0]
+    assert BA.count_arrow(blobs).to_pylist() == [len(ref(r)) for r in rows]
+    assert BA.to_list_arrow(blobs).to_pylist() == [ref(r) for r in rows]
+    merged = BA.merge_arrow(pa.array([blobs.to_pylist()], pa.list_(pa.binary()))).to_pylist()[0]
     assert decode(merged) == ref([i for r in rows for i in r])
 
 
 @given(st.lists(_ids64, max_size=6))
 def test_core_against_reference_64(rows):
-    blobs = B.build_arrow(pa.array(rows, pa.list_(pa.int64())), wide=True).to_pylist()
+    blobs = BA.build_arrow(pa.array(rows, pa.list_(pa.int64())), wide=True).to_pylist()
     assert all(B.is_64(b) for b in blobs)
     assert [decode(b) for b in blobs] == [ref(r) for r in rows]
     assert blobs == [_pyroaring_bytes(r, True) for r in rows]
-    merged = B.merge_arrow(pa.array([blobs], pa.list_(pa.binary())), wide=True).to_pylist()[0]
+    merged = BA.merge_arrow(pa.array([blobs], pa.list_(pa.binary())), wide=True).to_pylist()[0]
     assert decode(merged) == ref([i for r in rows for i in r])
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import duckdb
 from duckdb import sqltypes as T
 
-from dltrace.udafs import bitmap as B
+from dltrace.udafs import bitmap_arrow as B
 
 _BIGINT_LIST = duckdb.list_type(T.BIGINT)
 _BLOB_LIST = duckdb.list_type(T.BLOB)

@@ -39,8 +39,8 @@ pulled out of the expression into its own ArrowEvalPython operator): do not guar
 bad input away from it (e.g. ``CASE WHEN big THEN dl_bitmap_build64(x) ELSE dl_bitmap_build(x) END`` fails on
 the big rows).
 
-The executors' Python workers import ``dltrace.udafs.bitmap``, so dltrace (with pyroaring) must be installed where
-they run.
+The executors' Python workers import ``dltrace.udafs.bitmap_arrow``, so dltrace (with pyroaring) must be installed
+where they run.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import pyarrow as pa
 def _udfs() -> dict[str, Any]:
     from pyspark.sql.functions import arrow_udf
 
-    from dltrace.udafs import bitmap as B
+    from dltrace.udafs import bitmap_arrow as B
 
     def build(x: pa.Array) -> pa.Array:
         return B.build_arrow(x, wide=False)

@@ -1,0 +1,205 @@
+"""Fetching base tuples by rid (:func:`fetch`).
+
+Parquet sources are read from their row store (:mod:`dltrace.rowstore`) when they have one, otherwise with a
+private DuckDB connection: ``read_parquet(file, file_row_number=true)`` with one ``BETWEEN`` per cluster of
+nearby rids, which DuckDB pushes into the reader (row groups and vectors outside the ranges are skipped); the
+exact rows are then picked in Arrow. In-memory (Arrow/CSV) sources are a ``take``; anything else (a Spark
+DataFrame) is a filtered query on the session's engine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from dltrace.dialects.base import RID, ArrowSource, ParquetSource
+from dltrace.errors import DltraceError, UnknownTable
+from dltrace.rowstore import RowStore, _duck, rowstore
+
+if TYPE_CHECKING:
+    from dltrace.session import Session
+
+#: Rids closer than this (in rows) are fetched with one range: reading a few unwanted rows of the same
+#: vectors is cheaper than another range predicate.
+CLUSTER_GAP = 2048
+#: Above this many clusters per file, one scan bounded by [min, max] with a semi-join replaces the ranges.
+MAX_CLUSTERS = 256
+#: Row stores (see :func:`rowstore`): "auto" builds one for a parquet table on its first scattered lookup (or
+#: at once for a small table); "off" never builds one (existing ones are still used).
+ROWSTORE = os.environ.get("DLTRACE_ROWSTORE", "auto")
+#: A lookup is "scattered" (pruned parquet reads decode most of the table) above this many rid clusters.
+SCATTERED_CLUSTERS = 8
+#: ... or when its ranges cover more than this many rows (a pruned read decodes them all).
+SCATTERED_SPAN = 250_000
+#: Tables up to this many rows get a row store on their first lookup (building it takes well under a second).
+SMALL_TABLE_ROWS = 250_000
+
+
+def _as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
+    """Sorted distinct int64 rids from an int, an iterable or an array."""
+    if isinstance(rids, (int, np.integer)):
+        return np.array([int(rids)], dtype=np.int64)
+    if isinstance(rids, (pa.Array, pa.ChunkedArray)):
+        rids = rids.to_numpy(zero_copy_only=False)
+    arr = np.asarray(rids if isinstance(rids, np.ndarray) else list(rids), dtype=np.int64)
+    if arr.ndim == 1 and (arr.size < 2 or bool(np.all(arr[1:] > arr[:-1]))):
+        return arr  # already sorted and distinct (lineage values are)
+    return np.unique(arr)
+
+
+def _quote(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+def clusters(rids: np.ndarray, gap: int = CLUSTER_GAP) -> list[tuple[int, int]]:
+    """Sorted ``rids`` as [lo, hi] ranges; rids at most ``gap`` apart share a range."""
+    if rids.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(rids) > gap)
+    lo = np.concatenate(([rids[0]], rids[breaks + 1]))
+    hi = np.concatenate((rids[breaks], [rids[-1]]))
+    return list(zip(lo.tolist(), hi.tolist()))
+
+
+def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None) -> pa.Table:
+    """Rows at positions ``local`` (sorted, distinct) of one parquet file, plus their positions as ``_pos``."""
+    con = _duck()
+    cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
+    scan = f"read_parquet({exp.Literal.string(path).sql('duckdb')}, file_row_number = true)"
+    ranges = clusters(local)
+    if len(ranges) <= MAX_CLUSTERS:
+        pred = " OR ".join(
+            f"file_row_number = {a}" if a == b else f"file_row_number BETWEEN {a} AND {b}" for a, b in ranges
+        )
+        sql = f"SELECT {cols}, file_row_number AS _pos FROM {scan} WHERE {pred}"
+        got = con.sql(sql).to_arrow_table()
+        pos = got.column("_pos").to_numpy()
+        order = None
+        if pos.size > 1 and np.any(np.diff(pos) < 0):  # rid order, whatever order the scan produced
+            order = np.argsort(pos, kind="stable")
+            pos = pos[order]
+        if got.num_rows != local.size:  # the ranges read some neighbours too: pick the exact rows
+            at = np.minimum(np.searchsorted(pos, local), max(pos.size - 1, 0))
+            at = at[pos[at] == local] if pos.size else at[:0]
+            idx = order[at] if order is not None else at
+            got = got.take(pa.array(idx, type=pa.int64()))
+        elif order is not None:
+            got = got.take(pa.array(order, type=pa.int64()))
+        return got
+    con.register("_dl_fetch_rids", pa.table({"r": pa.array(local, type=pa.int64())}))
+    try:
+        sql = (
+            f"SELECT {cols}, file_row_number AS _pos FROM {scan} "
+            f"WHERE file_row_number BETWEEN {int(local[0])} AND {int(local[-1])} "
+            f"AND file_row_number IN (SELECT r FROM _dl_fetch_rids) ORDER BY file_row_number"
+        )
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.unregister("_dl_fetch_rids")
+
+
+_arrow_stores: dict[int, tuple[pa.Table, RowStore]] = {}
+
+
+def fetch_parquet(source: ParquetSource, rids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+    """Base tuples with the given (sorted, distinct) rids of a parquet source, ``dl_rid`` last, in rid order.
+
+    From the table's row store when it has one (or gets one: ``ROWSTORE == "auto"`` builds it for a small
+    table, or on a scattered lookup); otherwise pruned parquet reads.
+    """
+    store = rowstore(source)
+    if store is None and ROWSTORE == "auto" and rids.size:
+        ranges = clusters(rids)
+        span = sum(b - a + 1 for a, b in ranges)
+        if source.num_rows <= SMALL_TABLE_ROWS or len(ranges) > SCATTERED_CLUSTERS or span > SCATTERED_SPAN:
+            store = rowstore(source, build=True)
+    if store is not None:
+        return store.take(rids, columns)
+    return fetch_parquet_files(source, rids, columns)
+
+
+def fetch_parquet_files(source: ParquetSource, rids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+    """:func:`fetch_parquet` by pruned reads of the parquet files themselves."""
+    offsets = np.asarray(source.offsets, dtype=np.int64)
+    which = np.searchsorted(offsets, rids, side="right") - 1
+    parts = []
+    for f in np.unique(which).tolist():
+        local = rids[which == f] - offsets[f]
+        got = _fetch_parquet_file(source.files[f], local, columns)
+        pos = got.column("_pos")
+        rid = pc.add(pos.cast(pa.int64()), pa.scalar(int(offsets[f]), pa.int64()))
+        got = got.drop_columns(["_pos"]).append_column(RID, rid)
+        parts.append(got)
+    if not parts:
+        return _empty_parquet(source, columns)
+    out = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+    return out.combine_chunks()
+
+
+def _empty_parquet(source: ParquetSource, columns: list[str] | None) -> pa.Table:
+    con = _duck()
+    cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
+    path = exp.Literal.string(source.files[0]).sql("duckdb") if source.files else None
+    if path is None:
+        return pa.table({RID: pa.array([], pa.int64())})
+    got = con.sql(f"SELECT {cols}, file_row_number AS {RID} FROM read_parquet({path}, file_row_number = true) LIMIT 0")
+    t = got.to_arrow_table()
+    return t.set_column(t.num_columns - 1, RID, t.column(RID).cast(pa.int64()))
+
+
+def fetch(session: "Session", table: str, rids: Iterable[int] | np.ndarray, columns: list[str] | None = None) -> pa.Table:
+    """The base tuples of registered ``table`` with these rids (all columns, or ``columns``, plus ``dl_rid``),
+    in rid order. Rids outside the table are an error."""
+    name = table.lower()
+    if name not in session.tables:
+        raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(session.tables)) or 'none'}")
+    ids = _as_rids(rids)
+    n = session.num_rows(name)
+    if ids.size and (ids[0] < 0 or ids[-1] >= n):
+        bad = int(ids[0]) if ids[0] < 0 else int(ids[-1])
+        raise DltraceError(f"rid {bad} is outside table {name!r} (it has {n} rows)")
+    if columns is not None:
+        known = session.engine.columns(name)
+        lower = {c.lower(): c for c in known}
+        missing = [c for c in columns if c.lower() not in lower]
+        if missing:
+            from dltrace.errors import UnknownColumn
+
+            raise UnknownColumn(f"table {name!r} has no column {missing[0]!r}")
+        columns = [lower[c.lower()] for c in columns if c.lower() != RID]
+    src = session.tables[name]
+    if isinstance(src, ParquetSource):
+        return fetch_parquet(src, ids, columns)
+    if isinstance(src, ArrowSource):
+        # rids are row positions of the Arrow table (dl_rid = position): a take per batch.
+        hit = _arrow_stores.get(id(src.table))
+        if hit is None or hit[0] is not src.table:
+            own = src.table.drop_columns([RID]) if RID in src.table.column_names else src.table
+            hit = _arrow_stores[id(src.table)] = (src.table, RowStore(table=own))
+        return hit[1].take(ids, columns)
+    return _fetch_engine(session, name, ids, columns)
+
+
+def _fetch_engine(session: "Session", name: str, ids: np.ndarray, columns: list[str] | None) -> pa.Table:
+    """Any other source (a Spark DataFrame): a filtered query on the session's engine."""
+    d = session.dialect
+    q = lambda s: exp.to_identifier(s, quoted=True).sql(d)  # noqa: E731
+    cols = "*" if columns is None else ", ".join(q(c) for c in [*columns, RID])
+    if ids.size == 0:
+        where = "FALSE"
+    else:
+        ranges = clusters(ids, gap=0)
+        where = " OR ".join(f"{q(RID)} BETWEEN {a} AND {b}" for a, b in ranges[:1000])
+        if len(ranges) > 1000:
+            where = f"{q(RID)} IN ({', '.join(map(str, ids.tolist()))})"
+    out = session.engine.sql(f"SELECT {cols} FROM {q(name)} WHERE {where}")
+    if RID in out.column_names and out.column_names[-1] != RID:
+        rid = out.column(RID)
+        out = out.drop_columns([RID]).append_column(RID, rid)
+    return out.sort_by(RID) if out.num_rows > 1 else out

@@ -1,0 +1,153 @@
+"""Impact analysis: which output rows depend on these input rows.
+
+The paper's revision use case: which output rows depend on some (faulty) input rows, from saved lineage
+(:func:`dltrace.explore.forward`) or by a run in which only those rows carry a lineage id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from dltrace.dialects.base import RID, ArrowSource
+from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
+from dltrace.explore import _is_bitmap_type, forward
+from dltrace.fetch import _as_rids
+
+if TYPE_CHECKING:
+    from dltrace.result import LineageResult
+    from dltrace.session import Session
+
+
+
+@dataclass
+class Impact:
+    """The output rows (``rows``, indices into ``result.table``) that depend on input ``rids`` of ``table``."""
+
+    rows: list[int]
+    result: "LineageResult"
+    table: str
+    rids: list[int]
+    source: str  # "saved" | "run"
+
+    def __iter__(self):  # rows, result = session.impact(...)
+        return iter((self.rows, self.result))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def impacted(self) -> pa.Table:
+        """The impacted output rows themselves."""
+        return self.result.table.take(pa.array(self.rows, type=pa.int64()))
+
+
+def _same_query(a: str, b: str, dialect_a: str, dialect_b: str) -> bool:
+    from dltrace.rewriter.grammar import generate
+    from dltrace.rewriter.parse import parse_query
+
+    try:
+        return generate(parse_query(a, dialect_a), "duckdb") == generate(parse_query(b, dialect_b), "duckdb")
+    except DltraceError:
+        return a.strip() == b.strip()
+
+
+def impact(session: "Session", sql: str, table: str, rids: int | Iterable[int], saved: Any = None,
+           lineage: str = "set", dialect: str | None = None, semantics: str = "witness") -> Impact:
+    """Which output rows of ``sql`` depend on rows ``rids`` of ``table``.
+
+    With ``saved`` (a folder written by ``r.save`` or a :class:`LineageResult`), answered on that lineage
+    (``forward``); otherwise the query runs with lineage for ``table`` only, and only the given rows carry a
+    rid (every other row of ``table`` has a NULL rid, i.e. contributes nothing): the rows whose lineage is
+    non-empty are the impacted ones.
+    """
+    name = table.lower()
+    q = _as_rids(rids)
+    read = dialect or session.dialect
+    if saved is not None:
+        from dltrace.result import LineageResult
+
+        r = saved
+        if not isinstance(r, LineageResult):
+            from dltrace.store import load
+
+            r = load(saved, session)
+        if not _same_query(sql, r.sql, read, r.dialect):
+            raise DltraceError("the saved lineage is for a different query than the one given")
+        return Impact(forward(r, name, q), r, name, q.tolist(), "saved")
+    return _impact_run(session, sql, name, q, lineage, read, semantics)
+
+
+def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage: str, read: str,
+                semantics: str) -> Impact:
+    from dltrace.result import run_forward
+    from dltrace.rewriter.grammar import LineageOn, generate
+    from dltrace.rewriter.parse import parse_query
+
+    if name not in session.tables:
+        raise UnknownTable(f"unknown table {name!r}; registered: {', '.join(sorted(session.tables)) or 'none'}")
+    tree = parse_query(sql, read)
+    session.check_tables(tree)
+    if tree.find(LineageOn):
+        raise UnsupportedQuery("impact chooses the lineage itself: leave LINEAGE ON out of the query")
+    n = session.num_rows(name)
+    if q.size and (q[0] < 0 or q[-1] >= n):
+        raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    refs = [t for t in tree.find_all(exp.Table)
+            if t.name.lower() == name and name not in ctes and not t.args.get("db")]
+    if not refs:
+        raise UnknownTable(f"the query does not read table {name!r}")
+    temp = f"_dltrace_impact_{name}"
+    d = session.dialect
+    qi = lambda s: exp.to_identifier(s, quoted=True).sql(d)  # noqa: E731
+    cols = list(session.engine.columns(name))
+    keep_name = None
+    if q.size <= 2000:
+        cond = f"{qi(RID)} IN ({', '.join(map(str, q.tolist()))})" if q.size else "FALSE"
+        body = (f"SELECT {', '.join(qi(c) for c in cols)}, CASE WHEN {cond} THEN {qi(RID)} END AS {qi(RID)} "
+                f"FROM {qi(name)}")
+    else:
+        keep_name = f"_dltrace_impact_keep_{name}"
+        session.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
+        body = (f"SELECT {', '.join('t.' + qi(c) for c in cols)}, k.{qi('rid')} AS {qi(RID)} "
+                f"FROM {qi(name)} AS t LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
+    for t in refs:
+        alias = t.alias_or_name
+        t.set("this", exp.to_identifier(temp, quoted=True))
+        t.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    if isinstance(tree, exp.Select):
+        tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(temp, quoted=True))]))
+    text = generate(tree, read)
+    session.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS {body}")
+    session.tables[temp] = session.tables[name]
+    try:
+        r = run_forward(session, text, lineage=lineage, dialect=read, semantics=semantics)
+    finally:
+        session.tables.pop(temp, None)
+        session.engine.drop(temp)
+        if keep_name:
+            session.engine.drop(keep_name)
+    col = r.lineage_columns.get(temp)
+    r.lineage_columns = {name: col} if col is not None else {}
+    r.sql, r.dialect = sql, read
+    rows = _nonempty_rows(col) if col is not None else []
+    return Impact(rows, r, name, q.tolist(), "run")
+
+
+def _nonempty_rows(col: pa.ChunkedArray) -> list[int]:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if _is_bitmap_type(arr.type):
+        from dltrace.udafs.bitmap import load
+
+        return [j for j, v in enumerate(arr) if v.is_valid and len(load(memoryview(v.as_buffer())))]
+    flat = pc.list_flatten(arr)
+    parents = pc.list_parent_indices(arr)
+    keep = pc.is_valid(flat)
+    return np.unique(parents.filter(keep).to_numpy()).tolist() if len(flat) else []
