@@ -54,6 +54,12 @@ class LineageFunctions:
         self.strategy = strategy
         self.spark = dialect in ("spark", "spark2", "databricks")
 
+    @property
+    def scalar_subquery_arguments(self) -> bool:
+        """Can a lineage union take a scalar subquery as an argument? Not a Python UDF on Spark 4.3: the
+        subquery is then evaluated inside the task, where SparkPlan.session() is null (a NullPointerException)."""
+        return not (self.spark and self.strategy == "bitmap")
+
     # -- engine primitives -------------------------------------------------------------------
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """Aggregate values into an array (NULL rows: kept on DuckDB, dropped on Spark; unions drop them)."""

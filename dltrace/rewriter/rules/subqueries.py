@@ -183,6 +183,8 @@ def reaches_every_output_row(select: exp.Select, ctx: Context) -> bool:
     Lineage that is constant over such a select can be computed once and added to every output row,
     instead of being copied into each of its rows (the cost Perm's rewrites pay).
     """
+    if not ctx.fns.scalar_subquery_arguments:
+        return False
     node = select
     while node is not ctx.root:
         parent = node.parent
