@@ -76,3 +76,28 @@ def sparks(spark_session, tpch_folder):
     s = dltrace.connect("spark", spark=spark_session)
     s.load_tpch(TEST_SF)
     yield s
+
+
+@pytest.fixture(scope="module")
+def paper():
+    """A DuckDB session with the paper's store/item/sales tables (tests/paper_example.py)."""
+    import dltrace
+    import paper_example
+
+    s = dltrace.connect("duckdb")
+    paper_example.register(s)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A DuckDB session with the small hand-checked tables t and u of tests/test_semantics.py."""
+    import dltrace
+    from test_semantics import T, U
+
+    s = dltrace.connect("duckdb")
+    s.register("t", T)
+    s.register("u", U)
+    yield s
+    s.close()

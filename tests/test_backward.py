@@ -174,14 +174,6 @@ def test_spark_reverse_all_against_forward(duck, sparks, n):
 
 # -- the paper's section 2.1: bag semantics ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def paper():
-    s = dltrace.connect("duckdb")
-    P.register(s)
-    yield s
-    s.close()
-
-
 def test_paper_duplicates_get_the_derivation_pool_of_table_5(paper):
     b = paper.trace(P.Q1)
     f = paper.run(P.Q1)
@@ -203,15 +195,6 @@ def test_paper_nested_aggregation_and_subquery(paper):
 
 
 # -- the small hand-checked cases of test_semantics ---------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def small():
-    s = dltrace.connect("duckdb")
-    s.register("t", T)
-    s.register("u", U)
-    yield s
-    s.close()
-
 
 _NEGATED_CASES = {"except", "not_exists", "not_in"}
 

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-import dltrace
 import paper_example as P
-
-
-@pytest.fixture(scope="module")
-def paper():
-    s = dltrace.connect("duckdb")
-    P.register(s)
-    yield s
-    s.close()
 
 
 def test_q1_reproduces_table_6(paper):

@@ -82,15 +82,6 @@ CONTROL = {
 }
 
 
-@pytest.fixture(scope="module")
-def small():
-    s = dltrace.connect("duckdb")
-    s.register("t", T)
-    s.register("u", U)
-    yield s
-    s.close()
-
-
 def observed(result) -> Counter:
     rows = result.table.to_pylist()
     return Counter(
