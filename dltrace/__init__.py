@@ -41,7 +41,7 @@ def load(path, session: Session, allow_stale: bool = False):
     return _load(path, session, allow_stale=allow_stale)
 
 
-def install(target, strategy: str | None = None) -> None:
+def install(target) -> None:
     """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
     from dltrace.udafs import install as _install
 

@@ -21,6 +21,7 @@ class Session:
         self.engine = engine
         self.tables: dict[str, Any] = {}  # name -> resolved source
         self.origins: dict[str, str] = {}  # name -> absolute path it was registered from (for saved lineage)
+        self._counts: dict[str, int] = {}  # row counts of engine-native sources (frozen when registered)
 
     @property
     def dialect(self) -> str:
@@ -42,6 +43,7 @@ class Session:
         resolved = resolve_source(source)
         self.engine.register(key, resolved)
         self.tables[key] = resolved
+        self._counts.pop(key, None)
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
         else:
@@ -60,11 +62,14 @@ class Session:
         return {name: self.engine.columns(name) for name in self.tables}
 
     def num_rows(self, name: str) -> int:
-        src = self.tables[name.lower()]
-        n = getattr(src, "num_rows", None)
-        if n is None:
-            n = self.engine.sql(f"SELECT count(*) AS n FROM {exp.to_identifier(name).sql(self.dialect)}")[0][0].as_py()
-        return int(n)
+        key = name.lower()
+        n = getattr(self.tables[key], "num_rows", None)
+        if n is not None:
+            return int(n)
+        if key not in self._counts:  # a Spark DataFrame: counted once, every run asks (64-bit bitmaps?)
+            sql = f"SELECT count(*) AS n FROM {exp.to_identifier(key).sql(self.dialect)}"
+            self._counts[key] = int(self.engine.sql(sql)[0][0].as_py())
+        return self._counts[key]
 
     # -- plain SQL ------------------------------------------------------------------------------
     def to_engine_sql(self, text: str, dialect: str | None = None) -> str:

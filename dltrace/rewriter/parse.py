@@ -11,7 +11,7 @@ RESERVED_PREFIX = "dl_"
 RID = "dl_rid"
 
 
-def position(node: exp.Expression, sql: str | None = None) -> str:
+def position(node: exp.Expression) -> str:
     """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
     from dltrace.rewriter.grammar import generate
 

@@ -17,19 +17,24 @@ def available() -> bool:
     return (PROC / "self" / "status").is_file()
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3 on), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name may contain spaces and parentheses: the fields start after the last ')'
+    return stat[stat.rfind(b")") + 2:].split()
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.scandir(PROC):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # the command name may contain spaces and parentheses: the fields start after the last ')'
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1:
+        fields = _stat_fields(entry.name)
+        if fields and len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     return children
 
@@ -75,12 +80,9 @@ def cpu_seconds(pids: list[int]) -> float:
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     total = 0
     for p in pids:
-        try:
-            with open(f"/proc/{p}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
+        fields = _stat_fields(p)
+        if fields is None:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
         # fields[11..14]: utime, stime, cutime, cstime (stat fields 14-17)
         total += sum(int(x) for x in fields[11:15])
     return total / tick
