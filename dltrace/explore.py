@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dltrace.dialects.base import RID
+from dltrace.engines.base import RID
 from dltrace.errors import DltraceError, UnknownTable
 from dltrace.fetch import _as_rids, fetch
 

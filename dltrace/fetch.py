@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ArrowSource, ParquetSource
+from dltrace.engines.base import RID, ArrowSource, ParquetSource
 from dltrace.errors import DltraceError, UnknownTable
 from dltrace.rowstore import RowStore, _duck, rowstore
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ArrowSource
+from dltrace.engines.base import RID, ArrowSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import _is_bitmap_type, forward
 from dltrace.fetch import _as_rids

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ArrowSource
+from dltrace.engines.base import ArrowSource
+from dltrace.names import RID, value_order
 from dltrace.rewriter.grammar import LineageOn, generate
 
 if TYPE_CHECKING:
@@ -113,11 +114,6 @@ class LineageResult:
         from dltrace.store import save
 
         return save(self, path)
-
-
-def value_order(values: tuple) -> tuple:
-    """A sort key for value tuples that may hold NULLs (None sorts last)."""
-    return tuple((v is None, v) for v in values)
 
 
 def run_forward(session: "Session", sql: str, lineage: str | None = "set", dialect: str | None = None,

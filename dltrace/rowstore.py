@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ParquetSource
+from dltrace.engines.base import RID, ParquetSource
 from dltrace.errors import DltraceError
 
 #: Row stores are evicted, least recently used first, beyond this many bytes (``$DLTRACE_ROWSTORE_MAX_GB``).
@@ -103,7 +103,7 @@ _build_lock = threading.Lock()
 
 
 def _rowstore_root():
-    from dltrace.tpch.data import cache_root
+    from dltrace.cache import cache_root
 
     return cache_root() / "rowstore"
 

@@ -9,8 +9,8 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from dltrace.dialects import Engine, make_engine, resolve_source
-from dltrace.dialects.base import ParquetSource
+from dltrace.engines import Engine, make_engine, resolve_source
+from dltrace.engines.base import ParquetSource
 from dltrace.errors import DuplicateTable, ParseError, UnknownTable
 
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dltrace.dialects.base import ArrowSource, NativeSource, ParquetSource
+from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError, StaleLineage
 from dltrace.result import LineageResult
 
@@ -76,7 +76,7 @@ _arrow_hashes: dict[int, tuple[pa.Table, str]] = {}
 
 
 def _cache_file() -> Path:
-    from dltrace.tpch.data import cache_root
+    from dltrace.cache import cache_root
 
     return cache_root() / "fingerprints.json"
 

@@ -190,7 +190,7 @@ def test_spark_dataframe_source(spark_session):
 @pytest.mark.spark
 def test_spark_dataframe_source_without_rdd(spark_session, monkeypatch):
     """The Spark Connect path (no RDD API): row_number over the partition order, then frozen."""
-    import dltrace.dialects.spark as spark_mod
+    import dltrace.engines.spark as spark_mod
 
     monkeypatch.setattr(spark_mod, "_is_connect", lambda obj: True)
     s = dltrace.connect("spark", spark=spark_session.newSession())

@@ -10,14 +10,14 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ArrowSource
+from dltrace.engines.base import RID, ArrowSource
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 
 
 def project_onto(session, spec: OnSpec, column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, dict[int, tuple]]:
     """Map each row's rids of ``spec.table`` to ids of their distinct value tuples (and the id -> tuple map)."""
-    from dltrace.result import value_order
+    from dltrace.names import value_order
 
     rows = column.to_pylist()
     rids = np.unique(np.fromiter((r for ids in rows if ids for r in ids), dtype=np.int64))

@@ -6,9 +6,7 @@ import sqlglot
 from sqlglot import exp
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
-
-RESERVED_PREFIX = "dl_"
-RID = "dl_rid"
+from dltrace.names import RESERVED_PREFIX, RID
 
 
 def position(node: exp.Expression) -> str:

@@ -9,15 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dltrace.cache import cache_root
 from dltrace.errors import DltraceError
 
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
-
-
-def cache_root() -> Path:
-    """``$DLTRACE_CACHE`` or ``~/.cache/dltrace``."""
-    env = os.environ.get("DLTRACE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "dltrace"
 
 
 def _sf_name(sf: float) -> str:

@@ -6,7 +6,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.dialects.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
+from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 

@@ -1,7 +1,7 @@
 """The engine protocol and the table sources every engine understands.
 
 An engine adapter registers tables (each with its stable row id ``dl_rid``), installs the dl_* functions,
-and runs SQL text in its own dialect, returning Arrow. Nothing outside ``dialects/`` knows which engine
+and runs SQL text in its own dialect, returning Arrow. Nothing outside ``engines/`` knows which engine
 runs; lineage logic never lives here.
 """
 
@@ -15,9 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from dltrace.errors import SourceError
-
-RID = "dl_rid"
+from dltrace.errors import ReservedName, SourceError
+from dltrace.names import RESERVED_PREFIX, RID
 
 
 @dataclass(frozen=True)
@@ -126,10 +125,8 @@ def with_rid(table: pa.Table) -> pa.Table:
 
 def check_columns(names: list[str]) -> None:
     """Refuse a source that already has a column in the reserved ``dl_`` namespace."""
-    from dltrace.errors import ReservedName
-
     for n in names:
-        if n.lower().startswith("dl_"):
+        if n.lower().startswith(RESERVED_PREFIX):
             raise ReservedName(f"source column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
 
 

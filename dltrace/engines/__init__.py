@@ -1,10 +1,10 @@
-"""Engine adapters behind one protocol (:class:`dltrace.dialects.base.Engine`)."""
+"""Engine adapters behind one protocol (:class:`dltrace.engines.base.Engine`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dltrace.dialects.base import RID, Engine, resolve_source
+from dltrace.engines.base import RID, Engine, resolve_source
 
 ENGINES = ("duckdb", "spark")
 
@@ -12,11 +12,11 @@ ENGINES = ("duckdb", "spark")
 def make_engine(kind: str, **options: Any) -> Engine:
     """Build the adapter for ``kind`` ("duckdb" or "spark"); options go to its constructor."""
     if kind == "duckdb":
-        from dltrace.dialects.duckdb import DuckDBEngine
+        from dltrace.engines.duckdb import DuckDBEngine
 
         return DuckDBEngine(**options)
     if kind == "spark":
-        from dltrace.dialects.spark import SparkEngine
+        from dltrace.engines.spark import SparkEngine
 
         return SparkEngine(**options)
     from dltrace.errors import DltraceError

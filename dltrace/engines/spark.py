@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dltrace.dialects.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
+from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 
