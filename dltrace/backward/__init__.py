@@ -21,8 +21,10 @@ from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets, table_ref
 from dltrace.errors import DltraceError
-
-SEMANTICS = ("witness", "control")
+from dltrace.rewriter.analysis import SEMANTICS, prepare
+from dltrace.rewriter.functions import LineageFunctions
+from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.passes.context import PassContext
 
 
 class RowOutOfRange(DltraceError, IndexError):
@@ -37,22 +39,17 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
     row index. With ``rows`` given, only those rows are traced (``result.traced``) and the lineage of any
     other row raises. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
     """
-    from dltrace.rewriter import base_tables
-    from dltrace.rewriter.normalize import normalize
-    from dltrace.rewriter.parse import check_query, parse_query
-
-    if semantics not in SEMANTICS:
-        raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
-    from dltrace.rewriter.lineage_on import resolve, take_clause
-
     read = dialect or session.dialect
     tree = parse_query(sql, read)
     session.check_tables(tree)
-    clause = take_clause(tree)  # LINEAGE ON: trace per tuple, then project (granularity.py)
-    on = resolve(clause, tree, session.schema()) if clause is not None else None
-    check_query(tree)
-    normal = normalize(tree, session.dialect, session.schema())
-    tables = base_tables(normal)
+    context = PassContext(session.dialect, LineageFunctions(session.dialect, "set"),
+                          {t.lower(): c for t, c in session.schema().items()}, semantics)
+    prepared = prepare(tree, context)
+    on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
+    if prepared.lineage_off:
+        prepared = prepare(prepared.tree, context)  # still trace, to run the query the same way
+    normal = prepared.tree
+    tables = list(prepared.tables)
     number_nodes(normal)
 
     run = Run(session.engine, session.dialect)

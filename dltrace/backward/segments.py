@@ -13,25 +13,22 @@ What identifies a node's row for its parent (its *keys*):
 - everything else (``mode == "values"``): all its output values (SPJ with DISTINCT or LIMIT, set operations,
   DISTINCT over an aggregation).
 
-Decorrelated subqueries (``sub.meta["dl_decorrelated"]``), derived tables and CTEs that are not transparent
-are child nodes. Which children contribute lineage follows the forward rewriter's witness rules
-(``dltrace.rewriter.rules.subqueries``): an IN/EXISTS join only where it is used positively, a non-equality
-correlation only through the rows that satisfy it, a subquery left in a predicate whole.
+Decorrelated subqueries, derived tables and CTEs that are not transparent are child nodes. Which children
+contribute lineage is decided by the analysis the forward rewriter uses too (:mod:`dltrace.rewriter.analysis`):
+an IN/EXISTS join only where it is used positively, a non-equality correlation only through the rows that
+satisfy it, a subquery left in a predicate whole.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.normalize import PREDICATE_SUBQUERIES
+from dltrace.rewriter.analysis import ArrayWitness, is_aggregate
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.rules.aggregate import is_aggregate
-from dltrace.rewriter.rules import subqueries as witness
-from dltrace.rewriter.rules.subqueries import direct_subqueries, is_correlated, negated
+from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
 BW_ID = "dl_bw_id"  # meta key: a stable id for every query node of the normalised tree (survives .copy())
 
@@ -202,46 +199,19 @@ def simple_whole(node: Node) -> bool:
     return True
 
 
-# -- witness rules (the forward rewriter's, so that the two strategies agree) ------------------------------
-
-def contributes(select: exp.Select, alias: str, semantics: str) -> bool:
-    """Does the decorrelated subquery ``alias`` of ``select`` contribute lineage (witness: used positively)?"""
-    return witness.contributes(select, alias, SimpleNamespace(control=semantics == "control"))
-
+# -- witness tests of a non-equality correlation, as templates over a tracing query's columns ------------
 
 @dataclass
-class ArrayWitness:
-    """A non-equality correlation: keep the child rows whose ARRAY_AGG value passes one of ``tests``."""
+class WitnessTemplate:
+    """Keep the child rows whose ARRAY_AGG value passes one of ``tests`` (the shared analysis's witness)."""
 
-    array_col: str
     tests: list[exp.Expression]  # lambda bodies over placeholders: column _dl_a (the value), _dl_o<k> (outer)
     outer: list[exp.Expression]  # the outer expressions, in the parent's scope, behind _dl_o<k>
 
 
-def array_witness(select: exp.Select, alias: str, inner: exp.Expression) -> ArrayWitness | None:
-    """The witness test of a decorrelated non-equality correlation (sqlglot's ARRAY_AGG + ARRAY_ANY)."""
-    if not isinstance(inner, exp.Select):
-        return None
-    arrays = [p for p in inner.expressions if isinstance(p.unalias(), exp.ArrayAgg)]
-    if not arrays:
-        return None
-    if len(arrays) != 1:
-        raise UnsupportedQuery(
-            f"a correlated subquery with {len(arrays)} non-equality correlations cannot be decorrelated exactly, "
-            f"at {position(select)}"
-        )
-    name = arrays[0].alias_or_name
-    tests, outer = [], []
-    for node in select.find_all(exp.ArrayAny):
-        arr = node.this
-        if not (isinstance(arr, exp.Column) and arr.table == alias and arr.name == name):
-            continue
-        lam = node.expression
-        if not isinstance(lam, exp.Lambda) or len(lam.expressions) != 1:
-            raise UnsupportedQuery(f"an unexpected lambda in a decorrelated predicate, at {position(node)}")
-        var = lam.expressions[0].name
-        tests.append(_template(lam.this, var, outer))
-    return ArrayWitness(name, tests, outer)
+def witness_template(witness: ArrayWitness) -> WitnessTemplate:
+    outer: list[exp.Expression] = []
+    return WitnessTemplate([_template(body, var, outer) for var, body in witness.tests], outer)
 
 
 def _template(body: exp.Expression, var: str, outer: list[exp.Expression]) -> exp.Expression:
@@ -261,35 +231,6 @@ def _template(body: exp.Expression, var: str, outer: list[exp.Expression]) -> ex
         return node
 
     return body.copy().transform(swap)
-
-
-def predicate_queries(select: exp.Select, semantics: str) -> list[exp.Expression]:
-    """Subqueries still written in ``select``'s clauses whose *whole* lineage every row of ``select`` gets.
-
-    Mirrors the forward rule (``predicate_slots``): witness mode takes positive EXISTS and scalar subqueries
-    (and scalar subqueries in the projection) whole and negated ones not at all; control mode takes every
-    WHERE/HAVING subquery whole, as it was before decorrelation.
-    """
-    control = semantics == "control"
-    out = []
-    for clause, holder, query in direct_subqueries(select):
-        negative = negated(holder, select) if clause != "expressions" else False
-        if negative and not control:
-            continue
-        if is_correlated(query):
-            raise UnsupportedQuery(
-                f"a correlated subquery that could not be decorrelated ({'NOT ' if negative else ''}"
-                f"{type(holder).__name__.upper()}), at {position(holder)}"
-            )
-        if control and clause in ("where", "having"):
-            continue
-        is_scalar = isinstance(holder, exp.Subquery) and not isinstance(holder.parent, exp.In)
-        if clause in ("where", "having") and not (is_scalar or isinstance(holder, exp.Exists)):
-            raise UnsupportedQuery(f"this IN subquery could not be decorrelated, at {position(holder)}")
-        out.append(query)
-    if control:
-        out += list(select.meta.get(PREDICATE_SUBQUERIES, []))
-    return out
 
 
 def nested_queries(select: exp.Select) -> list[exp.Expression]:

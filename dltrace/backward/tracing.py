@@ -27,21 +27,20 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.normalize import DECORRELATED
-from dltrace.rewriter.parse import RID, position
 from dltrace.backward.segments import (
-    ArrayWitness,
     Node,
-    array_witness,
-    contributes,
+    WitnessTemplate,
     is_transparent,
     nested_queries,
     output_names,
-    predicate_queries,
     scope_env,
     unwrap,
+    witness_template,
 )
+from dltrace.errors import UnsupportedQuery
+from dltrace.names import RID
+from dltrace.rewriter.analysis import array_witness, contributes, is_decorrelated, whole_lineage_subqueries
+from dltrace.rewriter.parse import position
 
 TID = "_dl_tid"
 PRESENT = "_dl_x"
@@ -78,7 +77,7 @@ class Prov:
     table: str | None = None  # rid: the base table
     node: Node | None = None  # child/const: the child node
     nkeys: int = 0  # child: how many of cols[1:] are keys (the rest are outer values)
-    witness: ArrayWitness | None = None  # child: a non-equality correlation's test
+    witness: WitnessTemplate | None = None  # child: a non-equality correlation's test
 
     def via(self, alias: str) -> "Prov":
         """The same provenance read from the outside of a relation ``alias`` that exposes it."""
@@ -91,7 +90,6 @@ class Builder:
     def __init__(self, dialect: str, semantics: str, materialize: Callable[[Node], str],
                  node_for: Callable[[exp.Expression, dict, list[str] | None], Node]) -> None:
         self.dialect = dialect
-        self.spark = dialect in ("spark", "spark2", "databricks")
         self.semantics = semantics
         self.materialize = materialize
         self.node_for = node_for
@@ -127,10 +125,9 @@ class Builder:
         new = query.copy()
         env = scope_env(new, env)
         new.set("with_", None)
-        cross_joins(new)
         provs: list[Prov] = []
         if prov:
-            for sub in predicate_queries(new, self.semantics):
+            for sub in whole_lineage_subqueries(new, self.semantics == "control"):
                 provs.append(Prov("const", [exp.true()], node=self.node_for(sub, env, None)))
         for sub in nested_queries(new):
             sub.replace(self.eval_query(sub, env))
@@ -139,7 +136,6 @@ class Builder:
             items = [from_.this] + [j.this for j in new.args.get("joins") or []]
             for source in items:
                 provs += self.from_item(new, source, env, prov)
-        fix_array_any(new, self.spark)
         return new, provs
 
     def from_item(self, select: exp.Select, source: exp.Expression, env: dict, prov: bool) -> list[Prov]:
@@ -160,11 +156,11 @@ class Builder:
             inner = unwrap(source.this)
             ta = source.args.get("alias")
             columns = [c.name for c in ta.columns] if ta is not None and ta.columns else []
-            if source.meta.get(DECORRELATED):
+            if is_decorrelated(source):
                 node = self.node_for(inner, env, columns or None)
-                use = prov and contributes(select, alias, self.semantics)
-                witness = array_witness(select, alias, node.query) if use else None
-                return self.child(source, node, alias, use, witness)
+                use = prov and contributes(source, self.semantics == "control")
+                found = array_witness(source) if use else None
+                return self.child(source, node, alias, use, witness_template(found) if found else None)
             if is_transparent(inner) and not columns:
                 return self.inline(source, inner, env, alias, prov)
             return self.child(source, self.node_for(inner, env, columns or None), alias, prov)
@@ -180,7 +176,7 @@ class Builder:
         return [p.via(alias) for p in exposed]
 
     def child(self, source: exp.Expression, node: Node, alias: str, prov: bool,
-              witness: ArrayWitness | None = None) -> list[Prov]:
+              witness: WitnessTemplate | None = None) -> list[Prov]:
         """Read a child node from its materialisation; its provenance is its keys."""
         name = self.materialize(node)
         source.replace(table_ref(name, alias))
@@ -328,27 +324,3 @@ def _bind(test: exp.Expression, q: str, tg: str, outer: list[str]) -> exp.Expres
         return node
 
     return test.copy().transform(swap)
-
-
-def cross_joins(select: exp.Select) -> None:
-    """Comma joins as CROSS JOINs, so that a decorrelated ``LEFT JOIN ... ON`` after a comma list sees every
-    table before it (``FROM a, b LEFT JOIN d ON a.x = d.y`` is a lateral reference that DuckDB plans as a
-    dependent join with a cross product; ``FROM a CROSS JOIN b LEFT JOIN d ON ...`` is a plain hash join)."""
-    for join in select.args.get("joins") or []:
-        if not any(join.args.get(k) for k in ("side", "kind", "on", "using", "method")):
-            join.set("kind", "CROSS")
-
-
-def fix_array_any(select: exp.Select, spark: bool) -> None:
-    """ARRAY_ANY (a decorrelated non-equality EXISTS) as "some element passes the lambda".
-
-    The same reading as the forward rewriter: right also when the engine's array aggregate drops NULLs
-    (Spark's collect_list), unlike sqlglot's "empty array or ..." expansion.
-    """
-    for node in list(select.find_all(exp.ArrayAny)):
-        if node.find_ancestor(exp.Select) is not select:
-            continue
-        lam = node.expression
-        filtered = exp.Anonymous(this="filter" if spark else "list_filter", expressions=[node.this.copy(), lam.copy()])
-        size = exp.Anonymous(this="size" if spark else "len", expressions=[filtered])
-        node.replace(exp.paren(exp.GT(this=size, expression=exp.Literal.number(0))))

@@ -1,7 +1,13 @@
-"""The forward-lineage rewriter: parse -> check -> normalise (qualify, decorrelate) -> instrument -> SQL.
+"""The forward-lineage rewriter: an ordered list of passes over a sqlglot tree, in sqlglot's optimizer style.
+
+    parse (grammar.py: the engine's dialect + LINEAGE ON)
+    -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
+    -> FORWARD_PASSES: use_dictionary_ids -> instrument (rules/: one rule per operator) -> add_dictionary
+    -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
-``dl_<table>`` lineage column per base table read.
+``dl_<table>`` lineage column per base table read. Each pass is ``pass(expression, context) -> expression``
+and never mutates its input.
 """
 
 from __future__ import annotations
@@ -10,16 +16,17 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dltrace.errors import DltraceError
+from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.functions import BITS64, LineageFunctions
 from dltrace.rewriter.grammar import generate
-from dltrace.rewriter.instrument import instrument
-from dltrace.rewriter.lineage_on import ON_COLUMN, OnSpec, add_dictionary, replace_occurrences, resolve, take_clause
-from dltrace.rewriter.normalize import normalize
-from dltrace.rewriter.parse import check_query, parse_query
-from dltrace.rewriter.slots import Context
+from dltrace.rewriter.lineage_on import OnSpec
+from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.dictionary import add_dictionary
+from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
+from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 
-SEMANTICS = ("witness", "control")
+FORWARD_PASSES = (use_dictionary_ids, instrument, add_dictionary)
 
 
 @dataclass
@@ -36,56 +43,25 @@ class Rewritten:
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None) -> Rewritten:
-    """Instrument a parsed query (in ``dialect``) for forward lineage."""
-    if semantics not in SEMANTICS:
-        raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
-    fns = LineageFunctions(dialect, strategy)
-    tree = tree.copy()
-    clause = take_clause(tree)
-    check_query(tree)
-    if schema is None:
-        from dltrace.tpch.schema import default_schema
+    """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
-        schema = default_schema(tree)
-    on = resolve(clause, tree, schema) if clause is not None else None
-    if on is not None and on.off:  # LINEAGE ON (): the query exactly as written
-        return Rewritten(tree, dialect, list(tree.named_selects), {}, on)
-    normal = normalize(tree, dialect, schema)
-    columns = list(normal.named_selects)
+    ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
+    (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more.
+    """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
-    ctx = Context(fns=fns, semantics=semantics, wide=wide, root=normal)
-    if on is not None:
-        ctx.only_tables = on.tables
-        if on.table:
-            table_columns = [c for c in schema[on.table] if c.lower() != "dl_rid"]
-            replace_occurrences(normal, on, table_columns)
-            ctx.names = {on.table: ON_COLUMN}
-    read_tables = [t for t in base_tables(normal) if ctx.only_tables is None or t in ctx.only_tables]
-    out, exported = instrument(normal, ctx, final=True)
-    lineage = {e.table: e.name for e in exported}
-    missing = [t for t in read_tables if t not in lineage]
-    for t in missing:  # read only where witnesses are empty (a negated subquery): an empty column
-        lineage[t] = f"dl_{t}"
-        empty = exp.alias_(fns.finish(fns.null_set(), t in wide), lineage[t], quoted=True)
-        for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
-            select.select(empty.copy(), append=True, copy=False)
-    if ctx.hoisted_ctes:
-        if out is not normal and normal.args.get("with_"):  # the wrapper must see the user's CTEs too
-            out.set("with_", normal.args["with_"])
-            normal.set("with_", None)
-        with_ = out.args.get("with_") or exp.With(expressions=[])
-        with_.set("expressions", [*with_.expressions, *ctx.hoisted_ctes])
-        out.set("with_", with_)
-    if on is not None and on.table:
-        add_dictionary(out, on)
-    return Rewritten(out, dialect, columns, lineage, on)
+    context = PassContext(dialect, LineageFunctions(dialect, strategy), _lower(schema), semantics, wide=wide)
+    prepared = prepare(tree, context)
+    if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
+        return Rewritten(prepared.tree, dialect, list(prepared.columns), {}, prepared.on)
+    context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide)
+    out = prepared.tree
+    for forward_pass in FORWARD_PASSES:
+        out = forward_pass(out, context)
+    return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on)
 
 
-def base_tables(tree: exp.Expression) -> list[str]:
-    """Every base table the query reads, in order of appearance (CTE references excluded)."""
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes and t.name != "_dl_on_dict"]
-    return list(dict.fromkeys(names))
+def _lower(schema: dict | None) -> dict | None:
+    return None if schema is None else {t.lower(): cols for t, cols in schema.items()}
 
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
@@ -95,4 +71,4 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     return rewrite_tree(tree, dialect, strategy, semantics, schema).sql(pretty=pretty)
 
 
-__all__ = ["Rewritten", "rewrite", "rewrite_tree", "SEMANTICS"]
+__all__ = ["FORWARD_PASSES", "Rewritten", "base_tables", "rewrite", "rewrite_tree", "SEMANTICS"]

@@ -16,12 +16,11 @@ from sqlglot import exp
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.rewriter.grammar import LineageOn
-from dltrace.rewriter.parse import RID, position
+from dltrace.rewriter.parse import position
 
 ON_COLUMN = "dl_on"
 DICTIONARY = "_dl_on_dict"
 ON_ID = "dl_on_id"
-ON_TABLE = "dl_on_table"  # meta key of the subquery that replaces an occurrence of T
 
 
 @dataclass
@@ -116,35 +115,3 @@ def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause) -> s
     if len(owners) > 1:
         raise UnknownColumn(f"LINEAGE ON column {col.name!r} is ambiguous ({', '.join(owners)}): qualify it, at {position(clause)}")
     return owners[0]
-
-
-def replace_occurrences(tree: exp.Expression, spec: OnSpec, columns: list[str]) -> None:
-    """Every occurrence of T becomes ``(SELECT T's columns, dictionary id AS dl_rid FROM T LEFT JOIN dict)``."""
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    for t in list(tree.find_all(exp.Table)):
-        if t.name.lower() != spec.table or t.name.lower() in ctes:
-            continue
-        alias = t.alias_or_name
-        base = exp.Table(this=exp.to_identifier(spec.table, quoted=True))
-        d = exp.Table(this=exp.to_identifier(DICTIONARY), alias=exp.TableAlias(this=exp.to_identifier("_dl_d")))
-        on = exp.and_(*[
-            exp.NullSafeEQ(this=exp.column(f"_dl_k{i}", table="_dl_d"), expression=e.copy())
-            for i, e in enumerate(spec.expressions)
-        ])
-        select = exp.select(
-            *[exp.column(c, table=spec.table, quoted=True) for c in columns],
-            exp.alias_(exp.column(ON_ID, table="_dl_d"), RID, quoted=True),
-        ).from_(base).join(d, on=on, join_type="LEFT")
-        sub = exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-        sub.meta[ON_TABLE] = spec.table
-        t.replace(sub)
-
-
-def add_dictionary(tree: exp.Expression, spec: OnSpec) -> exp.Expression:
-    cte = exp.CTE(this=spec.dictionary(), alias=exp.TableAlias(this=exp.to_identifier(DICTIONARY)))
-    with_ = tree.args.get("with_")
-    if with_ is None:
-        tree.set("with_", exp.With(expressions=[cte]))
-    else:
-        with_.set("expressions", [cte, *with_.expressions])
-    return tree

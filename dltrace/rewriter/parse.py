@@ -7,12 +7,12 @@ from sqlglot import exp
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIX, RID
+from dltrace.rewriter.grammar import generate
+from dltrace.rewriter.grammar import parse as grammar_parse
 
 
 def position(node: exp.Expression) -> str:
     """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
-    from dltrace.rewriter.grammar import generate
-
     snippet = generate(node, "duckdb")
     if len(snippet) > 60:
         snippet = snippet[:57] + "..."
@@ -35,8 +35,6 @@ def parse_error_text(e: sqlglot.errors.ParseError) -> str:
 
 def parse_query(sql: str, dialect: str) -> exp.Expression:
     """Parse exactly one query (SELECT / set operation, with optional WITH) in ``dialect``."""
-    from dltrace.rewriter.grammar import parse as grammar_parse
-
     try:
         statements = [s for s in grammar_parse(sql, dialect) if s is not None]
     except sqlglot.errors.ParseError as e:
@@ -99,7 +97,3 @@ def _check_reserved(node: exp.Expression) -> None:
             )
     if name and name.lower().startswith(RESERVED_PREFIX):
         raise ReservedName(f"name {name!r} uses the reserved prefix 'dl_'; choose another name, at {position(node)}")
-
-
-def mentions_rid(tree: exp.Expression) -> bool:
-    return any(c.name.lower() == RID for c in tree.find_all(exp.Column))

@@ -9,6 +9,7 @@ subquery); aggregations take it once (ANY_VALUE) instead of re-unioning it per r
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from sqlglot import exp
 
@@ -54,6 +55,10 @@ class Context:
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
     hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
     root: exp.Expression | None = None  # the query being instrumented
+    # the instrument pass's entry points, handed to the rules so that they can recurse into nested queries
+    # and FROM clauses without importing the pass (rules sit below it)
+    instrument: Callable | None = None  # (node, ctx, final) -> (node, exported)
+    from_slots: Callable | None = None  # (select, ctx) -> row-level slots of its FROM clause
 
     @property
     def control(self) -> bool:

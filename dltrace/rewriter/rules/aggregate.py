@@ -8,24 +8,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.analysis import is_aggregate
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table, slot_name
-
-
-def is_aggregate(select: exp.Select) -> bool:
-    """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
-    if select.args.get("group"):
-        return True
-    for clause in [*select.expressions, select.args.get("having")]:
-        if clause is None:
-            continue
-        for node in clause.find_all(exp.AggFunc):
-            if _owned_by(node, select) and not node.find_ancestor(exp.Window):
-                return True
-    return False
-
-
-def _owned_by(node: exp.Expression, select: exp.Select) -> bool:
-    return node.find_ancestor(exp.Select) is select
 
 
 def dlunion(group: list[Slot], ctx: Context, table: str) -> tuple[list[exp.Expression], list[bool]]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.distinct import group_all, user_columns
 from dltrace.rewriter.rules.output import final_set
+from dltrace.rewriter.rules.subqueries import lineage_join
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table
 
 SIDE = "_dl_side"
@@ -63,15 +65,12 @@ def _kinds(sides: list[list[Exported]], tables: list[str]) -> dict[str, str]:
     return kinds
 
 
-def instrument_setop(node: exp.SetOperation, ctx: Context, instrument, final: bool):
+def instrument_setop(node: exp.SetOperation, ctx: Context, final: bool):
     """Instrument a set operation; returns the new node and its exported slots."""
-    from dltrace.rewriter.rules.aggregate import aggregate
-    from dltrace.rewriter.rules.subqueries import lineage_join
-
     distinct = node.args.get("distinct") is not False
     right_copy = node.right.copy() if isinstance(node, exp.Except) and ctx.control else None
-    left, lex = instrument(node.left, ctx, final=False)
-    right, rex = instrument(node.right, ctx, final=False)
+    left, lex = ctx.instrument(node.left, ctx, final=False)
+    right, rex = ctx.instrument(node.right, ctx, final=False)
     tables = list(dict.fromkeys([e.table for e in lex] + [e.table for e in rex]))
     kinds = _kinds([lex, rex], tables)
     union_all = isinstance(node, exp.Union) and not distinct
@@ -103,5 +102,5 @@ def instrument_setop(node: exp.SetOperation, ctx: Context, instrument, final: bo
     elif isinstance(node, exp.Except):
         outer.set("having", exp.Having(this=exp.EQ(this=exp.Max(this=side_col.copy()), expression=exp.Literal.number(0))))
         if right_copy is not None:
-            slots += lineage_join(outer, right_copy, ctx, instrument)
+            slots += lineage_join(outer, right_copy, ctx)
     return aggregate(outer, slots, ctx, final)

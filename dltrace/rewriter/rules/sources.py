@@ -3,23 +3,19 @@ row carries the union of its inputs' slots (the null-padded side of an outer joi
 
 from __future__ import annotations
 
-from typing import Callable
-
 from sqlglot import exp
 
-from dltrace.rewriter.lineage_on import ON_TABLE
-from dltrace.rewriter.normalize import DECORRELATED
-from dltrace.rewriter.parse import RID, position
 from dltrace.errors import UnsupportedQuery
+from dltrace.names import RID
+from dltrace.rewriter.analysis import is_decorrelated
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.dictionary_ids import ON_TABLE
+from dltrace.rewriter.rules.subqueries import decorrelated_slots
 from dltrace.rewriter.slots import Context, Slot
 
-Instrument = Callable[..., tuple]
 
-
-def from_slots(select: exp.Select, ctx: Context, instrument: Instrument) -> list[Slot]:
+def from_slots(select: exp.Select, ctx: Context) -> list[Slot]:
     """The row-level slots of ``select``'s FROM clause and joins, instrumenting derived tables in place."""
-    from dltrace.rewriter.rules.subqueries import decorrelated_slots
-
     from_ = select.args.get("from_")
     if from_ is None:
         return []
@@ -27,10 +23,10 @@ def from_slots(select: exp.Select, ctx: Context, instrument: Instrument) -> list
     entries = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
     for source, join in entries:
         side = (join.side or "").upper() if join is not None else ""
-        if isinstance(source, exp.Subquery) and source.meta.get(DECORRELATED):
-            found = decorrelated_slots(source, select, ctx, instrument)
+        if is_decorrelated(source):
+            found = decorrelated_slots(source, select, ctx)
         else:
-            found = relation_slots(source, ctx, instrument)
+            found = relation_slots(source, ctx)
         if side in ("LEFT", "FULL"):
             found = [s.demoted() for s in found]
         if side in ("RIGHT", "FULL"):
@@ -39,15 +35,15 @@ def from_slots(select: exp.Select, ctx: Context, instrument: Instrument) -> list
     return slots
 
 
-def relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument) -> list[Slot]:
+def relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
     """Slots of one FROM item as seen by the query that reads it."""
-    slots = _relation_slots(source, ctx, instrument)
+    slots = _relation_slots(source, ctx)
     if ctx.only_tables is not None:
         slots = [s for s in slots if s.table in ctx.only_tables]
     return slots
 
 
-def _relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument) -> list[Slot]:
+def _relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
     if isinstance(source, exp.Subquery) and source.meta.get(ON_TABLE):
         # an occurrence of the LINEAGE ON table: its dl_rid column is the row's dictionary id
         return [Slot(source.meta[ON_TABLE], exp.column(RID, table=source.alias_or_name, quoted=True), "rid")]
@@ -60,7 +56,7 @@ def _relation_slots(source: exp.Expression, ctx: Context, instrument: Instrument
             raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
         return [Slot(name.lower(), exp.column(RID, table=alias, quoted=True), "rid")]
     if isinstance(source, exp.Subquery):
-        inner, exported = instrument(source.this, ctx, final=False)
+        inner, exported = ctx.instrument(source.this, ctx, final=False)
         source.set("this", inner)
         return [e.via(source.alias_or_name) for e in exported]
     if isinstance(source, (exp.Values, exp.Unnest)):

@@ -1,0 +1,198 @@
+"""One analysis of a query, shared by forward rewriting and backward tracing, so the two cannot drift.
+
+``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
+rule, and runs :data:`ANALYSIS_PASSES`: qualify, decorrelate, mark how each decorrelated subquery is used,
+read and translate non-equality witnesses, make cross joins explicit. Both directions then ask the same
+questions of the prepared tree through the functions below:
+
+- :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
+  where it made a predicate true, i.e. it is used positively; control: always);
+- :func:`whole_lineage_subqueries`: the subqueries still written in a SELECT whose *whole* lineage every row of
+  it gets (uncorrelated EXISTS and scalar subqueries used positively; in control mode every WHERE/HAVING
+  subquery as it was before decorrelation), refusing those that could not be decorrelated;
+- :func:`array_witness`: a non-equality correlation's test (:mod:`.passes.array_witness`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
+from dltrace.rewriter.parse import check_query, position
+from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness, array_witness as read_array_witnesses
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
+from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate
+from dltrace.rewriter.passes.qualify import qualify
+
+SEMANTICS = ("witness", "control")
+USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
+CLAUSES = ("expressions", "where", "having", "qualify")  # where a SELECT's subqueries can be written
+
+
+def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    """Record on every decorrelated subquery whether its SELECT uses it positively (before witnesses are
+    translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY)."""
+    tree = expression.copy()
+    for sub in tree.find_all(exp.Subquery):
+        if sub.meta.get(DECORRELATED):
+            select = sub.find_ancestor(exp.Select)
+            sub.meta[USED_POSITIVELY] = any(
+                not _is_existence_test(ref) or not negated(ref, select) for ref in _uses(select, sub.alias_or_name)
+            )
+    return tree
+
+
+ANALYSIS_PASSES = (qualify, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A query in the form both directions read: qualified, decorrelated, witnesses marked."""
+
+    tree: exp.Expression
+    on: OnSpec | None  # the LINEAGE ON clause, resolved (None without one)
+    tables: tuple[str, ...]  # base tables read, in order of appearance
+    columns: tuple[str, ...]  # the query's own output columns
+
+    @property
+    def lineage_off(self) -> bool:
+        return self.on is not None and self.on.off
+
+
+def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
+    """Analyse a parsed query (never mutated). ``LINEAGE ON ()`` returns the query as written."""
+    if context.semantics not in SEMANTICS:
+        raise DltraceError(f"unknown semantics {context.semantics!r}: choose one of {', '.join(SEMANTICS)}")
+    tree = tree.copy()
+    clause = take_clause(tree)
+    check_query(tree)
+    on = resolve(clause, tree, context.schema) if clause is not None else None
+    if on is not None and on.off:
+        return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
+    for analysis_pass in ANALYSIS_PASSES:
+        tree = analysis_pass(tree, context)
+    return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
+
+
+def base_tables(tree: exp.Expression) -> list[str]:
+    """Every base table the query reads, in order of appearance (CTE references excluded)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes]
+    return list(dict.fromkeys(names))
+
+
+# -- facts both directions read ------------------------------------------------------------------------
+
+def is_aggregate(select: exp.Select) -> bool:
+    """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
+    if select.args.get("group"):
+        return True
+    for clause in [*select.expressions, select.args.get("having")]:
+        if clause is None:
+            continue
+        for node in clause.find_all(exp.AggFunc):
+            if _owned_by(node, select) and not node.find_ancestor(exp.Window):
+                return True
+    return False
+
+
+def _owned_by(node: exp.Expression, select: exp.Select) -> bool:
+    return node.find_ancestor(exp.Select) is select
+
+
+
+def contributes(sub: exp.Subquery, control: bool) -> bool:
+    """Does the decorrelated subquery ``sub`` give lineage to its SELECT's rows?"""
+    return control or bool(sub.meta.get(USED_POSITIVELY))
+
+
+def array_witness(sub: exp.Subquery) -> ArrayWitness | None:
+    """The non-equality witness test of a decorrelated subquery, if it has one."""
+    return sub.meta.get(ARRAY_WITNESS)
+
+
+def is_decorrelated(source: exp.Expression) -> bool:
+    return isinstance(source, exp.Subquery) and bool(source.meta.get(DECORRELATED))
+
+
+def whole_lineage_subqueries(select: exp.Select, control: bool) -> list[exp.Expression]:
+    """The subqueries of ``select`` (not FROM items) whose whole lineage every row of ``select`` gets."""
+    out = []
+    for clause, holder, query in direct_subqueries(select):
+        negative = negated(holder, select) if clause != "expressions" else False
+        if negative and not control:
+            continue  # NOT IN / NOT EXISTS: witness lineage is empty
+        if is_correlated(query):
+            raise UnsupportedQuery(
+                f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
+                f"{'NOT ' if negative else ''}{type(holder).__name__.upper()}), at {position(holder)}"
+            )
+        if control and clause in ("where", "having"):
+            continue  # taken whole below, as it was before decorrelation
+        is_scalar = isinstance(holder, exp.Subquery) and not isinstance(holder.parent, exp.In)
+        if clause in ("where", "having") and not (is_scalar or isinstance(holder, exp.Exists)):
+            raise UnsupportedQuery(f"this IN subquery could not be decorrelated, at {position(holder)}")
+        out.append(query)
+    if control:
+        out += list(select.meta.get(PREDICATE_SUBQUERIES, []))
+    return out
+
+
+def direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp.Expression]]:
+    """(clause, predicate node, query) for subqueries written directly in ``select``'s clauses."""
+    found = []
+    for key in CLAUSES:
+        value = select.args.get(key)
+        for node in value if isinstance(value, list) else [value]:
+            if node is None:
+                continue
+            for holder in node.find_all(exp.Subquery, exp.Exists):
+                if holder.find_ancestor(exp.Select, exp.SetOperation) is not select:
+                    continue
+                query = holder.this
+                if isinstance(holder, exp.Subquery) and isinstance(holder.parent, exp.In):
+                    holder = holder.parent
+                found.append((key, holder, query))
+    return found
+
+
+def negated(node: exp.Expression, select: exp.Select) -> bool:
+    """Is ``node`` under an odd number of NOTs within ``select`` (``x IS NULL`` counts as a NOT)?"""
+    flips = 0
+    parent = node.parent
+    if isinstance(parent, exp.Is) and isinstance(parent.expression, exp.Null):
+        flips += 1
+    child = node
+    while child is not None and child is not select:
+        if isinstance(child, exp.Not):
+            flips += 1
+        child = child.parent
+    return flips % 2 == 1
+
+
+def is_correlated(query: exp.Expression) -> bool:
+    inner = {t.alias_or_name for t in query.find_all(exp.Table)}
+    inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
+    inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
+    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
+
+
+def _uses(select: exp.Select, alias: str) -> list[exp.Column]:
+    refs = []
+    for key in CLAUSES:
+        value = select.args.get(key)
+        for node in value if isinstance(value, list) else [value]:
+            if node is not None:
+                refs += [c for c in node.find_all(exp.Column) if c.table == alias]
+    return refs
+
+
+def _is_existence_test(ref: exp.Column) -> bool:
+    parent = ref.parent
+    if isinstance(parent, exp.Is) and isinstance(parent.expression, exp.Null):
+        return True
+    return isinstance(parent, exp.ArrayAny)

@@ -1,0 +1,65 @@
+"""A decorrelated non-equality correlation: read its witness test once, then evaluate it the engine's way.
+
+sqlglot decorrelates ``EXISTS (SELECT ... WHERE inner.x <> outer.y)`` into a join with a grouped subquery
+``SELECT ARRAY_AGG(inner.x) AS _u_1, ... GROUP BY <equality keys>`` and the predicate
+``ARRAY_ANY(_u.\"_u_1\", _x -> _x <> outer.y)``. The group holds rows that do not satisfy the correlation, so
+lineage must keep only the elements the lambda accepts. This pass records the lambda (variable and body) on
+the decorrelated subquery (``meta[ARRAY_WITNESS]``) for forward rules and backward tracing alike, and replaces
+ARRAY_ANY by the engine's "some element passes" (``LineageFunctions.any_element``) -- also right when the
+engine's array aggregate drops NULLs (Spark's collect_list), unlike sqlglot's "empty array or ..." expansion.
+
+Valid for one ARRAY_AGG per decorrelated subquery; more raise UnsupportedQuery (the witnesses of two
+correlations in one array cannot be told apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.decorrelate import DECORRELATED
+
+ARRAY_WITNESS = "dl_array_witness"  # meta key of a decorrelated subquery with a non-equality correlation
+
+
+@dataclass(frozen=True)
+class ArrayWitness:
+    """The ARRAY_AGG column of a decorrelated subquery and the lambda tests (variable, body) applied to it."""
+
+    array_col: str
+    value: exp.Expression  # the aggregated expression, in the subquery's scope
+    tests: tuple[tuple[str, exp.Expression], ...]
+
+
+def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    tree = expression.copy()
+    for sub in list(tree.find_all(exp.Subquery)):
+        if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):
+            continue
+        arrays = [p for p in sub.this.expressions if isinstance(p.unalias(), exp.ArrayAgg)]
+        if not arrays:
+            continue
+        select = sub.find_ancestor(exp.Select)
+        if len(arrays) != 1:
+            raise UnsupportedQuery(
+                f"a correlated subquery with {len(arrays)} non-equality correlations cannot be decorrelated "
+                f"exactly, at {position(select)}"
+            )
+        name, alias = arrays[0].alias_or_name, sub.alias_or_name
+        tests = []
+        for node in list(select.find_all(exp.ArrayAny)):
+            arr = node.this
+            if not (isinstance(arr, exp.Column) and arr.table == alias and arr.name == name):
+                continue
+            lam = node.expression
+            if not isinstance(lam, exp.Lambda) or len(lam.expressions) != 1:
+                raise UnsupportedQuery(f"an unexpected lambda in a decorrelated predicate, at {position(node)}")
+            var, body = lam.expressions[0].name, lam.this
+            tests.append((var, body.copy()))
+            node.replace(exp.paren(context.fns.any_element(arr.copy(), body.copy(), var)))
+        sub.meta[ARRAY_WITNESS] = ArrayWitness(name, arrays[0].unalias().this.copy(), tuple(tests))
+    return tree

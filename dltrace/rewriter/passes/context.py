@@ -1,0 +1,22 @@
+"""What every pass may read: the target dialect, the schema, and the lineage wanted (never mutated)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dltrace.rewriter.functions import LineageFunctions
+from dltrace.rewriter.lineage_on import OnSpec
+
+
+@dataclass(frozen=True)
+class PassContext:
+    dialect: str  # the dialect of the tree and of the SQL generated from it
+    fns: LineageFunctions  # the engine's lineage SQL for this dialect and strategy
+    schema: dict | None = None  # table -> {column: type}, lower-case table names
+    semantics: str = "witness"  # "witness" | "control"
+    on: OnSpec | None = None  # the query's LINEAGE ON clause, resolved
+    wide: frozenset = frozenset()  # tables with >= 2^32 rows (64-bit bitmaps)
+
+    @property
+    def control(self) -> bool:
+        return self.semantics == "control"

@@ -1,0 +1,100 @@
+"""Add the lineage columns: bottom-up, every query node gets lineage slot columns (one rule per operator).
+
+The order of rules within a SELECT follows evaluation order: CTEs, then FROM/JOIN (base tables, derived
+tables, decorrelated subqueries), then the subqueries left in clauses, then either aggregation (DLUNION) or
+projection, then DISTINCT. Set operations align and group their sides. At the root, each base table read
+gets one final ``dl_<table>`` column (an empty one where the table is read only where witnesses are empty,
+under negation), and the hoisted constant lineage's CTEs join the query's WITH.
+
+The result's ``meta[LINEAGE_COLUMNS]`` maps each base table to its lineage column.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.analysis import base_tables
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.lineage_on import ON_COLUMN
+from dltrace.rewriter.rules.aggregate import aggregate, is_aggregate
+from dltrace.rewriter.rules.distinct import group_all
+from dltrace.rewriter.rules.output import project
+from dltrace.rewriter.rules.setops import instrument_setop
+from dltrace.rewriter.rules.sources import from_slots
+from dltrace.rewriter.rules.subqueries import predicate_slots
+from dltrace.rewriter.slots import Context, Exported
+
+LINEAGE_COLUMNS = "dl_lineage_columns"  # meta key of the rewritten root: {base table: lineage column}
+
+
+def instrument(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    root = expression.copy()
+    on = context.on
+    ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
+                  instrument=instrument_node, from_slots=from_slots)
+    if on is not None:
+        ctx.only_tables = on.tables
+        if on.table:
+            ctx.names = {on.table: ON_COLUMN}
+    read = [t for t in base_tables(root) if ctx.only_tables is None or t in ctx.only_tables]
+    out, exported = instrument_node(root, ctx, final=True)
+    lineage = {e.table: e.name for e in exported}
+    for table in read:
+        if table not in lineage:  # read only where witnesses are empty (a negated subquery): an empty column
+            lineage[table] = f"dl_{table}"
+            empty = exp.alias_(ctx.fns.finish(ctx.fns.null_set(), table in ctx.wide), lineage[table], quoted=True)
+            for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
+                select.select(empty.copy(), append=True, copy=False)
+    if ctx.hoisted_ctes:
+        if out is not root and root.args.get("with_"):  # the wrapper must see the user's CTEs too
+            out.set("with_", root.args["with_"])
+            root.set("with_", None)
+        with_ = out.args.get("with_") or exp.With(expressions=[])
+        with_.set("expressions", [*with_.expressions, *ctx.hoisted_ctes])
+        out.set("with_", with_)
+    out.meta[LINEAGE_COLUMNS] = lineage
+    return out
+
+
+def instrument_node(node: exp.Expression, ctx: Context, final: bool = False) -> tuple[exp.Expression, list[Exported]]:
+    """Instrument ``node`` (a SELECT, a set operation or a parenthesised query) in place."""
+    if isinstance(node, exp.Subquery):
+        inner, exported = instrument_node(node.this, ctx, final)
+        node.set("this", inner)
+        return node, exported
+    if isinstance(node, exp.Select):
+        return _instrument_select(node, ctx, final)
+    if isinstance(node, exp.SetOperation):
+        return instrument_setop(node, _with_ctes(node, ctx), final)
+    raise UnsupportedQuery(f"{type(node).__name__} has no lineage rule, at {position(node)}")
+
+
+def _with_ctes(node: exp.Expression, ctx: Context) -> Context:
+    with_ = node.args.get("with_")
+    if not with_:
+        return ctx
+    ctx = ctx.scoped()
+    for cte in with_.expressions:
+        inner, exported = instrument_node(cte.this, ctx, final=False)
+        cte.set("this", inner)
+        ctx.ctes[cte.alias_or_name] = exported
+    return ctx
+
+
+def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[exp.Expression, list[Exported]]:
+    ctx = _with_ctes(select, ctx)
+    slots = from_slots(select, ctx)
+    slots += predicate_slots(select, ctx)
+    distinct = select.args.get("distinct")
+    if distinct is not None:
+        select.set("distinct", None)
+    grouped = is_aggregate(select)
+    if distinct is None:
+        return (aggregate if grouped else project)(select, slots, ctx, final)
+    # DISTINCT: compute the rows with their lineage, then merge duplicates with a GROUP BY.
+    select, exported = (aggregate if grouped else project)(select, slots, ctx, False)
+    holder = ctx.fresh("_dl_d")
+    outer = group_all(select, exported, holder)
+    return aggregate(outer, [e.via(holder) for e in exported], ctx, final)

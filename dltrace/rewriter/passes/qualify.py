@@ -1,0 +1,58 @@
+"""Qualify every column and table and expand stars (sqlglot's qualify), with dltrace's errors.
+
+Valid for every query: qualification only names what the engine would resolve anyway. ``dl_rid`` is in the
+schema only when the query reads it, so ``*`` never expands to it.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
+
+from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
+from dltrace.names import RID
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.context import PassContext
+
+
+def qualify(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    check_known_tables(expression, context.schema)
+    try:
+        return sqlglot_qualify(
+            expression.copy(), schema=schema_for(expression, context.schema), dialect=context.dialect,
+            quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
+        )
+    except OptimizeError as e:
+        raise UnknownColumn(f"cannot resolve the query's columns: {str(e).splitlines()[0]}") from None
+    except SqlglotError as e:
+        raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
+
+
+def schema_for(tree: exp.Expression, schema: dict | None) -> dict | None:
+    """The schema qualify sees: ``dl_rid`` only when the query reads it."""
+    if schema is None:
+        return None
+    with_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
+    out = {}
+    for table, cols in schema.items():
+        cols = {c: t for c, t in cols.items() if c.lower() != RID}
+        if with_rid:
+            cols[RID] = "BIGINT"
+        out[table.lower()] = cols
+    return out
+
+
+def check_known_tables(tree: exp.Expression, schema: dict | None) -> None:
+    """Every table the query reads is in ``schema`` (or a CTE); no table functions (they have no row ids)."""
+    if schema is None:
+        return
+    known = {t.lower() for t in schema}
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier):
+            raise UnsupportedQuery(f"table function {table.sql()!r} in FROM has no row ids; register it as a "
+                                   f"table, at {position(table)}")
+        name = table.name.lower()
+        if name not in known and name not in ctes:
+            raise UnknownTable(f"unknown table {table.name!r}; known: {', '.join(sorted(known)) or 'none'}")
