@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-RESERVED_PREFIX = "dl_"  # every name dltrace adds to a query or a table starts with it
+RESERVED_PREFIX = "dl_"  # lineage columns and the row id: every name dltrace adds to a result or a table
+# ... and every name the rewriter and backward tracing use inside the SQL they generate (sqlglot's
+# decorrelation names its subqueries and columns _u_<n>): a user name with one of these could be captured
+RESERVED_PREFIXES = (RESERVED_PREFIX, "_dl_", "_u_")
 RID = "dl_rid"  # the stable dense row id of a registered table: its position in the source
+
+
+def reserved_prefix(name: str) -> str | None:
+    """The reserved prefix ``name`` starts with (case-insensitive), if any."""
+    lower = name.lower()
+    return next((p for p in RESERVED_PREFIXES if lower.startswith(p)), None)
 
 
 def value_order(values: tuple) -> tuple:

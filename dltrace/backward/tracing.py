@@ -39,7 +39,7 @@ from dltrace.backward.segments import (
 )
 from dltrace.errors import UnsupportedQuery
 from dltrace.names import RID
-from dltrace.rewriter.analysis import array_witness, contributes, is_decorrelated, whole_lineage_subqueries
+from dltrace.rewriter.analysis import array_witness, clause_subqueries, contributes, is_decorrelated
 from dltrace.rewriter.parse import position
 
 TID = "_dl_tid"
@@ -127,8 +127,12 @@ class Builder:
         new.set("with_", None)
         provs: list[Prov] = []
         if prov:
-            for sub in whole_lineage_subqueries(new, self.semantics == "control"):
-                provs.append(Prov("const", [exp.true()], node=self.node_for(sub, env, None)))
+            for use in clause_subqueries(new, self.semantics == "control"):
+                if use.how != "whole":
+                    raise UnsupportedQuery(f"backward tracing of {use.quantifier.upper()} / IN over a subquery kept "
+                                           f"in place (not a WHERE conjunct) is not supported, at "
+                                           f"{position(use.operand)}")
+                provs.append(Prov("const", [exp.true()], node=self.node_for(use.query, env, None)))
         for sub in nested_queries(new):
             sub.replace(self.eval_query(sub, env))
         from_ = new.args.get("from_")

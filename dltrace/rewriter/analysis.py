@@ -7,9 +7,8 @@ questions of the prepared tree through the functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
   where it made a predicate true, i.e. it is used positively; control: always);
-- :func:`whole_lineage_subqueries`: the subqueries still written in a SELECT whose *whole* lineage every row of
-  it gets (uncorrelated EXISTS and scalar subqueries used positively; in control mode every WHERE/HAVING
-  subquery as it was before decorrelation), refusing those that could not be decorrelated;
+- :func:`clause_subqueries`: the subqueries still written in a SELECT's clauses and how their lineage reaches
+  its rows (whole, or the witnesses of IN / ANY / ALL), refusing those without exact lineage;
 - :func:`array_witness`: a non-equality correlation's test (:mod:`.passes.array_witness`).
 """
 
@@ -25,7 +24,7 @@ from dltrace.rewriter.parse import check_query, position
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness, array_witness as read_array_witnesses
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
-from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate
+from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate, is_correlated, subquery_kind
 from dltrace.rewriter.passes.qualify import qualify
 
 SEMANTICS = ("witness", "control")
@@ -119,45 +118,104 @@ def is_decorrelated(source: exp.Expression) -> bool:
     return isinstance(source, exp.Subquery) and bool(source.meta.get(DECORRELATED))
 
 
-def whole_lineage_subqueries(select: exp.Select, control: bool) -> list[exp.Expression]:
-    """The subqueries of ``select`` (not FROM items) whose whole lineage every row of ``select`` gets."""
+@dataclass(frozen=True)
+class ClauseSubquery:
+    """A subquery still written in a clause of a SELECT, and how its lineage reaches the SELECT's rows.
+
+    ``how == "whole"``: every row gets all of the subquery's lineage (EXISTS, a scalar subquery, and in
+    control mode every predicate subquery). ``how == "witness"``: a row gets the subquery rows ``s`` with
+    ``operand <comparison> s`` TRUE (``quantifier == "any"``: IN, ``op ANY``), or all of them when every
+    comparison is TRUE (``"all"``: ``op ALL``) -- nothing when the predicate is not TRUE.
+    ``clause`` is where it is written: "expressions", "where", "having", "qualify" or "on".
+    """
+
+    query: exp.Expression
+    clause: str
+    how: str = "whole"
+    quantifier: str | None = None
+    comparison: str | None = None
+    operand: exp.Expression | None = None
+
+
+def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]:
+    """The subqueries of ``select`` (not FROM items) whose lineage its rows get, in order of appearance.
+
+    Refuses what has no exact lineage: a correlated subquery that could not be decorrelated, a subquery in
+    an outer join's ON (or an inner join's ON followed by a RIGHT/FULL join), in ORDER BY or GROUP BY.
+    """
     out = []
     for clause, holder, query in direct_subqueries(select):
-        negative = negated(holder, select) if clause != "expressions" else False
+        kind, predicate, comparison = subquery_kind(holder)
+        negative = negated(predicate, select) if clause != "expressions" else False
         if negative and not control:
-            continue  # NOT IN / NOT EXISTS: witness lineage is empty
+            continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty
         if is_correlated(query):
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
-                f"{'NOT ' if negative else ''}{type(holder).__name__.upper()}), at {position(holder)}"
+                f"{'NOT ' if negative else ''}{kind.upper()}), at {position(holder)}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation
-        is_scalar = isinstance(holder, exp.Subquery) and not isinstance(holder.parent, exp.In)
-        if clause in ("where", "having") and not (is_scalar or isinstance(holder, exp.Exists)):
-            raise UnsupportedQuery(f"this IN subquery could not be decorrelated, at {position(holder)}")
-        out.append(query)
+        if control or kind in ("exists", "scalar"):
+            out.append(ClauseSubquery(query, clause))
+        else:
+            operand = predicate.this if kind == "in" else _other_side(predicate, holder)
+            out.append(ClauseSubquery(query, clause, "witness", "all" if kind == "all" else "any", comparison,
+                                      operand))
     if control:
-        out += list(select.meta.get(PREDICATE_SUBQUERIES, []))
+        out += [ClauseSubquery(q, "where") for q in select.meta.get(PREDICATE_SUBQUERIES, [])]
     return out
 
 
+def _other_side(comparison: exp.Expression, holder: exp.Expression) -> exp.Expression:
+    """The operand of ``x op ANY/ALL (S)``: the side of the comparison that is not the quantifier."""
+    quantifier = holder if isinstance(holder, (exp.Any, exp.All)) else holder.parent
+    if comparison.expression is quantifier:
+        return comparison.this
+    raise UnsupportedQuery(f"ANY/ALL must be the right operand of its comparison, at {position(comparison)}")
+
+
 def direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp.Expression]]:
-    """(clause, predicate node, query) for subqueries written directly in ``select``'s clauses."""
+    """(clause, holder, query) for subqueries written directly in ``select``'s clauses (not FROM items).
+
+    The holder is the EXISTS node, the ALL node, or the parenthesised subquery (inside IN / ANY or alone).
+    """
     found = []
-    for key in CLAUSES:
-        value = select.args.get(key)
-        for node in value if isinstance(value, list) else [value]:
-            if node is None:
-                continue
-            for holder in node.find_all(exp.Subquery, exp.Exists):
-                if holder.find_ancestor(exp.Select, exp.SetOperation) is not select:
-                    continue
-                query = holder.this
-                if isinstance(holder, exp.Subquery) and isinstance(holder.parent, exp.In):
-                    holder = holder.parent
+    for key in (*CLAUSES, "order", "group"):
+        for node in _clause_nodes(select, key):
+            for holder, query in _holders_in(node, select):
+                if key in ("order", "group"):
+                    raise UnsupportedQuery(f"a subquery in {'ORDER BY' if key == 'order' else 'GROUP BY'} is "
+                                           f"not supported, at {position(holder)}")
                 found.append((key, holder, query))
+    joins = select.args.get("joins") or []
+    for i, join in enumerate(joins):
+        on = join.args.get("on")
+        if on is None:
+            continue
+        for holder, query in _holders_in(on, select):
+            outer = join.side or (join.kind or "").upper() not in ("", "INNER", "CROSS")
+            if outer or any(j.side in ("RIGHT", "FULL") for j in joins[i + 1:]):
+                raise UnsupportedQuery(f"a subquery in the ON clause of an outer join (or of a join followed by a "
+                                       f"RIGHT/FULL join) is not supported, at {position(holder)}")
+            found.append(("on", holder, query))
     return found
+
+
+def _clause_nodes(select: exp.Select, key: str) -> list[exp.Expression]:
+    value = select.args.get(key)
+    return [n for n in (value if isinstance(value, list) else [value]) if n is not None]
+
+
+def _holders_in(node: exp.Expression, select: exp.Select):
+    for holder in node.find_all(exp.Subquery, exp.Exists, exp.All):
+        if isinstance(holder, exp.Subquery) and isinstance(holder.parent, exp.All):
+            continue  # seen as its ALL
+        if not isinstance(holder.this, exp.Query):
+            continue
+        if holder.find_ancestor(exp.Select, exp.SetOperation) is not select:
+            continue
+        yield holder, holder.this
 
 
 def negated(node: exp.Expression, select: exp.Select) -> bool:
@@ -172,13 +230,6 @@ def negated(node: exp.Expression, select: exp.Select) -> bool:
             flips += 1
         child = child.parent
     return flips % 2 == 1
-
-
-def is_correlated(query: exp.Expression) -> bool:
-    inner = {t.alias_or_name for t in query.find_all(exp.Table)}
-    inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
-    inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
-    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
 
 
 def _uses(select: exp.Select, alias: str) -> list[exp.Column]:

@@ -28,9 +28,29 @@ class LineageOn(exp.Expression):
         return not self.expressions and not self.args.get("tables")
 
 
+# What may follow the clause's closing parenthesis: the end of the SELECT. A join condition in parentheses
+# (`JOIN u lineage ON (t.a = lineage.a) WHERE ...`) is followed by anything else.
+_AFTER_CLAUSE = {TokenType.R_PAREN, TokenType.SEMICOLON, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.OFFSET,
+                 TokenType.UNION, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.FETCH}
+
+
 def _is_clause_start(parser) -> bool:
+    """Is the parser at ``LINEAGE ON (...)`` / ``LINEAGE ON TABLES (...)`` -- not at a table aliased
+    ``lineage`` followed by its join condition?"""
     cur, nxt = parser._curr, parser._next
-    return bool(cur and nxt and cur.text.upper() == "LINEAGE" and nxt.token_type == TokenType.ON)
+    if not (cur and nxt and cur.text.upper() == "LINEAGE" and nxt.token_type == TokenType.ON):
+        return False
+    tokens, i = parser._tokens, parser._index + 2
+    if i < len(tokens) and tokens[i].text.upper() == "TABLES":
+        return True
+    if i >= len(tokens) or tokens[i].token_type != TokenType.L_PAREN:
+        return False
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
+        if depth == 0:
+            return j + 1 >= len(tokens) or tokens[j + 1].token_type in _AFTER_CLAUSE
+    return False
 
 
 # Functions sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear().

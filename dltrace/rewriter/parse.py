@@ -6,7 +6,7 @@ import sqlglot
 from sqlglot import exp
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
-from dltrace.names import RESERVED_PREFIX, RID
+from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 
@@ -80,20 +80,23 @@ def check_query(tree: exp.Expression) -> None:
 
 
 def _check_reserved(node: exp.Expression) -> None:
-    name = None
+    """Names dltrace gives its own columns, relations and lambda variables start with a reserved prefix, so a
+    user name with one could be captured by them: refused (the row id ``dl_rid`` can be read)."""
+    names = []
     if isinstance(node, exp.Alias):
-        name = node.alias
+        names.append(node.alias)
     elif isinstance(node, exp.TableAlias):
-        name = node.name
-        for col in node.columns:
-            if col.name.lower().startswith(RESERVED_PREFIX):
-                name = col.name
+        names += [node.name, *(c.name for c in node.columns)]
     elif isinstance(node, exp.CTE):
-        name = node.alias
-    elif isinstance(node, exp.Column) and node.name.lower().startswith(RESERVED_PREFIX):
-        if node.name.lower() != RID:
-            raise ReservedName(
-                f"column {node.name!r} uses the reserved prefix 'dl_' (only dl_rid can be read), at {position(node)}"
-            )
-    if name and name.lower().startswith(RESERVED_PREFIX):
-        raise ReservedName(f"name {name!r} uses the reserved prefix 'dl_'; choose another name, at {position(node)}")
+        names.append(node.alias)
+    elif isinstance(node, exp.Table):
+        names.append(node.name)
+    elif isinstance(node, exp.Column) and node.name.lower() != RID:
+        names.append(node.name)
+    elif isinstance(node, exp.Lambda):
+        names += [v.name for v in node.expressions]
+    for name in names:
+        prefix = reserved_prefix(name)
+        if prefix:
+            raise ReservedName(f"name {name!r} starts with {prefix!r}, a prefix dltrace reserves for its own names "
+                               f"({', '.join(RESERVED_PREFIXES)}); choose another name, at {position(node)}")

@@ -23,6 +23,7 @@ class Slot:
     kind: str  # "rid" (scalar BIGINT) | "set" (array or bitmap)
     const: bool = False
     nullable: bool = False
+    grouped: bool = False  # already one set per group (a HAVING witness): an aggregation unions it as it is
 
     def demoted(self) -> "Slot":
         """The slot seen through the null-padded side of an outer join."""

@@ -1,11 +1,25 @@
-"""Decorrelate subqueries (sqlglot's unnest_subqueries), keeping what lineage needs to know about them.
+"""Decorrelate subqueries (sqlglot's unnest_subqueries) where that keeps the query's answer, and mark them.
 
-Marks each subquery that decorrelation turned into a join (``meta[DECORRELATED]``), and keeps a copy of every
-uncorrelated WHERE/HAVING subquery on its SELECT (``meta[PREDICATE_SUBQUERIES]``): control lineage needs all
-of their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
+sqlglot turns a subquery predicate into a join and replaces the predicate by a two-valued test
+(``NOT _u.k IS NULL``) or the subquery by a joined column. That is exact only in some positions, so a
+subquery is handed to sqlglot only when its rewrite is valid:
 
-Valid where sqlglot's rewrite is: a top-level conjunct of WHERE (IN, EXISTS, scalar comparisons) becomes a
-join whose NULL and FALSE both drop the row.
+- ``x IN (S)`` / ``x = ANY (S)``: only as a positive filter -- reached from WHERE (or an inner join's ON)
+  through AND, OR and parentheses alone. There NULL and FALSE both drop the row (AND/OR are monotone in
+  Kleene logic), so the two-valued test is equivalent; under NOT, in a comparison (``= false``), ``IS NULL``,
+  CASE, HAVING or the SELECT list it is not (``NULL IN (...)`` is NULL, the test FALSE);
+- ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test);
+- a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
+  and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
+  or several rows would drop or repeat outer rows where the engine gives NULL or an error);
+- ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place).
+
+Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
+the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
+
+Marks each subquery that decorrelation made a FROM/JOIN item (``meta[DECORRELATED]``), and keeps a copy of
+every uncorrelated WHERE/HAVING subquery on its SELECT (``meta[PREDICATE_SUBQUERIES]``): control lineage needs
+all of their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
 """
 
 from __future__ import annotations
@@ -16,15 +30,18 @@ from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
 from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
+_KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 
 
 def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Expression:
     tree = expression.copy()
     _remember_predicate_subqueries(tree)
+    kept = _keep_in_place(tree)
     before = {id(s) for s in tree.find_all(exp.Subquery)}
     try:
         tree = unnest_subqueries(tree)
@@ -33,7 +50,110 @@ def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Express
     for sub in tree.find_all(exp.Subquery):
         if id(sub) not in before and isinstance(sub.parent, (exp.Join, exp.From)):
             sub.meta[DECORRELATED] = True
+    for placeholder in list(tree.find_all(exp.Anonymous)):
+        if placeholder.name == _KEPT:
+            placeholder.replace(kept[int(placeholder.expressions[0].name)])
     return tree
+
+
+def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
+    """What a subquery written in a clause tests: ``(kind, predicate node, comparison)``.
+
+    kind is "exists", "in" (comparison "="), "any" / "all" (with their comparison: "=", ">", ...), or
+    "scalar"; the predicate node is the EXISTS, the IN, the comparison around ANY/ALL, or the subquery.
+    """
+    if isinstance(holder, exp.Exists):
+        return "exists", holder, None
+    parent = holder.parent
+    if isinstance(parent, exp.In):
+        return "in", parent, "="
+    if isinstance(holder, (exp.Any, exp.All)) or isinstance(parent, (exp.Any, exp.All)):
+        quantifier = holder if isinstance(holder, (exp.Any, exp.All)) else parent
+        comparison = quantifier.parent
+        if isinstance(comparison, exp.Binary) and comparison.key in _COMPARISONS:
+            kind = "any" if isinstance(quantifier, exp.Any) else "all"
+            return kind, comparison, _COMPARISONS[comparison.key]
+        raise UnsupportedQuery(f"{type(quantifier).__name__.upper()} outside a comparison is not supported, "
+                               f"at {position(quantifier)}")
+    return "scalar", holder, None
+
+
+_COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _keep_in_place(tree: exp.Expression) -> list[exp.Expression]:
+    """Swap every subquery sqlglot cannot decorrelate exactly for a placeholder; return them by number."""
+    kept: list[exp.Expression] = []
+    for holder in list(_holders(tree)):
+        if holder.parent is None or _safe_to_decorrelate(holder):
+            continue
+        kept.append(holder)
+        holder.replace(exp.Anonymous(this=_KEPT, expressions=[exp.Literal.number(len(kept) - 1)]))
+    return kept
+
+
+def _holders(tree: exp.Expression):
+    """Subqueries written in a clause (not FROM items, not CTEs), outermost first."""
+    for node in tree.walk():
+        if isinstance(node, exp.Exists):
+            yield node
+        elif isinstance(node, exp.All) and isinstance(node.this, exp.Query):
+            yield node
+        elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)):
+            if isinstance(node.this, exp.Query) and not isinstance(node.parent, exp.All):
+                yield node
+
+
+def _safe_to_decorrelate(holder: exp.Expression) -> bool:
+    query = holder.this
+    kind, predicate, comparison = subquery_kind(holder)
+    correlated = is_correlated(query)
+    if kind == "exists":
+        return correlated
+    if kind in ("in", "any"):
+        return comparison == "=" and _positive_filter(predicate)
+    if kind == "all":
+        return False
+    return _one_value(query, correlated)
+
+
+def _positive_filter(predicate: exp.Expression) -> bool:
+    """Reached from WHERE or an inner join's ON through AND / OR / parentheses only."""
+    node = predicate.parent
+    while isinstance(node, (exp.And, exp.Or, exp.Paren)):
+        node = node.parent
+    if isinstance(node, exp.Where):
+        return True
+    return isinstance(node, exp.Join) and predicate.find_ancestor(exp.Join) is node and not node.side \
+        and not any(isinstance(n, exp.Or) for n in _path(predicate, node))
+
+
+def _path(node: exp.Expression, top: exp.Expression) -> list[exp.Expression]:
+    out = []
+    while node is not None and node is not top:
+        out.append(node)
+        node = node.parent
+    return out
+
+
+def _one_value(query: exp.Expression, correlated: bool) -> bool:
+    """Does the scalar subquery give exactly one value (per outer row when correlated)?"""
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+        return False
+    value = query.expressions[0].unalias()
+    if value.find(exp.AggFunc) is None or value.find(exp.Window) is not None:
+        return False  # not an aggregate of the subquery's rows (a query that may give 0 or many values)
+    if correlated:
+        return True
+    return not any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify"))
+
+
+def is_correlated(query: exp.Expression) -> bool:
+    """Does ``query`` read a column of a table it does not define (an outer query's)?"""
+    inner = {t.alias_or_name for t in query.find_all(exp.Table)}
+    inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
+    inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
+    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
 
 
 def _remember_predicate_subqueries(tree: exp.Expression) -> None:

@@ -21,8 +21,13 @@ def dlunion(group: list[Slot], ctx: Context, table: str) -> tuple[list[exp.Expre
         parts.append(fns.dlunion_rids(rids[0], wide))
     elif rids:
         parts.append(fns.dlunion_rid_lists(rids, wide))
-    parts += [fns.dlunion_sets(s.expr, wide) for s in group if s.kind == "set" and not s.const]
-    return parts, [False] * len(parts)
+    parts += [fns.dlunion_sets(s.expr, wide) for s in group if s.kind == "set" and not s.const and not s.grouped]
+    nullable = [False] * len(parts)
+    for s in group:
+        if s.grouped:
+            parts.append(s.expr)
+            nullable.append(True)
+    return parts, nullable
 
 
 def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) -> tuple[exp.Select, list[Exported]]:

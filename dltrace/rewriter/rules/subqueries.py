@@ -4,8 +4,9 @@ In witness mode a decorrelated subquery contributes its lineage only where it ma
 (:func:`dltrace.rewriter.analysis.contributes`): IN/EXISTS joins used positively contribute their group's rows,
 used under NOT (NOT EXISTS) nothing. A non-equality correlation keeps, beside each aggregated value, the rids
 of its row, and only the elements the witness test accepts contribute: exact witnesses, never a superset.
-A subquery left in a clause contributes its whole lineage (:func:`analysis.whole_lineage_subqueries`), once:
-hoisted to the output when every row of its SELECT reaches the output, else cross joined as a constant.
+A subquery left in a clause (:func:`analysis.clause_subqueries`) contributes its whole lineage, once: hoisted to
+the output when every row of its SELECT reaches the output, else cross joined as a constant; or, for IN / ANY /
+ALL, exactly its witnesses (:func:`witness_slots`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.analysis import array_witness, contributes, whole_lineage_subqueries
+from dltrace.rewriter.analysis import ClauseSubquery, array_witness, clause_subqueries, contributes, is_aggregate
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate
@@ -30,7 +31,7 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context) -> l
         return _witness_array_slots(sub, select, ctx, witness)
     join = sub.parent if isinstance(sub.parent, exp.Join) else None
     single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
-    if single_row and reaches_every_output_row(select, ctx):
+    if single_row and reaches_every_output_row(select, ctx, per_input_row=True):
         hoist(inner.copy(), ctx)  # an uncorrelated scalar subquery: its lineage, once
         return []
     new_inner, exported = ctx.instrument(inner, ctx, final=False)
@@ -78,15 +79,19 @@ def _witness_array_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, wi
     return out
 
 
-def reaches_every_output_row(select: exp.Select, ctx: Context) -> bool:
-    """Does every row of ``select`` feed the query's output rows unconditionally?
+def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bool = False) -> bool:
+    """Does every output row of the query derive from the rows of ``select`` unconditionally?
 
     True along FROM items, inner/cross joins and the preserved side of outer joins up to the query's
-    root; false under a set operation, a CTE, a predicate, or the null-padded side of an outer join.
-    Lineage that is constant over such a select can be computed once and added to every output row,
-    instead of being copied into each of its rows (the cost Perm's rewrites pay).
+    root; false under a set operation, a CTE, a predicate, or the null-padded side of an outer join, and
+    under a global aggregate (its one row exists even when no row reaches it). ``per_input_row``: the
+    lineage belongs to the rows *entering* ``select`` (a WHERE/ON subquery), so ``select`` itself must not be
+    a global aggregate either. Lineage that is constant over such a select can be computed once and added to
+    every output row, instead of being copied into each of its rows (the cost Perm's rewrites pay).
     """
     if not ctx.fns.scalar_subquery_arguments:
+        return False
+    if per_input_row and _global_aggregate(select):
         return False
     node = select
     while node is not ctx.root:
@@ -97,7 +102,7 @@ def reaches_every_output_row(select: exp.Select, ctx: Context) -> bool:
             if (parent.side or "").upper() in ("LEFT", "FULL") or parent.args.get("kind") in ("SEMI", "ANTI"):
                 return False
         elif isinstance(parent, exp.Select):
-            if node.arg_key not in ("from_", "joins"):
+            if node.arg_key not in ("from_", "joins") or _global_aggregate(parent):
                 return False
             if any((j.side or "").upper() in ("RIGHT", "FULL") for j in parent.args.get("joins") or []):
                 return False
@@ -105,6 +110,10 @@ def reaches_every_output_row(select: exp.Select, ctx: Context) -> bool:
             return False
         node = parent
     return True
+
+
+def _global_aggregate(select: exp.Select) -> bool:
+    return is_aggregate(select) and not select.args.get("group")
 
 
 def _lineage_aggregate(query: exp.Expression, ctx: Context):
@@ -125,27 +134,80 @@ def hoist(query: exp.Expression, ctx: Context) -> None:
         ctx.hoisted.append((e.table, exp.Subquery(this=one)))
 
 
-def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context) -> list[Slot]:
+def _cross_join(select: exp.Select, query: exp.Select, ctx: Context) -> str:
+    """Cross join the one-row ``query`` into ``select``; returns its alias."""
+    alias = ctx.fresh("_dl_l")
+    sub = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+    if select.args.get("from_") is None:
+        select.from_(sub, copy=False)
+    else:
+        select.join(sub, join_type="CROSS", copy=False)
+    return alias
+
+
+def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, per_input_row: bool = False) -> list[Slot]:
     """The whole lineage of ``query`` (one row) for every row of ``select``: hoisted to the output when
     every row of ``select`` reaches it, else cross joined (constant slots)."""
-    if reaches_every_output_row(select, ctx):
+    if reaches_every_output_row(select, ctx, per_input_row):
         hoist(query, ctx)
         return []
     agg, agg_exported = _lineage_aggregate(query, ctx)
     if not agg.expressions:
         return []
-    alias = ctx.fresh("_dl_l")
-    sub = exp.Subquery(this=agg, alias=exp.TableAlias(this=exp.to_identifier(alias)))
-    if select.args.get("from_") is None:
-        select.from_(sub, copy=False)
-    else:
-        select.join(sub, join_type="CROSS", copy=False)
+    alias = _cross_join(select, agg, ctx)
     return [Slot(e.table, exp.column(e.name, table=alias), "set", const=True, nullable=True) for e in agg_exported]
 
 
+_COMPARE = {"=": exp.EQ, "<>": exp.NEQ, ">": exp.GT, ">=": exp.GTE, "<": exp.LT, "<=": exp.LTE}
+
+
+def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list[Slot]:
+    """Lineage of ``x IN (S)`` / ``x op ANY (S)`` / ``x op ALL (S)`` kept in place: the rows of S with their
+    rids, gathered once into one array (a cross-joined row), filtered per row by the comparison.
+
+    Valid anywhere the predicate is evaluated: a row gets the rows ``s`` with ``x op s`` TRUE (ANY), or all
+    of them when every comparison is TRUE (ALL) -- exactly the witnesses, empty when the predicate is not
+    TRUE. In an aggregating SELECT's projection or HAVING the test is per group.
+    """
+    fns = ctx.fns
+    inner, exported = ctx.instrument(use.query.copy(), ctx.scoped(), final=False)
+    if any(e.kind != "rid" for e in exported):
+        raise UnsupportedQuery(f"IN / ANY / ALL over a subquery that aggregates, outside a WHERE conjunct, is not "
+                               f"supported, at {position(use.operand)}")
+    names = {e.name for e in exported}
+    value = next(n for n in inner.named_selects if n not in names)
+    holder, array = ctx.fresh("_dl_q"), ctx.fresh("_dl_w")
+    fields = {"v": exp.column(value, table=holder, quoted=True)}
+    fields.update({f"r{i}": exp.column(e.name, table=holder, quoted=True) for i, e in enumerate(exported)})
+    rows = exp.select(exp.alias_(fns.agg_list(fns.struct(fields)), array)).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
+    arr: exp.Expression = exp.column(array, table=_cross_join(select, rows, ctx))
+    grouped = is_aggregate(select) and use.clause in ("expressions", "having")
+    if grouped:
+        arr = fns.any_value(arr)  # one value for the whole query: any row of the group has it
+    var = "_dl_e"
+    element = exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier("v"))
+    passes = exp.func("coalesce", _COMPARE[use.comparison](this=use.operand.copy(), expression=element),
+                      exp.false())
+    kept = fns.filter(arr.copy(), passes, var)
+    out = []
+    for i, e in enumerate(exported):
+        field = exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier(f"r{i}"))
+        ids = fns.transform((kept if use.quantifier == "any" else arr).copy(), field, var)
+        found = fns.ids_to_set(ids, e.table in ctx.wide)
+        if use.quantifier == "all":
+            every = exp.EQ(this=exp.ArraySize(this=kept.copy()), expression=exp.ArraySize(this=arr.copy()))
+            found = exp.Case(ifs=[exp.If(this=every, true=found)])
+        out.append(Slot(e.table, found, "set", nullable=True, grouped=grouped))
+    return out
+
+
 def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
-    """Lineage of the subqueries still written inside ``select`` after decorrelation."""
+    """Lineage of the subqueries still written in ``select``'s clauses after decorrelation."""
     slots: list[Slot] = []
-    for query in whole_lineage_subqueries(select, ctx.control):
-        slots += lineage_join(select, query.copy(), ctx)
+    for use in clause_subqueries(select, ctx.control):
+        if use.how == "witness":
+            slots += witness_slots(select, use, ctx)
+        else:
+            slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"))
     return slots
