@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dltrace.engines import BITS64, lineage_functions
 from dltrace.errors import DltraceError
-from dltrace.rewriter.functions import BITS64, LineageFunctions
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.instrument import instrument
 from dltrace.rewriter.lineage_on import ON_COLUMN, OnSpec, add_dictionary, replace_occurrences, resolve, take_clause
@@ -39,7 +39,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     """Instrument a parsed query (in ``dialect``) for forward lineage."""
     if semantics not in SEMANTICS:
         raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
-    fns = LineageFunctions(dialect, strategy)
+    fns = lineage_functions(dialect, strategy)
     tree = tree.copy()
     clause = take_clause(tree)
     check_query(tree)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from dltrace.rewriter.functions import LineageFunctions
+from dltrace.engines import LineageFunctions
 
 
 @dataclass(frozen=True)
