@@ -1,8 +1,8 @@
 """Everything that depends on which engine runs: the adapters and their lineage SQL.
 
 The rule: nothing outside ``engines/`` knows which engine runs. Other code reaches an engine through the
-:class:`~dltrace.engines.base.Engine` protocol, and the lineage SQL of a dialect through
-:func:`lineage_functions`.
+:class:`~dltrace.engines.base.Engine` protocol, the lineage SQL of a dialect through
+:func:`lineage_functions`, and what an engine adds to sqlglot's generator through :func:`generator_transforms`.
 
 Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``: they import the engine's library)
 and its lineage SQL (``duckdb_sql.py``, ``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()`` runs with no
@@ -21,6 +21,7 @@ from dltrace.engines.lineage_sql import (
     EMPTY_BITMAP32,
     EMPTY_BITMAP64,
     STRATEGIES,
+    GeneratorTransforms,
     LineageFunctions,
 )
 from dltrace.engines.spark_sql import SparkFunctions
@@ -59,7 +60,16 @@ def lineage_functions(dialect: str, strategy: str) -> LineageFunctions:
     return functions(dialect, strategy)
 
 
+def generator_transforms(dialect: str) -> GeneratorTransforms:
+    """What an engine adds to sqlglot's generator of its own dialect ``dialect`` (functions sqlglot does not
+    transpile there); nothing for any other dialect, whether an engine runs it or not."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    if functions is None or dialect.lower() != functions.dialects[0]:
+        return {}
+    return dict(functions.generator_transforms)
+
+
 __all__ = [
-    "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "LineageFunctions",
-    "lineage_functions", "make_engine", "resolve_source",
+    "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
+    "LineageFunctions", "generator_transforms", "lineage_functions", "make_engine", "resolve_source",
 ]

@@ -13,7 +13,7 @@ rewriter runs with no engine at all.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 from sqlglot import exp
 
@@ -23,6 +23,10 @@ STRATEGIES = ("set", "bitmap")
 BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
 EMPTY_BITMAP32 = "3A30000000000000"  # portable serialisation of the empty 32-bit roaring bitmap
 EMPTY_BITMAP64 = "0000000000000000"  # ... and of the empty 64-bit one
+
+# sqlglot Expression class -> generator function (self, expression) -> SQL text
+GeneratorTransforms = dict[type[exp.Expression], Callable[[Any, Any], str]]
+
 
 def call(name: str, *args: exp.Expression) -> exp.Expression:
     """A call of the SQL function ``name``, generated as written whatever the dialect."""
@@ -42,6 +46,9 @@ class LineageFunctions:
 
     #: the sqlglot dialects this engine's SQL is written for; the first is the engine's own
     dialects: ClassVar[tuple[str, ...]] = ()
+    #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
+    #: transpile there
+    generator_transforms: ClassVar[GeneratorTransforms] = {}
     set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
     bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
     from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value

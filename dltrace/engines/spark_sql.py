@@ -15,6 +15,8 @@ class SparkFunctions(LineageFunctions):
     """Lineage SQL in Spark's dialect."""
 
     dialects = ("spark", "spark2", "databricks")
+    # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
+    generator_transforms = {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)}
     set_type = "ARRAY<BIGINT>"
     bitmap_type = "BINARY"
     from_hex = "unhex"
