@@ -1,13 +1,15 @@
-"""Everything that depends on which engine runs: the adapters and their lineage SQL.
+"""Everything that depends on which engine runs: the adapters, their lineage SQL and their dl_* functions.
 
-The rule: nothing outside ``engines/`` knows which engine runs. Other code reaches an engine through the
-:class:`~dltrace.engines.base.Engine` protocol, the lineage SQL of a dialect through
-:func:`lineage_functions`, and what an engine adds to sqlglot's generator through :func:`generator_transforms`.
+The rule: nothing outside ``engines/`` knows which engine runs (``tests/test_engine_boundary.py`` checks it).
+Other code reaches an engine through the :class:`~dltrace.engines.base.Engine` protocol, the lineage SQL of a
+dialect through :func:`lineage_functions` (and what its engine adds to sqlglot's generator through
+:func:`generator_transforms`), and a user's own connection through :func:`install_functions_on`.
 
-Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``: they import the engine's library)
-and its lineage SQL (``duckdb_sql.py``, ``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()`` runs with no
-engine installed or started). The engine-free parts (the Engine protocol and the table sources, the shared
-lineage SQL builders) are ``base.py`` and ``lineage_sql.py``.
+Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``: they import the engine's library),
+its lineage SQL (``duckdb_sql.py``, ``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()`` runs with no
+engine installed or started) and the installation of its dl_* functions (``duckdb_udfs.py``,
+``spark_udfs.py``). The engine-free parts (the Engine protocol and the table sources, the shared lineage SQL
+builders) are ``base.py`` and ``lineage_sql.py``.
 """
 
 from __future__ import annotations
@@ -69,7 +71,21 @@ def generator_transforms(dialect: str) -> GeneratorTransforms:
     return dict(functions.generator_transforms)
 
 
+def install_functions_on(target: Any) -> None:
+    """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
+    # imported here for the reason given in make_engine
+    from dltrace.engines import duckdb as duckdb_adapter
+    from dltrace.engines import spark as spark_adapter
+
+    for adapter in (duckdb_adapter, spark_adapter):
+        if adapter.owns(target):
+            adapter.install_functions_on(target)
+            return
+    raise DltraceError(f"cannot install dl_* functions on a {type(target).__name__}")
+
+
 __all__ = [
     "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
-    "LineageFunctions", "generator_transforms", "lineage_functions", "make_engine", "resolve_source",
+    "LineageFunctions", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
+    "resolve_source",
 ]

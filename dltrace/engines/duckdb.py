@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from dltrace.engines import duckdb_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 
 def _ident(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+def owns(obj: Any) -> bool:
+    """Is ``obj`` a DuckDB connection (or a cursor of one)?"""
+    return isinstance(obj, duckdb.DuckDBPyConnection)
+
+
+def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the dl_* functions on a user's own connection (see :mod:`dltrace.engines.duckdb_udfs`)."""
+    duckdb_udfs.install(con)
 
 
 def _one_line(e: Exception) -> str:
@@ -91,9 +104,7 @@ class DuckDBEngine:
     def install_functions(self) -> None:
         if self._installed:
             return
-        from dltrace.udafs import install
-
-        install(self.con)
+        duckdb_udfs.install(self.con)
         self._installed = True
 
     def close(self) -> None:

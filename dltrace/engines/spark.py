@@ -18,12 +18,24 @@ from typing import Any
 
 import pyarrow as pa
 
+from dltrace.engines import spark_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def owns(obj: Any) -> bool:
+    """Is ``obj`` PySpark's (a SparkSession, classic or Spark Connect)? Told by its type's module, so asking
+    never imports pyspark."""
+    return type(obj).__module__.startswith("pyspark")
+
+
+def install_functions_on(spark: Any) -> None:
+    """Register the dl_* functions on a user's own SparkSession (see :mod:`dltrace.engines.spark_udfs`)."""
+    spark_udfs.install(spark)
 
 
 def _one_line(e: BaseException) -> str:
@@ -279,9 +291,7 @@ class SparkEngine:
     def install_functions(self) -> None:
         if self._installed:
             return
-        from dltrace.udafs import install
-
-        install(self.spark)
+        spark_udfs.install(self.spark)
         self._installed = True
 
     def close(self) -> None:
