@@ -13,10 +13,6 @@ from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, 
 from dltrace.errors import QueryError, SourceError
 
 
-def _ident(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql("duckdb")
-
-
 def owns(obj: Any) -> bool:
     """Is ``obj`` a DuckDB connection (or a cursor of one)?"""
     return isinstance(obj, duckdb.DuckDBPyConnection)
@@ -45,6 +41,9 @@ class DuckDBEngine:
         self._arrow: dict[str, pa.Table] = {}
         self._installed = False
 
+    def quote(self, name: str) -> str:
+        return exp.to_identifier(name, quoted=True).sql(self.name)
+
     def register(self, name: str, source: Source) -> None:
         if isinstance(source, NativeSource):
             raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
@@ -68,14 +67,14 @@ class DuckDBEngine:
             )
         body = "\nUNION ALL\n".join(parts)
         try:
-            self.con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS {body}")
-            names = [r[0] for r in self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()]
+            self.con.execute(f"CREATE OR REPLACE VIEW {self.quote(name)} AS {body}")
+            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()]
         except duckdb.Error as e:
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
         check_columns([n for n in names if n != RID])
 
     def columns(self, name: str) -> dict[str, str]:
-        rows = self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()
+        rows = self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()
         return {r[0]: r[1] for r in rows if r[0] != RID}
 
     def sql(self, text: str) -> pa.Table:
@@ -88,7 +87,7 @@ class DuckDBEngine:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
 
     def materialize(self, name: str, text: str) -> None:
-        self.sql(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {text}")
+        self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
 
     def drop(self, name: str) -> None:
         if self._arrow.pop(name, None) is not None:
@@ -99,7 +98,7 @@ class DuckDBEngine:
         ).fetchall()
         if kind:
             what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
-            self.con.execute(f"DROP {what} IF EXISTS {_ident(name)}")
+            self.con.execute(f"DROP {what} IF EXISTS {self.quote(name)}")
 
     def install_functions(self) -> None:
         if self._installed:
