@@ -43,9 +43,9 @@ def load(path, session: Session, allow_stale: bool = False):
 
 def install(target) -> None:
     """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
-    from dltrace.udafs import install as _install
+    from dltrace.engines import install_functions_on
 
-    _install(target)
+    install_functions_on(target)
 
 
 __all__ = [

@@ -251,6 +251,14 @@ def test_materialize_and_drop(fresh):
     one_line(e)
 
 
+def test_quote_is_the_engines_own(fresh):
+    """``quote`` writes an identifier the engine's way, so code outside engines/ never hand-quotes."""
+    assert fresh.engine.quote('a"b`c') == {"duckdb": '"a""b`c"', "spark": '`a"b``c`'}[fresh.dialect]
+    fresh.engine.materialize("Quoted_T", "SELECT 7 AS n")
+    assert fresh.engine.sql(f"SELECT n FROM {fresh.engine.quote('Quoted_T')}").column(0).to_pylist() == [7]
+    fresh.engine.drop("Quoted_T")
+
+
 # -- bad input: one-line errors ----------------------------------------------------------------------
 
 def test_missing_file(fresh, tmp_path):

@@ -38,6 +38,14 @@ def test_round_trip(dialect, clause):
     assert generate(parse(out, dialect)[0], dialect) == out
 
 
+def test_engine_transforms_only_in_the_engine_dialect():
+    # sqlglot leaves DuckDB's week() as WEEK; Spark's engine module adds its WEEKOFYEAR to Spark's generator
+    tree = parse("SELECT week(d) FROM t LINEAGE ON (week(d))", "duckdb")[0]
+    assert generate(tree, "spark") == "SELECT WEEKOFYEAR(d) FROM t LINEAGE ON (WEEKOFYEAR(d))"
+    assert generate(tree, "duckdb") == "SELECT WEEK(d) FROM t LINEAGE ON (WEEK(d))"
+    assert generate(tree, "postgres") == "SELECT WEEK(d) FROM t LINEAGE ON (WEEK(d))"  # any sqlglot dialect
+
+
 def test_lineage_is_still_a_name():
     tree = parse("SELECT lineage FROM t AS lineage", "duckdb")[0]
     assert tree.args.get("lineage_on") is None

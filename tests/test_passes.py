@@ -14,7 +14,7 @@ import pytest
 from sqlglot import exp
 
 from dltrace.rewriter.analysis import USED_POSITIVELY, prepare
-from dltrace.rewriter.functions import LineageFunctions
+from dltrace.engines import lineage_functions
 from dltrace.rewriter.grammar import generate, parse
 from dltrace.rewriter.lineage_on import resolve, take_clause
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, array_witness
@@ -68,7 +68,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
     tree = parse(query, dialect)[0]
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
-    context = PassContext(dialect, LineageFunctions(dialect, strategy), SCHEMA, on=on)
+    context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA, on=on)
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)
@@ -93,7 +93,7 @@ def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
     for name in ("decorrelate.sql", "array_witness.sql", "instrument.sql"):
         before, under_test, dialect, strategy = PASSES[name]
-        context = PassContext(dialect, LineageFunctions(dialect, strategy), SCHEMA)
+        context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA)
         tree = parse(query, dialect)[0]
         if before is not None:
             tree = before(tree, context)
@@ -109,7 +109,7 @@ def test_witness_uses_are_marked_before_translation():
         query = ('SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE ' + negation +
                  'EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")')
         for dialect in ("duckdb", "spark"):
-            context = PassContext(dialect, LineageFunctions(dialect, "set"), SCHEMA)
+            context = PassContext(dialect, lineage_functions(dialect, "set"), SCHEMA)
             tree = prepare(parse(query, "duckdb")[0], context).tree
             subs = [s for s in tree.find_all(exp.Subquery) if s.meta.get(DECORRELATED)]
             assert len(subs) == 1 and subs[0].meta[ARRAY_WITNESS].tests
@@ -117,6 +117,6 @@ def test_witness_uses_are_marked_before_translation():
 
 
 def test_instrument_names_the_lineage_columns():
-    context = PassContext("duckdb", LineageFunctions("duckdb", "set"), SCHEMA)
+    context = PassContext("duckdb", lineage_functions("duckdb", "set"), SCHEMA)
     tree = prepare(parse("SELECT t.a FROM t JOIN u ON t.a = u.a", "duckdb")[0], context).tree
     assert instrument(tree, context).meta[LINEAGE_COLUMNS] == {"t": "dl_t", "u": "dl_u"}

@@ -64,6 +64,15 @@ def test_unknown_strategy_and_semantics():
         dltrace.rewrite("SELECT a FROM t", schema=S, semantics="why")
 
 
+def test_output_dialect_without_an_engine():
+    with pytest.raises(dltrace.DltraceError, match="no engine runs the dialect 'postgres'"):
+        dltrace.rewrite("SELECT a FROM t", schema=S, dialect="postgres")
+    # the Spark family shares Spark's lineage SQL; the input may be in any dialect sqlglot reads
+    spark = dltrace.rewrite("SELECT a FROM t", schema=S, dialect="spark")
+    assert dltrace.rewrite("SELECT a FROM t", schema=S, dialect="databricks") == spark
+    assert dltrace.rewrite("SELECT a FROM t", schema=S, dialect="spark", read="postgres") == spark
+
+
 def test_source_with_reserved_column_is_refused():
     s = dltrace.connect("duckdb")
     with pytest.raises(dltrace.ReservedName, match="dl_x"):

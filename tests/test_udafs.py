@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 
+from dltrace import install
 from dltrace.udafs import bitmap as B
 from dltrace.udafs import bitmap_arrow as BA
-from dltrace.udafs import decode, install
+from dltrace.udafs import decode
 
 B32 = 1 << 32
 
@@ -342,6 +343,13 @@ def test_duckdb_install_on_cursor_and_top_level():
     dltrace.install(c)
     assert c.execute("SELECT dl_count(dl_bitmap_build([5]))").fetchall() == [(1,)]
     c.close()
+
+
+def test_install_refuses_what_no_engine_owns():
+    import dltrace
+
+    with pytest.raises(dltrace.DltraceError, match="cannot install dl_\\* functions on a dict"):
+        dltrace.install({})
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets, table_ref
 from dltrace.errors import DltraceError
 from dltrace.rewriter.analysis import SEMANTICS, prepare
-from dltrace.rewriter.functions import LineageFunctions
+from dltrace.engines import lineage_functions
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
 
@@ -42,7 +42,7 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
     read = dialect or session.dialect
     tree = parse_query(sql, read)
     session.check_tables(tree)
-    context = PassContext(session.dialect, LineageFunctions(session.dialect, "set"),
+    context = PassContext(session.dialect, lineage_functions(session.dialect, "set"),
                           {t.lower(): c for t, c in session.schema().items()}, semantics)
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)

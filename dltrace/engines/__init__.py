@@ -1,16 +1,46 @@
-"""Engine adapters behind one protocol (:class:`dltrace.engines.base.Engine`)."""
+"""Everything that depends on which engine runs: the adapters, their lineage SQL and their dl_* functions.
+
+The rule: nothing outside ``engines/`` knows which engine runs (``tests/test_engine_boundary.py`` checks it).
+Other code reaches an engine through the :class:`~dltrace.engines.base.Engine` protocol, the lineage SQL of a
+dialect through :func:`lineage_functions` (and what its engine adds to sqlglot's generator through
+:func:`generator_transforms`), and a user's own connection through :func:`install_functions_on`.
+
+Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``: they import the engine's library),
+its lineage SQL (``duckdb_sql.py``, ``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()`` runs with no
+engine installed or started) and the installation of its dl_* functions (``duckdb_udfs.py``,
+``spark_udfs.py``). The engine-free parts (the Engine protocol and the table sources, the shared lineage SQL
+builders) are ``base.py`` and ``lineage_sql.py``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dltrace.engines.base import RID, Engine, resolve_source
+from dltrace.engines.duckdb_sql import DuckDBFunctions
+from dltrace.engines.lineage_sql import (
+    BITS64,
+    EMPTY_BITMAP32,
+    EMPTY_BITMAP64,
+    STRATEGIES,
+    GeneratorTransforms,
+    LineageFunctions,
+)
+from dltrace.engines.spark_sql import SparkFunctions
+from dltrace.errors import DltraceError
 
 ENGINES = ("duckdb", "spark")
+
+# sqlglot dialect name -> the lineage SQL of the engine that runs that dialect
+_FUNCTIONS: dict[str, type[LineageFunctions]] = {
+    name: functions for functions in (DuckDBFunctions, SparkFunctions) for name in functions.dialects
+}
 
 
 def make_engine(kind: str, **options: Any) -> Engine:
     """Build the adapter for ``kind`` ("duckdb" or "spark"); options go to its constructor."""
+    # The adapters are imported here, not above: they load duckdb or pyspark, and the rewriter imports
+    # this package.
     if kind == "duckdb":
         from dltrace.engines.duckdb import DuckDBEngine
 
@@ -19,9 +49,43 @@ def make_engine(kind: str, **options: Any) -> Engine:
         from dltrace.engines.spark import SparkEngine
 
         return SparkEngine(**options)
-    from dltrace.errors import DltraceError
-
     raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
 
 
-__all__ = ["ENGINES", "RID", "Engine", "make_engine", "resolve_source"]
+def lineage_functions(dialect: str, strategy: str) -> LineageFunctions:
+    """The builders of lineage SQL in sqlglot dialect ``dialect`` for ``strategy`` ("set" or "bitmap")."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    if functions is None:
+        raise DltraceError(
+            f"no engine runs the dialect {dialect!r}: lineage SQL is written for {', '.join(_FUNCTIONS)}"
+        )
+    return functions(dialect, strategy)
+
+
+def generator_transforms(dialect: str) -> GeneratorTransforms:
+    """What an engine adds to sqlglot's generator of its own dialect ``dialect`` (functions sqlglot does not
+    transpile there); nothing for any other dialect, whether an engine runs it or not."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    if functions is None or dialect.lower() != functions.dialects[0]:
+        return {}
+    return dict(functions.generator_transforms)
+
+
+def install_functions_on(target: Any) -> None:
+    """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
+    # imported here for the reason given in make_engine
+    from dltrace.engines import duckdb as duckdb_adapter
+    from dltrace.engines import spark as spark_adapter
+
+    for adapter in (duckdb_adapter, spark_adapter):
+        if adapter.owns(target):
+            adapter.install_functions_on(target)
+            return
+    raise DltraceError(f"cannot install dl_* functions on a {type(target).__name__}")
+
+
+__all__ = [
+    "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
+    "LineageFunctions", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
+    "resolve_source",
+]

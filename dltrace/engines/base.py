@@ -1,8 +1,9 @@
 """The engine protocol and the table sources every engine understands.
 
 An engine adapter registers tables (each with its stable row id ``dl_rid``), installs the dl_* functions,
-and runs SQL text in its own dialect, returning Arrow. Nothing outside ``engines/`` knows which engine
-runs; lineage logic never lives here.
+quotes names and runs SQL text in its own dialect, returning Arrow. Nothing outside ``engines/`` knows which
+engine runs. Lineage logic (which input rows feed an output row) never lives in an adapter: the engines
+package only says how each engine's SQL spells lineage sets (:mod:`dltrace.engines.lineage_sql`).
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ class Engine(Protocol):
     """What every engine adapter provides. SQL text passed in is in the engine's own dialect."""
 
     name: str  # the sqlglot dialect name: "duckdb" | "spark"
+
+    def quote(self, name: str) -> str:
+        """``name`` as a quoted identifier of the engine's dialect (code outside ``engines/`` never hand-quotes)."""
 
     def register(self, name: str, source: Source) -> None:
         """Expose ``source`` as table ``name`` with its columns plus ``dl_rid`` (BIGINT, 0..n-1)."""

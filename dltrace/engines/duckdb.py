@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from dltrace.engines import duckdb_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 
-def _ident(name: str) -> str:
-    return exp.to_identifier(name, quoted=True).sql("duckdb")
+def owns(obj: Any) -> bool:
+    """Is ``obj`` a DuckDB connection (or a cursor of one)?"""
+    return isinstance(obj, duckdb.DuckDBPyConnection)
+
+
+def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the dl_* functions on a user's own connection (see :mod:`dltrace.engines.duckdb_udfs`)."""
+    duckdb_udfs.install(con)
 
 
 def _one_line(e: Exception) -> str:
@@ -31,6 +40,9 @@ class DuckDBEngine:
             self.con.execute(f"SET threads = {int(threads)}")
         self._arrow: dict[str, pa.Table] = {}
         self._installed = False
+
+    def quote(self, name: str) -> str:
+        return exp.to_identifier(name, quoted=True).sql(self.name)
 
     def register(self, name: str, source: Source) -> None:
         if isinstance(source, NativeSource):
@@ -55,14 +67,14 @@ class DuckDBEngine:
             )
         body = "\nUNION ALL\n".join(parts)
         try:
-            self.con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS {body}")
-            names = [r[0] for r in self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()]
+            self.con.execute(f"CREATE OR REPLACE VIEW {self.quote(name)} AS {body}")
+            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()]
         except duckdb.Error as e:
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
         check_columns([n for n in names if n != RID])
 
     def columns(self, name: str) -> dict[str, str]:
-        rows = self.con.execute(f"DESCRIBE {_ident(name)}").fetchall()
+        rows = self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()
         return {r[0]: r[1] for r in rows if r[0] != RID}
 
     def sql(self, text: str) -> pa.Table:
@@ -75,7 +87,7 @@ class DuckDBEngine:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
 
     def materialize(self, name: str, text: str) -> None:
-        self.sql(f"CREATE OR REPLACE TEMP TABLE {_ident(name)} AS {text}")
+        self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
 
     def drop(self, name: str) -> None:
         if self._arrow.pop(name, None) is not None:
@@ -86,14 +98,12 @@ class DuckDBEngine:
         ).fetchall()
         if kind:
             what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
-            self.con.execute(f"DROP {what} IF EXISTS {_ident(name)}")
+            self.con.execute(f"DROP {what} IF EXISTS {self.quote(name)}")
 
     def install_functions(self) -> None:
         if self._installed:
             return
-        from dltrace.udafs import install
-
-        install(self.con)
+        duckdb_udfs.install(self.con)
         self._installed = True
 
     def close(self) -> None:

@@ -17,13 +17,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+from sqlglot import exp
 
+from dltrace.engines import spark_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+def owns(obj: Any) -> bool:
+    """Is ``obj`` PySpark's (a SparkSession, classic or Spark Connect)? Told by its type's module, so asking
+    never imports pyspark."""
+    return type(obj).__module__.startswith("pyspark")
+
+
+def install_functions_on(spark: Any) -> None:
+    """Register the dl_* functions on a user's own SparkSession (see :mod:`dltrace.engines.spark_udfs`)."""
+    spark_udfs.install(spark)
 
 
 def _one_line(e: BaseException) -> str:
@@ -154,6 +163,9 @@ class SparkEngine:
         return spark
 
     # -- tables ---------------------------------------------------------------------------------
+    def quote(self, name: str) -> str:
+        return exp.to_identifier(name, quoted=True).sql(self.name)
+
     def register(self, name: str, source: Source) -> None:
         with _quiet():
             if isinstance(source, ParquetSource):
@@ -181,7 +193,7 @@ class SparkEngine:
                 check_columns(df.columns)
                 # row_index is the row's position within its file, whatever the splits and pushed filters.
                 rid = (F.col("_metadata.row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
-                frames.append(df.select(*[F.col(_quote(c)) for c in df.columns], rid))
+                frames.append(df.select(*[F.col(self.quote(c)) for c in df.columns], rid))
             df = frames[0]
             for other in frames[1:]:
                 df = df.unionByName(other)
@@ -226,7 +238,7 @@ class SparkEngine:
                 # the id itself is the dense row_number.
                 order = Window.orderBy(F.monotonically_increasing_id())
                 out = df.select(
-                    *[F.col(_quote(c)) for c in df.columns],
+                    *[F.col(self.quote(c)) for c in df.columns],
                     (F.row_number().over(order) - 1).cast("bigint").alias(RID),
                 )
             try:
@@ -241,7 +253,7 @@ class SparkEngine:
     def columns(self, name: str) -> dict[str, str]:
         try:
             with _quiet():
-                schema = self.spark.table(_quote(name)).schema
+                schema = self.spark.table(self.quote(name)).schema
         except _spark_errors() as e:
             raise QueryError(f"Spark: {_one_line(e)}") from None
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
@@ -279,9 +291,7 @@ class SparkEngine:
     def install_functions(self) -> None:
         if self._installed:
             return
-        from dltrace.udafs import install
-
-        install(self.spark)
+        spark_udfs.install(self.spark)
         self._installed = True
 
     def close(self) -> None:

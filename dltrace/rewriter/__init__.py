@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dltrace.engines import BITS64, lineage_functions
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
-from dltrace.rewriter.functions import BITS64, LineageFunctions
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 from dltrace.rewriter.parse import parse_query
@@ -49,7 +49,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more.
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
-    context = PassContext(dialect, LineageFunctions(dialect, strategy), _lower(schema), semantics, wide=wide)
+    context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(prepared.tree, dialect, list(prepared.columns), {}, prepared.on)

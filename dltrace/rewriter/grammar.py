@@ -4,8 +4,9 @@
         LINEAGE ON (expr, ...) | LINEAGE ON () | LINEAGE ON TABLES (table, ...)
         [ORDER BY ...] [LIMIT ...]
 
-The clause is parsed by subclasses of sqlglot's DuckDB and Spark dialects (their parser and generator), into
-a :class:`LineageOn` node stored as the SELECT's ``lineage_on`` argument, and generated back in place.
+The clause is parsed by a subclass of any sqlglot dialect (its parser and generator), into a :class:`LineageOn`
+node stored as the SELECT's ``lineage_on`` argument, and generated back in place. The generator of an engine's
+dialect also takes the transforms that engine adds (:func:`dltrace.engines.generator_transforms`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
+
+from dltrace.engines import GeneratorTransforms, generator_transforms
 
 
 class LineageOn(exp.Expression):
@@ -53,13 +56,7 @@ def _is_clause_start(parser) -> bool:
     return False
 
 
-# Functions sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear().
-_EXTRA_TRANSFORMS = {
-    "Spark": {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)},
-}
-
-
-def _extend(base: type[Dialect]) -> type[Dialect]:
+def _extend(base: type[Dialect], transforms: GeneratorTransforms) -> type[Dialect]:
     class Parser(base.Parser):
         def _parse_query_modifiers(self, this):
             this = super()._parse_query_modifiers(this)
@@ -97,7 +94,7 @@ def _extend(base: type[Dialect]) -> type[Dialect]:
         TRANSFORMS = {
             **base.Generator.TRANSFORMS,
             LineageOn: lambda self, e: self.lineageon_sql(e),
-            **_EXTRA_TRANSFORMS.get(base.__name__, {}),
+            **transforms,
         }
         AFTER_HAVING_MODIFIER_TRANSFORMS = {
             **base.Generator.AFTER_HAVING_MODIFIER_TRANSFORMS,
@@ -116,7 +113,7 @@ def _extend(base: type[Dialect]) -> type[Dialect]:
 def dialect(name: str) -> Dialect:
     """The dialect ``name`` ("duckdb", "spark", ...) extended with the LINEAGE ON clause."""
     base = type(Dialect.get_or_raise(name))
-    return _extend(base)()
+    return _extend(base, generator_transforms(name))()
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:

@@ -13,7 +13,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dltrace.rewriter.functions import LineageFunctions
+from dltrace.engines import LineageFunctions
 
 
 @dataclass(frozen=True)

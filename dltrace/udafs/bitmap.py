@@ -165,35 +165,7 @@ def decode(value: Any) -> list[int]:
     return _as_ids(value).tolist()
 
 
-def count(value: Any) -> int:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(load(value))
-    return int(_as_ids(value).size)
-
-
 def _bm_contains(bm: BitMap | BitMap64, rid: int) -> bool:
+    """Whether ``rid`` is in ``bm``: False for an id outside the bitmap's range (pyroaring would refuse it)."""
     limit = MAX_ID64 if isinstance(bm, BitMap64) else MAX_ID32
     return 0 <= rid <= limit and rid in bm
-
-
-def contains(value: Any, rid: int | None) -> bool | None:
-    if rid is None:
-        return None
-    if value is None:
-        return False
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return _bm_contains(load(value), rid)
-    return any(i == rid for i in value if i is not None)
-
-
-def to_list(value: Any) -> list[int]:
-    return decode(value)
-
-
-def union(a: Any, b: Any) -> bytes | None:
-    """Union of two bitmaps (either may be NULL; NULL only when both are). 64-bit if either input is."""
-    if a is None and b is None:
-        return None
-    loaded = [load(x) for x in (a, b) if x is not None]
-    wide = any(isinstance(x, BitMap64) for x in loaded)
-    return _to_bytes(_union_loaded(loaded, wide))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dltrace.rewriter.functions import LineageFunctions
+from dltrace.engines import LineageFunctions
 from dltrace.rewriter.lineage_on import OnSpec
 
 

@@ -74,7 +74,7 @@ def _witness_array_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, wi
             kept = fns.filter(column.copy(), _on_field(body, var, "v"), var)
             for i in idx:
                 lists.append(fns.transform(kept.copy(), exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier(f"r{i}")), var))
-        ids = lists[0] if len(lists) == 1 else fns._concat(lists, [False] * len(lists))
+        ids = lists[0] if len(lists) == 1 else fns.concat(lists, [False] * len(lists))
         out.append(Slot(table, fns.ids_to_set(ids, table in ctx.wide), "set", nullable=True))
     return out
 

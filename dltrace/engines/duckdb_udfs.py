@@ -91,7 +91,7 @@ def _registered(con: duckdb.DuckDBPyConnection) -> set[str]:
     return {r[0] for r in rows}
 
 
-def install_duckdb(con: duckdb.DuckDBPyConnection) -> None:
+def install(con: duckdb.DuckDBPyConnection) -> None:
     """Register the dl_* functions on ``con`` (idempotent: a second call re-registers them).
 
     The Python UDFs live in the database's catalog and are seen by every cursor of it; the macros are TEMP,

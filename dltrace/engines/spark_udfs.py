@@ -91,7 +91,7 @@ def _udfs() -> dict[str, Any]:
     }
 
 
-def install_spark(spark: Any) -> None:
+def install(spark: Any) -> None:
     """Register the dl_* functions as temporary SQL functions of ``spark`` (idempotent: re-registering replaces)."""
     for name, fn in _udfs().items():
         spark.udf.register(name, fn)

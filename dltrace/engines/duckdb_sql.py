@@ -1,0 +1,79 @@
+"""DuckDB's lineage SQL: list functions, ``list`` aggregates, BIGINT[] sets and BLOB bitmaps.
+
+Pure sqlglot (no duckdb import): the rewriter builds DuckDB SQL with no DuckDB running.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from dltrace.engines.lineage_sql import LineageFunctions, call, lam
+
+# DuckDB's list_distinct hashes every element (12 s for Q1's 6M rids at SF 1); aggregating the rids in
+# order and dropping each one equal to its predecessor is an order of magnitude faster (0.9 s), and for
+# 1.5M small groups still the fastest. The lambda may only repeat the ordered *aggregate*, which DuckDB
+# computes once per group; a repeated scalar would be re-evaluated for every element.
+_DEDUP_SORTED = sqlglot.parse_one(
+    "list_filter(_dl_l, lambda _dl_e, _dl_i: _dl_e IS NOT NULL AND (_dl_i = 1 OR _dl_e <> _dl_l[_dl_i - 1]))",
+    read="duckdb",
+)
+_ORDERED_LIST = sqlglot.parse_one("list(_dl_v ORDER BY _dl_v)", read="duckdb")
+
+
+def _fill(template: exp.Expression, name: str, value: exp.Expression) -> exp.Expression:
+    """``template`` with every column ``name`` replaced by a copy of ``value``."""
+    return template.copy().transform(
+        lambda n: value.copy() if isinstance(n, exp.Column) and not n.table and n.name == name else n
+    )
+
+
+class DuckDBFunctions(LineageFunctions):
+    """Lineage SQL in DuckDB's dialect."""
+
+    dialects = ("duckdb",)
+    set_type = "BIGINT[]"
+    bitmap_type = "BLOB"
+    from_hex = "from_hex"
+
+    def agg_list(self, x: exp.Expression) -> exp.Expression:
+        """``list`` keeps NULL rows; the unions drop them."""
+        return call("list", x)
+
+    def array(self, *xs: exp.Expression) -> exp.Expression:
+        return call("list_value", *xs)
+
+    def any_value(self, x: exp.Expression) -> exp.Expression:
+        return call("any_value", x)
+
+    def empty_ids(self) -> exp.Expression:
+        return exp.cast(exp.Array(expressions=[]), exp.DataType.build("BIGINT[]", dialect="duckdb"))
+
+    def sorted_distinct(self, arr: exp.Expression) -> exp.Expression:
+        # (not the sorted dedup of group_rid_set: inside its lambda DuckDB would re-evaluate a scalar input
+        # such as list_sort(arr) for every element; only an aggregate there is computed once)
+        return call("list_sort", call("list_distinct", arr))
+
+    def concat_arrays(self, parts: list[exp.Expression], nullable: list[bool]) -> exp.Expression:
+        return call("flatten", self.array(*parts))  # DuckDB's flatten skips NULL lists
+
+    def rid_array_set(self, arr: exp.Expression, single: bool) -> exp.Expression:
+        if single:
+            return call("list_filter", arr, lam(exp.Not(this=exp.Is(this=exp.column("_dl_x"), expression=exp.Null()))))
+        return self.sorted_distinct(arr)
+
+    def group_rid_set(self, rid: exp.Expression) -> exp.Expression:
+        return _fill(_DEDUP_SORTED, "_dl_l", _fill(_ORDERED_LIST, "_dl_v", rid))
+
+    def struct(self, fields: dict[str, exp.Expression]) -> exp.Expression:
+        return call("struct_pack", *[exp.PropertyEQ(this=exp.to_identifier(k), expression=v)
+                                     for k, v in fields.items()])
+
+    def filter(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        return call("list_filter", arr, lam(body, var))
+
+    def any_element(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        return exp.GT(this=call("len", self.filter(arr, body, var)), expression=exp.Literal.number(0))
+
+    def transform(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        return call("list_transform", arr, lam(body, var))

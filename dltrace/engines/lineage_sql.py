@@ -1,0 +1,174 @@
+"""The SQL that builds lineage sets, as sqlglot expressions: the builders every engine shares.
+
+Strategy "set": native arrays of BIGINT, sorted and distinct. Strategy "bitmap": portable roaring bitmaps
+built and merged by the engine's dl_bitmap_* functions (the codec is :mod:`dltrace.udafs.bitmap`). Every
+builder returns an expression; NULL parts mean "contributes nothing" (the null-padded side of an outer join)
+and are ignored by every union.
+
+This module knows no engine: each engine subclasses :class:`LineageFunctions` next to its adapter
+(:mod:`dltrace.engines.duckdb_sql`, :mod:`dltrace.engines.spark_sql`) with its own array, aggregate and
+lambda functions; :func:`dltrace.engines.lineage_functions` picks the subclass by dialect name, so the
+rewriter runs with no engine at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from sqlglot import exp
+
+from dltrace.errors import DltraceError
+
+STRATEGIES = ("set", "bitmap")
+BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
+EMPTY_BITMAP32 = "3A30000000000000"  # portable serialisation of the empty 32-bit roaring bitmap
+EMPTY_BITMAP64 = "0000000000000000"  # ... and of the empty 64-bit one
+
+# sqlglot Expression class -> generator function (self, expression) -> SQL text
+GeneratorTransforms = dict[type[exp.Expression], Callable[[Any, Any], str]]
+
+
+def call(name: str, *args: exp.Expression) -> exp.Expression:
+    """A call of the SQL function ``name``, generated as written whatever the dialect."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def lam(body: exp.Expression, var: str = "_dl_x") -> exp.Lambda:
+    """The one-parameter lambda ``var -> body``."""
+    return exp.Lambda(this=body, expressions=[exp.to_identifier(var)])
+
+
+class LineageFunctions:
+    """Builders of lineage SQL for one engine and strategy; ``wide`` says a table needs 64-bit bitmaps.
+
+    Each engine's subclass sets the class attributes below and implements the engine primitives.
+    """
+
+    #: the sqlglot dialects this engine's SQL is written for; the first is the engine's own
+    dialects: ClassVar[tuple[str, ...]] = ()
+    #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
+    #: transpile there
+    generator_transforms: ClassVar[GeneratorTransforms] = {}
+    set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
+    bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
+    from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value
+
+    def __init__(self, dialect: str, strategy: str) -> None:
+        if strategy not in STRATEGIES:
+            raise DltraceError(f"unknown lineage strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        self.dialect = dialect
+        self.strategy = strategy
+
+    @property
+    def scalar_subquery_arguments(self) -> bool:
+        """Can a lineage union take a scalar subquery as an argument?"""
+        return True
+
+    # -- engine primitives (each engine implements these) --------------------------------------
+    def agg_list(self, x: exp.Expression) -> exp.Expression:
+        """Aggregate values into an array (whether NULL rows are kept is the engine's; unions drop them)."""
+        raise NotImplementedError
+
+    def array(self, *xs: exp.Expression) -> exp.Expression:
+        raise NotImplementedError
+
+    def any_value(self, x: exp.Expression) -> exp.Expression:
+        raise NotImplementedError
+
+    def empty_ids(self) -> exp.Expression:
+        """The empty array of rids."""
+        raise NotImplementedError
+
+    def sorted_distinct(self, arr: exp.Expression) -> exp.Expression:
+        """The distinct non-NULL elements of ``arr``, sorted: a lineage set of strategy "set"."""
+        raise NotImplementedError
+
+    def concat(self, parts: list[exp.Expression], nullable: list[bool]) -> exp.Expression:
+        """One array of the elements of all ``parts``; ``nullable[i]``: part i may be NULL (it adds nothing)."""
+        if len(parts) == 1:
+            return parts[0]
+        return self.concat_arrays(parts, nullable)
+
+    def concat_arrays(self, parts: list[exp.Expression], nullable: list[bool]) -> exp.Expression:
+        """:meth:`concat` of two or more parts."""
+        raise NotImplementedError
+
+    def rid_array_set(self, arr: exp.Expression, single: bool) -> exp.Expression:
+        """The "set" lineage of an array of scalar rids, NULLs among them; ``single``: one element."""
+        raise NotImplementedError
+
+    def group_rid_set(self, rid: exp.Expression) -> exp.Expression:
+        """The "set" lineage of a group (an aggregate): its distinct non-NULL ``rid`` values, sorted."""
+        raise NotImplementedError
+
+    def struct(self, fields: dict[str, exp.Expression]) -> exp.Expression:
+        raise NotImplementedError
+
+    def filter(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        raise NotImplementedError
+
+    def any_element(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        """TRUE when some element of ``arr`` makes ``body`` TRUE, else FALSE (EXISTS's two values)."""
+        raise NotImplementedError
+
+    def transform(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        raise NotImplementedError
+
+    # -- lineage sets --------------------------------------------------------------------------
+    def _bitmap(self, name: str, wide: bool) -> str:
+        return f"dl_bitmap_{name}64" if wide else f"dl_bitmap_{name}"
+
+    def set_of_rids(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
+        """The lineage set of one row that carries the scalar rids ``rids`` (NULLs ignored)."""
+        arr = self.array(*rids)
+        if self.strategy == "bitmap":
+            return call(self._bitmap("build", wide), arr)
+        return self.rid_array_set(arr, single=len(rids) == 1)
+
+    def union(self, sets: list[exp.Expression], nullable: list[bool], wide: bool = False) -> exp.Expression:
+        """Row-level union of several lineage sets of one table."""
+        if len(sets) == 1:
+            return sets[0]
+        if self.strategy == "bitmap":
+            return call(self._bitmap("merge", wide), self.array(*sets))
+        return self.sorted_distinct(self.concat(sets, nullable))
+
+    def dlunion_rids(self, rid: exp.Expression, wide: bool = False) -> exp.Expression:
+        """DLUNION (an aggregate) of scalar rids: the set of the group's rids."""
+        if self.strategy == "bitmap":
+            return call(self._bitmap("build", wide), self.agg_list(rid))
+        return self.group_rid_set(rid)
+
+    def dlunion_rid_lists(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
+        """DLUNION of several scalar rid columns of one table (a self-join below an aggregation)."""
+        lists = [self.agg_list(r) for r in rids]
+        if self.strategy == "bitmap":
+            return call(self._bitmap("build", wide), self.concat(lists, [False] * len(lists)))
+        return self.sorted_distinct(self.concat(lists, [False] * len(lists)))
+
+    def dlunion_sets(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
+        """DLUNION (an aggregate) of lineage sets: bitmaps are merged, arrays flattened."""
+        if self.strategy == "bitmap":
+            return call(self._bitmap("merge", wide), self.agg_list(s))
+        return self.sorted_distinct(call("flatten", self.agg_list(s)))
+
+    def finish(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
+        """A final lineage column: never NULL (an empty set instead)."""
+        if self.strategy == "bitmap":
+            # the empty bitmap as a constant: Spark would call a UDF for every row, even in an untaken branch
+            empty = exp.Literal.string(EMPTY_BITMAP64 if wide else EMPTY_BITMAP32)
+            return exp.func("coalesce", s, call(self.from_hex, empty))
+        return exp.func("coalesce", s, self.empty_ids())
+
+    def null_set(self) -> exp.Expression:
+        kind = self.set_type if self.strategy == "set" else self.bitmap_type
+        return exp.cast(exp.Null(), exp.DataType.build(kind, dialect=self.dialect))
+
+    def null_rid(self) -> exp.Expression:
+        return exp.cast(exp.Null(), exp.DataType.build("BIGINT"))
+
+    def ids_to_set(self, ids: exp.Expression, wide: bool = False) -> exp.Expression:
+        """An array of rids (maybe with duplicates) as a lineage set."""
+        if self.strategy == "bitmap":
+            return call(self._bitmap("build", wide), ids)
+        return self.sorted_distinct(ids)

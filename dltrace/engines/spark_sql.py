@@ -1,0 +1,77 @@
+"""Spark SQL's lineage SQL: array functions, ``collect_list``, ARRAY<BIGINT> sets and BINARY bitmaps.
+
+Pure sqlglot (no pyspark import): the rewriter builds Spark SQL with no Spark running. The Spark-family
+dialects (spark2, databricks) get the same lineage SQL.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.engines.lineage_sql import LineageFunctions, call, lam
+
+
+class SparkFunctions(LineageFunctions):
+    """Lineage SQL in Spark's dialect."""
+
+    dialects = ("spark", "spark2", "databricks")
+    # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
+    generator_transforms = {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)}
+    set_type = "ARRAY<BIGINT>"
+    bitmap_type = "BINARY"
+    from_hex = "unhex"
+
+    @property
+    def scalar_subquery_arguments(self) -> bool:
+        """Not to a Python UDF on Spark 4.3: the subquery is then evaluated inside the task, where
+        SparkPlan.session() is null (a NullPointerException)."""
+        return self.strategy != "bitmap"
+
+    def agg_list(self, x: exp.Expression) -> exp.Expression:
+        """``collect_list`` drops NULL rows."""
+        return call("collect_list", x)
+
+    def array(self, *xs: exp.Expression) -> exp.Expression:
+        return call("array", *xs)
+
+    def any_value(self, x: exp.Expression) -> exp.Expression:
+        return call("any_value", x, exp.true())
+
+    def empty_ids(self) -> exp.Expression:
+        return exp.cast(call("array"), exp.DataType.build("ARRAY<BIGINT>", dialect="spark"))
+
+    def sorted_distinct(self, arr: exp.Expression) -> exp.Expression:
+        # sort_array, not array_sort: Spark implements array_sort as a higher-order function (with a
+        # comparator lambda), and refuses the hoisted scalar subqueries inside those
+        return call("sort_array", call("array_distinct", arr))
+
+    def concat_arrays(self, parts: list[exp.Expression], nullable: list[bool]) -> exp.Expression:
+        # Spark's concat and flatten return NULL when any input is NULL
+        fixed = [exp.func("coalesce", p, self.empty_ids()) if n else p for p, n in zip(parts, nullable)]
+        return call("concat", *fixed)
+
+    def rid_array_set(self, arr: exp.Expression, single: bool) -> exp.Expression:
+        arr = call("array_compact", arr)
+        return arr if single else self.sorted_distinct(arr)
+
+    def group_rid_set(self, rid: exp.Expression) -> exp.Expression:
+        return self.sorted_distinct(self.agg_list(rid))
+
+    def struct(self, fields: dict[str, exp.Expression]) -> exp.Expression:
+        args: list[exp.Expression] = []
+        for k, v in fields.items():
+            args += [exp.Literal.string(k), v]
+        return call("named_struct", *args)
+
+    def filter(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        return call("filter", arr, lam(body, var))
+
+    def any_element(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        # Spark 4.3 fails with INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND when a filter()/exists() lambda in a
+        # join's predicate captures a column of the other side; a fold over the array does not.
+        step = exp.or_(exp.column("_dl_acc"), exp.func("coalesce", body, exp.false()))
+        fold = exp.Lambda(this=step, expressions=[exp.to_identifier("_dl_acc"), exp.to_identifier(var)])
+        return call("aggregate", arr, exp.false(), fold)
+
+    def transform(self, arr: exp.Expression, body: exp.Expression, var: str) -> exp.Expression:
+        return call("transform", arr, lam(body, var))
