@@ -13,8 +13,7 @@ from dltrace.errors import (
     UnsupportedQuery,
 )
 from dltrace.session import Session, connect
-
-__version__ = "0.1.0"
+from dltrace.version import __version__
 
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",

@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from dltrace.engines.base import RID, ArrowSource, ParquetSource
 from dltrace.errors import DltraceError, UnknownTable
-from dltrace.rowstore import RowStore, _duck, rowstore
+from dltrace.rowstore import RowStore, rowstore, thread_duckdb
 
 if TYPE_CHECKING:
     from dltrace.session import Session
@@ -69,7 +69,7 @@ def clusters(rids: np.ndarray, gap: int = CLUSTER_GAP) -> list[tuple[int, int]]:
 
 def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None) -> pa.Table:
     """Rows at positions ``local`` (sorted, distinct) of one parquet file, plus their positions as ``_pos``."""
-    con = _duck()
+    con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
     scan = f"read_parquet({exp.Literal.string(path).sql('duckdb')}, file_row_number = true)"
     ranges = clusters(local)
@@ -143,7 +143,7 @@ def fetch_parquet_files(source: ParquetSource, rids: np.ndarray, columns: list[s
 
 
 def _empty_parquet(source: ParquetSource, columns: list[str] | None) -> pa.Table:
-    con = _duck()
+    con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
     path = exp.Literal.string(source.files[0]).sql("duckdb") if source.files else None
     if path is None:

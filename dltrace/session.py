@@ -12,6 +12,8 @@ from sqlglot import exp
 from dltrace.engines import Engine, make_engine, resolve_source
 from dltrace.engines.base import ParquetSource
 from dltrace.errors import DuplicateTable, ParseError, UnknownTable
+from dltrace.tpch_data import TABLES as TPCH_TABLES
+from dltrace.tpch_data import ensure_tpch
 
 
 class Session:
@@ -51,10 +53,8 @@ class Session:
 
     def load_tpch(self, sf: float = 0.01, progress=None) -> None:
         """Generate (once, cached) and register the 8 TPC-H tables at scale factor ``sf``."""
-        from dltrace.tpch import TABLES, ensure_tpch
-
         folder = ensure_tpch(sf, progress=progress)
-        for t in TABLES:
+        for t in TPCH_TABLES:
             self.register(t, str(folder / f"{t}.parquet"), replace=True)
 
     def schema(self) -> dict[str, dict[str, str]]:

@@ -13,9 +13,8 @@ renamed in, and the old one deleted. A crash at any point leaves a complete save
 rename the old folder is untouched; between the two renames :func:`load` reads the aside copy.
 
 Fingerprints (the paper: "if a base tuple is updated, a new id is assigned", so saved rids are only valid
-against unchanged tables): row count plus a blake2b content hash -- of the file bytes for parquet sources
-(cached per path, size, mtime and inode, in memory and in ``<cache>/fingerprints.json``, so re-checking
-a large table is a stat), of the Arrow IPC serialisation for in-memory tables (CSV is read into memory at
+against unchanged tables): row count plus a content hash (:mod:`dltrace.fingerprints`) -- of the file bytes
+for parquet sources, of the Arrow IPC serialisation for in-memory tables (CSV is read into memory at
 registration, so that is what the session actually holds), of an engine-side ``bit_xor(xxhash64(*))`` for a
 Spark DataFrame.
 """
@@ -40,7 +39,9 @@ import pyarrow.parquet as pq
 
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError, StaleLineage
+from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.result import LineageResult
+from dltrace.version import __version__
 
 if TYPE_CHECKING:
     from dltrace.session import Session
@@ -51,9 +52,6 @@ MANIFEST = "manifest.json"
 ROWS = "rows.parquet"
 LINEAGE = "lineage.parquet"
 LINEAGE_ON = "lineage_on.parquet"
-#: A file modified less than this long before it was hashed may change again within the same mtime tick
-#: (git's "racy" case): its hash is not cached.
-RACY_NS = 2_000_000_000
 
 
 @dataclass
@@ -70,97 +68,13 @@ class SavedLineageResult(LineageResult):
 # fingerprints
 # ---------------------------------------------------------------------------------------------------------------
 
-_memory: dict[tuple, str] = {}
-_disk: dict[str, dict] | None = None
-_arrow_hashes: dict[int, tuple[pa.Table, str]] = {}
-
-
-def _cache_file() -> Path:
-    from dltrace.cache import cache_root
-
-    return cache_root() / "fingerprints.json"
-
-
-def _disk_cache() -> dict[str, dict]:
-    global _disk
-    if _disk is None:
-        try:
-            _disk = json.loads(_cache_file().read_text())
-            if not isinstance(_disk, dict):
-                _disk = {}
-        except (OSError, ValueError):
-            _disk = {}
-    return _disk
-
-
-def _persist_disk_cache() -> None:
-    target = _cache_file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".fingerprints-", dir=target.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(_disk_cache(), f)
-        os.replace(tmp, target)
-    except OSError:  # a read-only cache folder only costs re-hashing
-        pass
-
-
-def _new_hash():
-    return hashlib.blake2b(digest_size=16)
-
-
-def _digest_file(path: str) -> str:
-    h = _new_hash()
-    buf = bytearray(1 << 20)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
-
-
-def file_hash(path: str) -> str:
-    """blake2b of a file's bytes, cached per (path, size, mtime, inode)."""
-    path = os.path.abspath(path)
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns, st.st_ino)
-    hit = _memory.get(key)
-    if hit is not None:
-        return hit
-    entry = _disk_cache().get(path)
-    if entry and [entry.get("size"), entry.get("mtime_ns"), entry.get("ino")] == [st.st_size, st.st_mtime_ns, st.st_ino]:
-        _memory[key] = entry["hash"]
-        return entry["hash"]
-    digest = _digest_file(path)
-    if time.time_ns() - st.st_mtime_ns > RACY_NS:
-        _memory[key] = digest
-        _disk_cache()[path] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "hash": digest}
-        _persist_disk_cache()
-    return digest
-
-
-def arrow_hash(table: pa.Table) -> str:
-    """blake2b of the Arrow IPC serialisation of ``table`` (chunking normalised), cached per table object."""
-    hit = _arrow_hashes.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
-    t = table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
-    h = _new_hash()
-    h.update(t.schema.serialize())
-    for batch in t.to_batches(max_chunksize=1 << 16):
-        h.update(batch.serialize())
-    digest = h.hexdigest()
-    _arrow_hashes[id(table)] = (table, digest)
-    return digest
-
-
 def table_fingerprint(session: "Session", name: str) -> dict[str, Any]:
     """``{"kind", "num_rows", "hash", ...}`` of a registered table's current content."""
     src = session.tables[name]
     origin = getattr(session, "origins", {}).get(name)
     if isinstance(src, ParquetSource):
         files = [{"path": f, "size": os.path.getsize(f), "hash": file_hash(f)} for f in src.files]
-        h = _new_hash()
+        h = new_hash()
         for f, off in zip(files, src.offsets):
             h.update(f"{off}:{f['hash']};".encode())
         fp = {"kind": "parquet", "num_rows": src.num_rows, "hash": h.hexdigest(), "files": files}
@@ -265,12 +179,6 @@ def _aside(path: Path) -> Path | None:
     return None
 
 
-def _version() -> str:
-    import dltrace
-
-    return dltrace.__version__
-
-
 def save(result: LineageResult, path: str | os.PathLike) -> Path:
     """Write ``result`` (rows, lineage columns, LINEAGE ON dictionary) and its manifest to folder ``path``,
     atomically replacing a previous save there. Returns the folder."""
@@ -322,7 +230,7 @@ def _manifest(result: LineageResult) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "dltrace_version": _version(),
+        "dltrace_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "query": result.sql,
         "dialect": result.dialect,

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
-from dltrace import store
+from dltrace import fingerprints, store
 from dltrace.tpch import query_sql
 
 STRATEGIES = ["set", "bitmap"]
@@ -263,18 +263,18 @@ def test_same_content_elsewhere_is_fresh(sales, tmp_path):
 
 def test_file_hash_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(store, "_disk", None)
+    monkeypatch.setattr(fingerprints, "_disk", None)
     f = tmp_path / "f.bin"
     f.write_bytes(b"x" * 1000)
     old = time.time_ns() - 10 * 10**9
     os.utime(f, ns=(old, old))  # not "racy": its hash may be cached
-    h = store.file_hash(str(f))
+    h = fingerprints.file_hash(str(f))
     assert json.loads((tmp_path / "cache" / "fingerprints.json").read_text())[str(f)]["hash"] == h
-    monkeypatch.setattr(store, "_digest_file", lambda *a: pytest.fail("hashed again"))
-    assert store.file_hash(str(f)) == h
+    monkeypatch.setattr(fingerprints, "_digest_file", lambda *a: pytest.fail("hashed again"))
+    assert fingerprints.file_hash(str(f)) == h
     monkeypatch.undo()
     f.write_bytes(b"y" * 1000)  # same size, new mtime: hashed again
-    assert store.file_hash(str(f)) != h
+    assert fingerprints.file_hash(str(f)) != h
 
 
 # -- the CLI ----------------------------------------------------------------------------------------------------

@@ -380,7 +380,7 @@ def _raise_interrupt(signum, frame):  # noqa: ARG001
 
 
 def _ensure_data(sf: float, console) -> None:
-    from dltrace.tpch import TABLES, ensure_tpch, tpch_dir
+    from dltrace.tpch_data import TABLES, ensure_tpch, tpch_dir
 
     folder = tpch_dir(sf)
     if all((folder / f"{t}.parquet").is_file() for t in TABLES):
