@@ -6,7 +6,7 @@ import pytest
 
 import dltrace
 from dltrace.rewriter.grammar import LineageOn, generate, parse
-from dltrace.tpch import query_sql
+from dltrace.tpch import TPCH_SCHEMA, query_sql
 from lineage_compare import assert_same_rows_and_lineage
 
 ON = "LINEAGE ON (year(l_shipdate), week(l_shipdate), l_shipmode)"
@@ -48,12 +48,12 @@ def test_lineage_off_runs_the_original(duck):
     assert r.tables == [] and r.strategy is None
     assert r.table.equals(duck.sql(q))
     # the same plan shape: the SQL sent is the original query, no lineage columns
-    assert dltrace.rewrite(with_clause(q, "LINEAGE ON ()")).count("dl_") == 0
+    assert dltrace.rewrite(with_clause(q, "LINEAGE ON ()"), schema=TPCH_SCHEMA).count("dl_") == 0
 
 
 def test_lineage_on_tables_prunes_the_others(duck):
     q = with_clause(query_sql(3), "LINEAGE ON TABLES (orders)")
-    sql = dltrace.rewrite(q)
+    sql = dltrace.rewrite(q, schema=TPCH_SCHEMA)
     assert '"dl_orders"' in sql and "dl_lineitem" not in sql and "dl_customer" not in sql
     r, full = duck.run(q), duck.run(query_sql(3))
     assert r.tables == ["orders"]
@@ -109,7 +109,7 @@ BAD = [
 @pytest.mark.parametrize("sql,error,needle", BAD, ids=[b[2] for b in BAD])
 def test_errors_point_at_the_clause(sql, error, needle):
     with pytest.raises(error, match="LINEAGE ON") as info:
-        dltrace.rewrite(sql)
+        dltrace.rewrite(sql, schema=TPCH_SCHEMA)
     assert needle in str(info.value)
     assert "line 1" in str(info.value)
 
