@@ -8,13 +8,15 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.errors import DuplicateTable, ReservedName, UnknownTable
 from dltrace.names import RESERVED_PREFIX
+
+T = TypeVar("T")
 
 
 class Catalog:
@@ -25,6 +27,7 @@ class Catalog:
         self.tables: dict[str, Any] = {}  # name -> resolved source
         self.origins: dict[str, str] = {}  # name -> absolute path it was registered from (for saved lineage)
         self._counts: dict[str, int] = {}  # row counts of engine-native sources (frozen when registered)
+        self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
 
     @property
     def dialect(self) -> str:
@@ -44,6 +47,7 @@ class Catalog:
         self.engine.register(key, resolved)
         self.tables[key] = resolved
         self._counts.pop(key, None)
+        self._derived.pop(key, None)
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
         else:
@@ -62,6 +66,15 @@ class Catalog:
             sql = f"SELECT count(*) AS n FROM {exp.to_identifier(key).sql(self.dialect)}"
             self._counts[key] = int(self.engine.sql(sql)[0][0].as_py())
         return self._counts[key]
+
+    def derived(self, name: str, kind: str, compute: Callable[[Any], T]) -> T:
+        """``compute(source)`` of registered table ``name``, computed once per registration and kept with it
+        (an in-memory table's content hash, its row store): released when the table is replaced or the catalog
+        goes, never keyed by an ``id()`` that outlives the object."""
+        per_table = self._derived.setdefault(name.lower(), {})
+        if kind not in per_table:
+            per_table[kind] = compute(self.tables[name.lower()])
+        return per_table[kind]
 
     def check_known_tables(self, tree: exp.Expression) -> None:
         """Raise :class:`UnknownTable` when the query reads a table that is neither registered nor its own CTE."""

@@ -101,9 +101,6 @@ def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None)
         con.unregister("_dl_fetch_rids")
 
 
-_arrow_stores: dict[int, tuple[pa.Table, RowStore]] = {}
-
-
 def fetch_parquet(source: ParquetSource, rids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
     """Base tuples with the given (sorted, distinct) rids of a parquet source, ``dl_rid`` last, in rid order.
 
@@ -173,12 +170,13 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
         return fetch_parquet(src, ids, columns)
     if isinstance(src, ArrowSource):
         # rids are row positions of the Arrow table (dl_rid = position): a take per batch.
-        hit = _arrow_stores.get(id(src.table))
-        if hit is None or hit[0] is not src.table:
-            own = src.table.drop_columns([RID]) if RID in src.table.column_names else src.table
-            hit = _arrow_stores[id(src.table)] = (src.table, RowStore(table=own))
-        return hit[1].take(ids, columns)
+        return catalog.derived(name, "row store", _arrow_rowstore).take(ids, columns)
     return _fetch_engine(catalog, name, ids, columns)
+
+
+def _arrow_rowstore(source: ArrowSource) -> RowStore:
+    own = source.table.drop_columns([RID]) if RID in source.table.column_names else source.table
+    return RowStore(table=own)
 
 
 def _fetch_engine(catalog: Catalog, name: str, ids: np.ndarray, columns: list[str] | None) -> pa.Table:

@@ -25,7 +25,6 @@ RACY_NS = 2_000_000_000
 
 _memory: dict[tuple, str] = {}
 _disk: dict[str, dict] | None = None
-_arrow_hashes: dict[int, tuple[pa.Table, str]] = {}
 
 
 def new_hash() -> hashlib.blake2b:
@@ -92,16 +91,15 @@ def file_hash(path: str) -> str:
 
 
 def arrow_hash(table: pa.Table) -> str:
-    """blake2b of the Arrow IPC serialisation of ``table`` (chunking normalised), cached per table object."""
-    hit = _arrow_hashes.get(id(table))
-    if hit is not None and hit[0] is table:
-        return hit[1]
+    """blake2b of the Arrow IPC serialisation of ``table`` (chunking normalised).
+
+    Not cached here: a table has no stable key but itself, so whoever holds the table keeps its hash (the
+    catalog does, per registered table).
+    """
     t = table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
     h = new_hash()
     h.update(t.schema.serialize())
     for batch in t.to_batches(max_chunksize=1 << 16):
         h.update(batch.serialize())
-    digest = h.hexdigest()
-    _arrow_hashes[id(table)] = (table, digest)
-    return digest
+    return h.hexdigest()
 

@@ -67,7 +67,8 @@ def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
             h.update(f"{off}:{f['hash']};".encode())
         fp = {"kind": "parquet", "num_rows": src.num_rows, "hash": h.hexdigest(), "files": files}
     elif isinstance(src, ArrowSource):
-        fp = {"kind": "arrow", "num_rows": src.num_rows, "hash": arrow_hash(src.table)}
+        digest = catalog.derived(name, "content hash", lambda source: arrow_hash(source.table))
+        fp = {"kind": "arrow", "num_rows": src.num_rows, "hash": digest}
     elif isinstance(src, NativeSource):
         fp = {"kind": "engine", "num_rows": catalog.num_rows(name), "hash": _engine_hash(catalog, name)}
     else:  # pragma: no cover - resolve_source builds only the three kinds
