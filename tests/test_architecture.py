@@ -40,8 +40,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("dltrace.cli",)),
 ]
 
-#: Function-local imports allowed anywhere: they defer a heavy optional dependency (a DuckDB-only user never
-#: starts a JVM).
+#: Function-local imports allowed anywhere: pyspark and py4j are slow to import and needed only on Spark, so a
+#: DuckDB-only user never pays for them.
 DEFERRED_EVERYWHERE = {"pyspark", "py4j"}
 #: ... and in one module each: the plots pick matplotlib's Agg backend before pyplot is first imported, and
 #: only a runner that writes plots pays for loading matplotlib.
