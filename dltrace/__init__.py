@@ -1,5 +1,28 @@
-"""dltrace: tuple-level data lineage for SQL, by query rewriting, on DuckDB and Spark SQL."""
+"""dltrace: tuple-level data lineage for SQL, by query rewriting, on DuckDB and Spark SQL.
 
+The modules form layers; each imports only from its own layer or below (``tests/test_architecture.py`` checks
+it). Bottom to top:
+
+* foundation: :mod:`~dltrace.errors`, :mod:`~dltrace.names`, :mod:`~dltrace.cache`,
+  :mod:`~dltrace.fingerprints`, :mod:`~dltrace.version`, :mod:`~dltrace.tpch_data`
+* engines: :mod:`~dltrace.engines`, :mod:`~dltrace.udafs` (the dl_* functions), :mod:`~dltrace.catalog`
+  (the tables registered on an engine)
+* :mod:`~dltrace.rewriter` (forward lineage by query rewriting), then :mod:`~dltrace.backward` (tracing by
+  reverse queries)
+* results: :mod:`~dltrace.lineage_data`, :mod:`~dltrace.rowstore`, :mod:`~dltrace.fetch`,
+  :mod:`~dltrace.explore`, :mod:`~dltrace.oracle`, :mod:`~dltrace.save_folder`, :mod:`~dltrace.result`,
+  :mod:`~dltrace.store`, :mod:`~dltrace.impact`
+* :mod:`~dltrace.session` and this package's functions
+* :mod:`dltrace.tpch` (the benchmark, which uses the library) and :mod:`dltrace.cli`
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dltrace import store
+from dltrace.engines import install_functions_on
 from dltrace.errors import (
     DltraceError,
     DuplicateTable,
@@ -12,9 +35,10 @@ from dltrace.errors import (
     UnknownTable,
     UnsupportedQuery,
 )
+from dltrace.rewriter import rewrite as _rewrite
 from dltrace.session import Session, connect
-
-__version__ = "0.1.0"
+from dltrace.store import SavedLineageResult
+from dltrace.version import __version__
 
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
@@ -22,29 +46,24 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     """Return ``sql`` rewritten to also compute forward lineage: one ``dl_<table>`` column per base table.
 
     ``sql`` is written in ``read`` (default: ``dialect``); the result is ``dialect`` SQL. ``schema`` maps
-    table -> {column: type}; without it, TPC-H tables are known and other queries must be fully qualified.
+    table -> {column: type} for the tables the query reads (``dltrace.tpch.TPCH_SCHEMA`` for TPC-H,
+    ``session.schema()`` for a session's tables): the rewriter resolves unqualified columns and ``*`` with it.
     """
-    from dltrace.rewriter import rewrite as _rewrite
-
     return _rewrite(sql, dialect=dialect, strategy=strategy, semantics=semantics, schema=schema, read=read,
                     pretty=pretty)
 
 
-def load(path, session: Session, allow_stale: bool = False):
+def load(path: str | os.PathLike, session: Session, allow_stale: bool = False) -> SavedLineageResult:
     """Reopen lineage saved with ``r.save(path)`` as a result bound to ``session``.
 
     Raises :class:`StaleLineage` naming the table when a base table changed (or is not registered) since the
     save, unless ``allow_stale=True``.
     """
-    from dltrace.store import load as _load
-
-    return _load(path, session, allow_stale=allow_stale)
+    return store.load(path, session, allow_stale=allow_stale)
 
 
-def install(target) -> None:
+def install(target: Any) -> None:
     """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
-    from dltrace.engines import install_functions_on
-
     install_functions_on(target)
 
 

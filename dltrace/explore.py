@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap, BitMap64
 
-from dltrace.engines.base import RID
 from dltrace.errors import DltraceError, UnknownTable
-from dltrace.fetch import _as_rids, fetch
-
-if TYPE_CHECKING:
-    from dltrace.result import LineageResult
+from dltrace.fetch import as_rids, fetch
+from dltrace.lineage_data import LineageData
+from dltrace.names import RID
+from dltrace.udafs.bitmap import load as load_bitmap
 
 #: forward on a set column: up to this many candidate rows are probed one by one (binary search in each
 #: sorted list); beyond, one vectorised pass over all the column's values.
@@ -54,24 +54,22 @@ def _value_ids(value: Any) -> np.ndarray:
     if value is None:
         return np.empty(0, np.int64)
     if isinstance(value, (bytes, bytearray, memoryview, pa.Buffer)):
-        from dltrace.udafs.bitmap import load
-
-        bm = load(memoryview(value))
+        bm = load_bitmap(memoryview(value))
         return np.asarray(bm.to_array(), dtype=np.int64) if len(bm) else np.empty(0, np.int64)
-    return _as_rids([v for v in value if v is not None])
+    return as_rids([v for v in value if v is not None])
 
 
-def _is_bitmap_type(t: pa.DataType) -> bool:
+def is_bitmap_type(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or getattr(pa.types, "is_binary_view", lambda _: False)(t)
 
 
-def row_rids(result: "LineageResult", table: str, i: int) -> np.ndarray:
+def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:
     """Row ``i``'s lineage in ``table`` as a sorted int64 numpy array."""
     col = result.lineage_columns[table]
     return _value_ids(col[i])
 
 
-def _check_row(result: "LineageResult", i: int) -> int:
+def _check_row(result: LineageData, i: int) -> int:
     n = result.num_rows
     if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
         raise DltraceError(f"row index must be an int, got {type(i).__name__}")
@@ -79,13 +77,12 @@ def _check_row(result: "LineageResult", i: int) -> int:
         i += n
     if not 0 <= i < n:
         raise IndexError(f"row {i} out of range: the result has {n} rows")
-    is_traced = getattr(result, "is_traced", None)  # backward tracing of some rows only: the others are unknown
-    if is_traced is not None and not is_traced(int(i)):
+    if not result.is_traced(int(i)):  # backward tracing of some rows only: the others are unknown
         raise DltraceError(f"row {i} was not traced; trace it with rows=[{i}] or rows=None")
     return int(i)
 
 
-def _check_rids_lineage(result: "LineageResult", what: str) -> None:
+def _check_rids_lineage(result: LineageData, what: str) -> None:
     if not result.lineage_columns:
         raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
     if result.on_values is not None:
@@ -94,7 +91,7 @@ def _check_rids_lineage(result: "LineageResult", what: str) -> None:
         )
 
 
-def _table_key(result: "LineageResult", table: str) -> str:
+def _table_key(result: LineageData, table: str) -> str:
     key = table.lower()
     if key not in result.lineage_columns:
         have = ", ".join(result.lineage_columns) or "none"
@@ -107,7 +104,7 @@ def _table_key(result: "LineageResult", table: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def backward(result: "LineageResult", i: int, tables: Iterable[str] | str | None = None,
+def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = None,
              columns: dict[str, list[str]] | None = None, limit: int | None = None) -> dict[str, pa.Table]:
     """``{table: base tuples}`` of output row ``i`` (every column plus ``dl_rid``, in rid order).
 
@@ -144,7 +141,7 @@ class _Probe:
 _EMPTY_LO = np.iinfo(np.int64).max
 
 
-def _probe(result: "LineageResult", table: str) -> _Probe:
+def _probe(result: LineageData, table: str) -> _Probe:
     cache = result.__dict__.setdefault("_dl_probes", {})
     col = result.lineage_columns[table]
     hit = cache.get(table)
@@ -158,15 +155,13 @@ def _probe(result: "LineageResult", table: str) -> _Probe:
 def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     n = len(arr)
-    if _is_bitmap_type(arr.type):
-        from dltrace.udafs.bitmap import load
-
+    if is_bitmap_type(arr.type):
         bitmaps, lo, hi = [], np.full(n, _EMPTY_LO, np.int64), np.full(n, -1, np.int64)
         for j, v in enumerate(arr.to_pylist()):
             if v is None:
                 bitmaps.append(None)
                 continue
-            bm = load(v)
+            bm = load_bitmap(v)
             bitmaps.append(bm)
             if len(bm):
                 lo[j], hi[j] = bm.min(), bm.max()
@@ -205,11 +200,11 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
     return _Probe("set", lo, hi, values=values, offsets=np.stack([starts, ends]), sorted_rows=sorted_rows)
 
 
-def forward(result: "LineageResult", table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
+def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
     key = _table_key(result, table)
-    q = _as_rids(rids)
+    q = as_rids(rids)
     if q.size == 0 or result.num_rows == 0:
         return []
     p = _probe(result, key)
@@ -225,8 +220,6 @@ def forward(result: "LineageResult", table: str, rids: int | Iterable[int] | np.
                 if bm is not None and rid in bm:
                     hits.append(j)
         else:
-            from pyroaring import BitMap, BitMap64
-
             qbm32 = BitMap(q.astype(np.uint32)) if q[-1] < 2**32 else None
             qbm64 = None
             for j in cand.tolist():
@@ -309,7 +302,7 @@ def plain_table(table: pa.Table, width: int = 30) -> str:
     return "\n".join(out)
 
 
-def explain(result: "LineageResult", i: int, samples: int = 3) -> str:
+def explain(result: LineageData, i: int, samples: int = 3) -> str:
     """A readable summary of row ``i``'s lineage: per table the count, the rid ranges and a few tuples."""
     i = _check_row(result, i)
     row = result.row(i)

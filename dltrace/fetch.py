@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from dltrace.catalog import Catalog
 from dltrace.engines.base import RID, ArrowSource, ParquetSource
-from dltrace.errors import DltraceError, UnknownTable
-from dltrace.rowstore import RowStore, _duck, rowstore
-
-if TYPE_CHECKING:
-    from dltrace.session import Session
+from dltrace.errors import DltraceError, UnknownColumn, UnknownTable
+from dltrace.rowstore import RowStore, rowstore, thread_duckdb
 
 #: Rids closer than this (in rows) are fetched with one range: reading a few unwanted rows of the same
 #: vectors is cheaper than another range predicate.
@@ -41,7 +38,7 @@ SCATTERED_SPAN = 250_000
 SMALL_TABLE_ROWS = 250_000
 
 
-def _as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
+def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
     """Sorted distinct int64 rids from an int, an iterable or an array."""
     if isinstance(rids, (int, np.integer)):
         return np.array([int(rids)], dtype=np.int64)
@@ -69,7 +66,7 @@ def clusters(rids: np.ndarray, gap: int = CLUSTER_GAP) -> list[tuple[int, int]]:
 
 def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None) -> pa.Table:
     """Rows at positions ``local`` (sorted, distinct) of one parquet file, plus their positions as ``_pos``."""
-    con = _duck()
+    con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
     scan = f"read_parquet({exp.Literal.string(path).sql('duckdb')}, file_row_number = true)"
     ranges = clusters(local)
@@ -102,9 +99,6 @@ def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None)
         return con.sql(sql).to_arrow_table()
     finally:
         con.unregister("_dl_fetch_rids")
-
-
-_arrow_stores: dict[int, tuple[pa.Table, RowStore]] = {}
 
 
 def fetch_parquet(source: ParquetSource, rids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
@@ -143,7 +137,7 @@ def fetch_parquet_files(source: ParquetSource, rids: np.ndarray, columns: list[s
 
 
 def _empty_parquet(source: ParquetSource, columns: list[str] | None) -> pa.Table:
-    con = _duck()
+    con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
     path = exp.Literal.string(source.files[0]).sql("duckdb") if source.files else None
     if path is None:
@@ -153,42 +147,41 @@ def _empty_parquet(source: ParquetSource, columns: list[str] | None) -> pa.Table
     return t.set_column(t.num_columns - 1, RID, t.column(RID).cast(pa.int64()))
 
 
-def fetch(session: "Session", table: str, rids: Iterable[int] | np.ndarray, columns: list[str] | None = None) -> pa.Table:
+def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, columns: list[str] | None = None) -> pa.Table:
     """The base tuples of registered ``table`` with these rids (all columns, or ``columns``, plus ``dl_rid``),
     in rid order. Rids outside the table are an error."""
     name = table.lower()
-    if name not in session.tables:
-        raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(session.tables)) or 'none'}")
-    ids = _as_rids(rids)
-    n = session.num_rows(name)
+    if name not in catalog.tables:
+        raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
+    ids = as_rids(rids)
+    n = catalog.num_rows(name)
     if ids.size and (ids[0] < 0 or ids[-1] >= n):
         bad = int(ids[0]) if ids[0] < 0 else int(ids[-1])
         raise DltraceError(f"rid {bad} is outside table {name!r} (it has {n} rows)")
     if columns is not None:
-        known = session.engine.columns(name)
+        known = catalog.engine.columns(name)
         lower = {c.lower(): c for c in known}
         missing = [c for c in columns if c.lower() not in lower]
         if missing:
-            from dltrace.errors import UnknownColumn
-
             raise UnknownColumn(f"table {name!r} has no column {missing[0]!r}")
         columns = [lower[c.lower()] for c in columns if c.lower() != RID]
-    src = session.tables[name]
+    src = catalog.tables[name]
     if isinstance(src, ParquetSource):
         return fetch_parquet(src, ids, columns)
     if isinstance(src, ArrowSource):
         # rids are row positions of the Arrow table (dl_rid = position): a take per batch.
-        hit = _arrow_stores.get(id(src.table))
-        if hit is None or hit[0] is not src.table:
-            own = src.table.drop_columns([RID]) if RID in src.table.column_names else src.table
-            hit = _arrow_stores[id(src.table)] = (src.table, RowStore(table=own))
-        return hit[1].take(ids, columns)
-    return _fetch_engine(session, name, ids, columns)
+        return catalog.derived(name, "row store", _arrow_rowstore).take(ids, columns)
+    return _fetch_engine(catalog, name, ids, columns)
 
 
-def _fetch_engine(session: "Session", name: str, ids: np.ndarray, columns: list[str] | None) -> pa.Table:
-    """Any other source (a Spark DataFrame): a filtered query on the session's engine."""
-    d = session.dialect
+def _arrow_rowstore(source: ArrowSource) -> RowStore:
+    own = source.table.drop_columns([RID]) if RID in source.table.column_names else source.table
+    return RowStore(table=own)
+
+
+def _fetch_engine(catalog: Catalog, name: str, ids: np.ndarray, columns: list[str] | None) -> pa.Table:
+    """Any other source (a Spark DataFrame): a filtered query on the catalog's engine."""
+    d = catalog.dialect
     q = lambda s: exp.to_identifier(s, quoted=True).sql(d)  # noqa: E731
     cols = "*" if columns is None else ", ".join(q(c) for c in [*columns, RID])
     if ids.size == 0:
@@ -198,7 +191,7 @@ def _fetch_engine(session: "Session", name: str, ids: np.ndarray, columns: list[
         where = " OR ".join(f"{q(RID)} BETWEEN {a} AND {b}" for a, b in ranges[:1000])
         if len(ranges) > 1000:
             where = f"{q(RID)} IN ({', '.join(map(str, ids.tolist()))})"
-    out = session.engine.sql(f"SELECT {cols} FROM {q(name)} WHERE {where}")
+    out = catalog.engine.sql(f"SELECT {cols} FROM {q(name)} WHERE {where}")
     if RID in out.column_names and out.column_names[-1] != RID:
         rid = out.column(RID)
         out = out.drop_columns([RID]).append_column(RID, rid)

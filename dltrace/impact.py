@@ -6,24 +6,26 @@ The paper's revision use case: which output rows depend on some (faulty) input r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from dltrace.engines.base import RID, ArrowSource
+from dltrace.catalog import Catalog
+from dltrace.engines.base import ArrowSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
-from dltrace.explore import _is_bitmap_type, forward
-from dltrace.fetch import _as_rids
-
-if TYPE_CHECKING:
-    from dltrace.result import LineageResult
-    from dltrace.session import Session
-
+from dltrace.explore import forward, is_bitmap_type
+from dltrace.fetch import as_rids
+from dltrace.names import RID
+from dltrace.result import LineageResult, run_forward
+from dltrace.rewriter.grammar import LineageOn, generate
+from dltrace.rewriter.parse import parse_query
+from dltrace.store import load
+from dltrace.udafs.bitmap import load as load_bitmap
 
 
 @dataclass
@@ -31,7 +33,7 @@ class Impact:
     """The output rows (``rows``, indices into ``result.table``) that depend on input ``rids`` of ``table``."""
 
     rows: list[int]
-    result: "LineageResult"
+    result: LineageResult
     table: str
     rids: list[int]
     source: str  # "saved" | "run"
@@ -49,16 +51,14 @@ class Impact:
 
 
 def _same_query(a: str, b: str, dialect_a: str, dialect_b: str) -> bool:
-    from dltrace.rewriter.grammar import generate
-    from dltrace.rewriter.parse import parse_query
-
     try:
         return generate(parse_query(a, dialect_a), "duckdb") == generate(parse_query(b, dialect_b), "duckdb")
     except DltraceError:
         return a.strip() == b.strip()
 
 
-def impact(session: "Session", sql: str, table: str, rids: int | Iterable[int], saved: Any = None,
+def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
+           saved: str | os.PathLike | LineageResult | None = None,
            lineage: str = "set", dialect: str | None = None, semantics: str = "witness") -> Impact:
     """Which output rows of ``sql`` depend on rows ``rids`` of ``table``.
 
@@ -68,35 +68,25 @@ def impact(session: "Session", sql: str, table: str, rids: int | Iterable[int], 
     non-empty are the impacted ones.
     """
     name = table.lower()
-    q = _as_rids(rids)
-    read = dialect or session.dialect
+    q = as_rids(rids)
+    read = dialect or catalog.dialect
     if saved is not None:
-        from dltrace.result import LineageResult
-
-        r = saved
-        if not isinstance(r, LineageResult):
-            from dltrace.store import load
-
-            r = load(saved, session)
+        r = saved if isinstance(saved, LineageResult) else load(saved, catalog)
         if not _same_query(sql, r.sql, read, r.dialect):
             raise DltraceError("the saved lineage is for a different query than the one given")
         return Impact(forward(r, name, q), r, name, q.tolist(), "saved")
-    return _impact_run(session, sql, name, q, lineage, read, semantics)
+    return _impact_run(catalog, sql, name, q, lineage, read, semantics)
 
 
-def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage: str, read: str,
+def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: str, read: str,
                 semantics: str) -> Impact:
-    from dltrace.result import run_forward
-    from dltrace.rewriter.grammar import LineageOn, generate
-    from dltrace.rewriter.parse import parse_query
-
-    if name not in session.tables:
-        raise UnknownTable(f"unknown table {name!r}; registered: {', '.join(sorted(session.tables)) or 'none'}")
+    if name not in catalog.tables:
+        raise UnknownTable(f"unknown table {name!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
     tree = parse_query(sql, read)
-    session.check_tables(tree)
+    catalog.check_known_tables(tree)
     if tree.find(LineageOn):
         raise UnsupportedQuery("impact chooses the lineage itself: leave LINEAGE ON out of the query")
-    n = session.num_rows(name)
+    n = catalog.num_rows(name)
     if q.size and (q[0] < 0 or q[-1] >= n):
         raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -105,9 +95,9 @@ def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage:
     if not refs:
         raise UnknownTable(f"the query does not read table {name!r}")
     temp = f"_dltrace_impact_{name}"
-    d = session.dialect
+    d = catalog.dialect
     qi = lambda s: exp.to_identifier(s, quoted=True).sql(d)  # noqa: E731
-    cols = list(session.engine.columns(name))
+    cols = list(catalog.engine.columns(name))
     keep_name = None
     if q.size <= 2000:
         cond = f"{qi(RID)} IN ({', '.join(map(str, q.tolist()))})" if q.size else "FALSE"
@@ -115,7 +105,7 @@ def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage:
                 f"FROM {qi(name)}")
     else:
         keep_name = f"_dltrace_impact_keep_{name}"
-        session.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
+        catalog.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
         body = (f"SELECT {', '.join('t.' + qi(c) for c in cols)}, k.{qi('rid')} AS {qi(RID)} "
                 f"FROM {qi(name)} AS t LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
     for t in refs:
@@ -125,15 +115,15 @@ def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage:
     if isinstance(tree, exp.Select):
         tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(temp, quoted=True))]))
     text = generate(tree, read)
-    session.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS {body}")
-    session.tables[temp] = session.tables[name]
+    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS {body}")
+    catalog.tables[temp] = catalog.tables[name]
     try:
-        r = run_forward(session, text, lineage=lineage, dialect=read, semantics=semantics)
+        r = run_forward(catalog, text, lineage=lineage, dialect=read, semantics=semantics)
     finally:
-        session.tables.pop(temp, None)
-        session.engine.drop(temp)
+        catalog.tables.pop(temp, None)
+        catalog.engine.drop(temp)
         if keep_name:
-            session.engine.drop(keep_name)
+            catalog.engine.drop(keep_name)
     col = r.lineage_columns.get(temp)
     r.lineage_columns = {name: col} if col is not None else {}
     r.sql, r.dialect = sql, read
@@ -143,10 +133,8 @@ def _impact_run(session: "Session", sql: str, name: str, q: np.ndarray, lineage:
 
 def _nonempty_rows(col: pa.ChunkedArray) -> list[int]:
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if _is_bitmap_type(arr.type):
-        from dltrace.udafs.bitmap import load
-
-        return [j for j, v in enumerate(arr) if v.is_valid and len(load(memoryview(v.as_buffer())))]
+    if is_bitmap_type(arr.type):
+        return [j for j, v in enumerate(arr) if v.is_valid and len(load_bitmap(memoryview(v.as_buffer())))]
     flat = pc.list_flatten(arr)
     parents = pc.list_parent_indices(arr)
     keep = pc.is_valid(flat)

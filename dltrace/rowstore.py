@@ -14,12 +14,15 @@ import hashlib
 import os
 import threading
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from dltrace.cache import cache_root
 from dltrace.engines.base import RID, ParquetSource
 from dltrace.errors import DltraceError
+from dltrace.fingerprints import file_hash
 
 #: Row stores are evicted, least recently used first, beyond this many bytes (``$DLTRACE_ROWSTORE_MAX_GB``).
 ROWSTORE_MAX_BYTES = int(float(os.environ.get("DLTRACE_ROWSTORE_MAX_GB", "20")) * 2**30)
@@ -28,12 +31,10 @@ ROWSTORE_BATCH = 1 << 16
 _local = threading.local()
 
 
-def _duck():
+def thread_duckdb() -> duckdb.DuckDBPyConnection:
     """A private DuckDB cursor per thread (never the session's connection: no temp objects leak into it)."""
     con = getattr(_local, "con", None)
     if con is None:
-        import duckdb
-
         con = duckdb.connect(":memory:")
         con.execute("SET parquet_metadata_cache = true")
         _local.con = con
@@ -103,16 +104,10 @@ _build_lock = threading.Lock()
 
 
 def _rowstore_root():
-    from dltrace.cache import cache_root
-
     return cache_root() / "rowstore"
 
 
 def _content_key(source: ParquetSource) -> str:
-    import duckdb
-
-    from dltrace.store import file_hash
-
     h = hashlib.blake2b(digest_size=16)
     h.update(f"rowstore-1;duckdb-{duckdb.__version__};".encode())
     for f, off in zip(source.files, source.offsets):
@@ -158,7 +153,7 @@ def rowstore(source: ParquetSource, build: bool = False) -> RowStore | None:
 
 
 def _build_rowstore(source: ParquetSource, path) -> None:
-    con = _duck()
+    con = thread_duckdb()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     writer = None

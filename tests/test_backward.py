@@ -19,7 +19,7 @@ import pytest
 import dltrace
 import paper_example as P
 from dltrace.tpch import QUERY_NUMBERS, query_sql
-from test_semantics import CASES, U, T
+from test_semantics import CASES
 
 # TPC-H queries with NOT EXISTS / NOT IN: Theorem 6 does not cover them, so only forward <= backward is asserted.
 NEGATION = {16, 21, 22}

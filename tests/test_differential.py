@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 
 import dltrace
+from dltrace.oracle import verify_row
 from lineage_compare import assert_same_rows_and_lineage
 from querygen import queries, tables
 
@@ -67,8 +68,6 @@ def check_query(session, q) -> None:
             for t, ids in lin.items():
                 for drop in ids[:2]:
                     smaller = {**lin, t: [x for x in ids if x != drop]}
-                    from dltrace.result import verify_row
-
                     assert not verify_row(session, q.sql, session.dialect, r.table, i, smaller), (
                         f"[minimality] row {i} of {q.sql} survives without {t} rid {drop}")
     # 5. forward vs backward

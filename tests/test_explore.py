@@ -3,7 +3,9 @@ each checked against a brute-force computation from ``r.lineage(i)`` and plain S
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -170,6 +172,21 @@ def test_fetch_multi_file_offsets(small, fetch_mode):
     items = fetch.fetch(small, "items", [39, 3])
     assert items.column("dl_rid").to_pylist() == [3, 39]
     assert items.to_pylist() == small.sql("SELECT * FROM items WHERE dl_rid IN (3, 39) ORDER BY dl_rid").to_pylist()
+
+
+def test_an_in_memory_table_is_released_when_replaced(tmp_path):
+    """What lookups and saves derive from an Arrow table (its row store, its content hash) goes with the
+    registration: replacing the table frees it (caches keyed by id() used to keep every such table alive)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"x": list(range(10))}))
+    alive = weakref.ref(s.tables["t"].table)
+    r = s.run("SELECT x FROM t", lineage="set")
+    assert r.backward(0)["t"].column("x").to_pylist() == [0]
+    r.save(tmp_path / "l")
+    del r
+    s.register("t", pa.table({"x": [1]}), replace=True)
+    gc.collect()
+    assert alive() is None
 
 
 def test_rowstore_lifecycle(tmp_path, monkeypatch):

@@ -6,8 +6,7 @@ import pytest
 
 import dltrace
 from dltrace.rewriter.grammar import LineageOn, generate, parse
-from dltrace.tpch import query_sql
-from dltrace.tpch.schema import TPCH_SCHEMA
+from dltrace.tpch import TPCH_SCHEMA, query_sql
 from lineage_compare import assert_same_rows_and_lineage
 
 ON = "LINEAGE ON (year(l_shipdate), week(l_shipdate), l_shipmode)"

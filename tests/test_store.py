@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
-from dltrace import store
+from dltrace import fingerprints, save_folder
 from dltrace.tpch import query_sql
 
 STRATEGIES = ["set", "bitmap"]
@@ -140,7 +140,7 @@ def test_interrupted_save_leaves_previous_save(sales, tmp_path, monkeypatch):
     old = s.run(GROUP, lineage="set")
     old.save(tmp_path / "l")
     new = s.run("SELECT id FROM sales ORDER BY id", lineage="bitmap")
-    real = store._write_table
+    real = save_folder._write_table
     calls = []
 
     def crash_after_first_file(table, path):
@@ -149,11 +149,11 @@ def test_interrupted_save_leaves_previous_save(sales, tmp_path, monkeypatch):
         if len(calls) == 1:
             raise KeyboardInterrupt("simulated crash mid-save")
 
-    monkeypatch.setattr(store, "_write_table", crash_after_first_file)
+    monkeypatch.setattr(save_folder, "_write_table", crash_after_first_file)
     with pytest.raises(KeyboardInterrupt):
         new.save(tmp_path / "l")
     assert calls and calls[0].parent != tmp_path / "l"  # the new files went to a temporary sibling
-    monkeypatch.setattr(store, "_write_table", real)
+    monkeypatch.setattr(save_folder, "_write_table", real)
     same_result(old, dltrace.load(tmp_path / "l", s))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l", "sales.parquet"]  # the temp folder is gone
 
@@ -174,8 +174,8 @@ def test_crash_between_renames(sales, tmp_path, monkeypatch):
             raise SystemExit("killed")  # the process dies: nothing else happens, no put-back
         real_rename(src, dst)
 
-    monkeypatch.setattr(store.os, "rename", die_on_second_rename)
-    monkeypatch.setattr(store.shutil, "rmtree", lambda *a, **k: None)  # a killed process deletes nothing
+    monkeypatch.setattr(save_folder.os, "rename", die_on_second_rename)
+    monkeypatch.setattr(save_folder.shutil, "rmtree", lambda *a, **k: None)  # a killed process deletes nothing
     with pytest.raises(SystemExit):
         new.save(tmp_path / "l")
     monkeypatch.undo()
@@ -197,7 +197,7 @@ def test_failed_rename_puts_previous_save_back(sales, tmp_path, monkeypatch):
             raise OSError("disk full")
         real_rename(src, dst)
 
-    monkeypatch.setattr(store.os, "rename", fail_rename_in)
+    monkeypatch.setattr(save_folder.os, "rename", fail_rename_in)
     with pytest.raises(OSError):
         old.save(tmp_path / "l")
     monkeypatch.undo()
@@ -263,18 +263,18 @@ def test_same_content_elsewhere_is_fresh(sales, tmp_path):
 
 def test_file_hash_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(store, "_disk", None)
+    monkeypatch.setattr(fingerprints, "_disk", None)
     f = tmp_path / "f.bin"
     f.write_bytes(b"x" * 1000)
     old = time.time_ns() - 10 * 10**9
     os.utime(f, ns=(old, old))  # not "racy": its hash may be cached
-    h = store.file_hash(str(f))
+    h = fingerprints.file_hash(str(f))
     assert json.loads((tmp_path / "cache" / "fingerprints.json").read_text())[str(f)]["hash"] == h
-    monkeypatch.setattr(store, "_digest_file", lambda *a: pytest.fail("hashed again"))
-    assert store.file_hash(str(f)) == h
+    monkeypatch.setattr(fingerprints, "_digest_file", lambda *a: pytest.fail("hashed again"))
+    assert fingerprints.file_hash(str(f)) == h
     monkeypatch.undo()
     f.write_bytes(b"y" * 1000)  # same size, new mtime: hashed again
-    assert store.file_hash(str(f)) != h
+    assert fingerprints.file_hash(str(f)) != h
 
 
 # -- the CLI ----------------------------------------------------------------------------------------------------

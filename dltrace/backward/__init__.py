@@ -1,10 +1,10 @@
 """Lazy backward tracing by Cui-Widom reverse queries (TODS 2000), on any engine of the protocol.
 
-``trace(session, sql)`` runs the query once -- over materialised intermediates, cut at every aggregation,
+``trace(catalog, sql)`` runs the query once -- over materialised intermediates, cut at every aggregation,
 DISTINCT, set operation and LIMIT (:mod:`.segments`) -- and then traces its output rows top-down, one
 batched tracing query per segment (:mod:`.tracing`, :mod:`.execute`). The target rows are a registered Arrow
 table joined in with null-safe equality, so values never pass through SQL text. The result has the same
-format as forward lineage (:mod:`.assemble`).
+format as forward lineage (:mod:`.assemble`); :func:`dltrace.result.trace_backward` wraps it as a result.
 
 Expected agreement with forward (witness) lineage: equal for queries without duplicate output rows and
 without negation (the paper's Theorem 6); otherwise backward is a superset (a duplicate gets the pool of
@@ -13,16 +13,20 @@ all its derivations -- the paper's section 2.1, Table 5).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pyarrow as pa
 
-from dltrace.backward.assemble import BackwardResult, Collector
+from dltrace.backward.assemble import Collector
 from dltrace.backward.execute import Run, Tracer
+from dltrace.backward.granularity import project_onto
 from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets, table_ref
+from dltrace.catalog import Catalog
+from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError
 from dltrace.rewriter.analysis import SEMANTICS, prepare
-from dltrace.engines import lineage_functions
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
 
@@ -31,19 +35,30 @@ class RowOutOfRange(DltraceError, IndexError):
     """A row to trace that the query's output does not have."""
 
 
-def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None = None,
-          semantics: str = "witness") -> BackwardResult:
+@dataclass
+class BackwardTrace:
+    """What a trace found: every output row of the query and, per base table, the lineage of the traced ones."""
+
+    table: pa.Table  # every output row of the query, in the engine's order
+    lineage_columns: dict[str, pa.ChunkedArray]  # base table -> list<int64> per row (NULL: not traced)
+    traced: tuple[int, ...] | None  # the rows traced; None: all of them
+    queries: list[str] = field(default_factory=list)  # the statements the trace ran, in order
+    on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
+
+
+def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,
+          semantics: str = "witness") -> BackwardTrace:
     """Backward lineage of ``sql``'s output rows: all of them (``rows=None``, reverse-all) or ``rows``.
 
-    The result's ``table`` is every output row of the query, in the engine's order; ``lineage(i)`` takes that
-    row index. With ``rows`` given, only those rows are traced (``result.traced``) and the lineage of any
-    other row raises. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
+    The trace's ``table`` is every output row of the query, in the engine's order; its lineage columns are
+    indexed by that row. With ``rows`` given, only those rows are traced (``traced``); the others' lineage is
+    NULL. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
     """
-    read = dialect or session.dialect
+    read = dialect or catalog.dialect
     tree = parse_query(sql, read)
-    session.check_tables(tree)
-    context = PassContext(session.dialect, lineage_functions(session.dialect, "set"),
-                          {t.lower(): c for t, c in session.schema().items()}, semantics)
+    catalog.check_known_tables(tree)
+    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+                          {t.lower(): c for t, c in catalog.schema().items()}, semantics)
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
     if prepared.lineage_off:
@@ -52,7 +67,7 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
     tables = list(prepared.tables)
     number_nodes(normal)
 
-    run = Run(session.engine, session.dialect)
+    run = Run(catalog.engine, catalog.dialect)
     try:
         tracer = Tracer(run, semantics)
         root = tracer.node_for(normal, {}, None)
@@ -79,13 +94,9 @@ def trace(session, sql: str, rows: list[int] | None = None, dialect: str | None 
     if on is not None:
         columns = {t: c for t, c in columns.items() if not on.off and t in on.tables}
         if on.table:
-            from dltrace.backward.granularity import project_onto
-
-            columns[on.table], on_values = project_onto(session, on, columns[on.table])
-    return BackwardResult(
-        session, sql, read, table, columns, "reverse-all" if rows is None else "reverse-one", semantics,
-        None, on_values, traced=None if rows is None else tuple(int(i) for i in wanted), queries=run.log,
-    )
+            columns[on.table], on_values = project_onto(catalog, on, columns[on.table])
+    traced = None if rows is None else tuple(int(i) for i in wanted)
+    return BackwardTrace(table, columns, traced, run.log, on_values)
 
 
 def _key_positions(root, width: int) -> list[int]:
@@ -112,4 +123,4 @@ def _rows(rows: list[int] | None, n: int) -> np.ndarray:
     return np.asarray(wanted, dtype=np.int64)
 
 
-__all__ = ["trace", "BackwardResult", "RowOutOfRange", "SEMANTICS"]
+__all__ = ["trace", "BackwardTrace", "RowOutOfRange", "SEMANTICS"]

@@ -8,13 +8,9 @@ row that reads it (a global aggregate, a subquery taken whole) is traced once an
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-
-from dltrace.errors import DltraceError
-from dltrace.result import LineageResult
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -97,34 +93,3 @@ def _sorted_pairs(chunks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarr
     keep = np.ones(len(tids), dtype=bool)
     keep[1:] = (tids[1:] != tids[:-1]) | (rids[1:] != rids[:-1])
     return tids[keep], rids[keep]
-
-
-@dataclass
-class BackwardResult(LineageResult):
-    """A :class:`~dltrace.result.LineageResult` computed by backward tracing.
-
-    ``table`` always holds every output row of the query, so row ``i`` is the query's row ``i``. With
-    ``rows=[...]`` (reverse-one/-some) only those rows were traced: ``traced`` lists them, their lineage
-    columns are NULL elsewhere, and ``lineage(i)`` of an untraced row raises instead of answering "nothing".
-    ``queries`` are the statements the trace ran, in order.
-    """
-
-    traced: tuple[int, ...] | None = None  # None: every row was traced (reverse-all)
-    queries: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._traced = None if self.traced is None else frozenset(self.traced)
-
-    def is_traced(self, i: int) -> bool:
-        return self._traced is None or i in self._traced
-
-    def lineage(self, i: int) -> dict[str, list[int]]:
-        if 0 <= i < self.num_rows and not self.is_traced(i):
-            shown = ", ".join(map(str, sorted(self._traced)[:10]))
-            raise DltraceError(f"row {i} was not traced (traced rows: {shown}); trace it with rows=[{i}] or rows=None")
-        return super().lineage(i)
-
-    def lineage_all(self) -> list[dict[str, list[int]] | None]:
-        """Lineage of every output row; ``None`` for rows that were not traced."""
-        full = super().lineage_all()
-        return [lin if self.is_traced(i) else None for i, lin in enumerate(full)]

@@ -14,8 +14,24 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
-from dltrace.backward.segments import Node, bw_id, make_node, output_names, scope_env, simple_whole, unwrap
-from dltrace.backward.tracing import TID, Builder, Prov, Targets, col, subquery, table_ref
+from dltrace.backward.segments import (
+    Node,
+    bw_id,
+    make_node,
+    output_names,
+    scope_env,
+    simple_whole,
+    unwrap,
+)
+from dltrace.backward.tracing import (
+    TID,
+    Builder,
+    Prov,
+    Targets,
+    col,
+    subquery,
+    table_ref,
+)
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position

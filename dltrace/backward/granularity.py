@@ -10,28 +10,28 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines.base import RID, ArrowSource
+from dltrace.catalog import Catalog
+from dltrace.engines.base import ArrowSource
+from dltrace.names import RID, value_order
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 
 
-def project_onto(session, spec: OnSpec, column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, dict[int, tuple]]:
+def project_onto(catalog: Catalog, spec: OnSpec, column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, dict[int, tuple]]:
     """Map each row's rids of ``spec.table`` to ids of their distinct value tuples (and the id -> tuple map)."""
-    from dltrace.names import value_order
-
     rows = column.to_pylist()
     rids = np.unique(np.fromiter((r for ids in rows if ids for r in ids), dtype=np.int64))
     name = f"_dl_on_rids_{id(column)}"
-    session.engine.register(name, ArrowSource(pa.table({"rid": pa.array(rids, type=pa.int64())})))
+    catalog.engine.register(name, ArrowSource(pa.table({"rid": pa.array(rids, type=pa.int64())})))
     try:
         keys = [exp.alias_(e.copy(), f"_dl_k{i}") for i, e in enumerate(spec.expressions)]
         query = exp.select(exp.column("rid", table=name), *keys).from_(
             exp.Table(this=exp.to_identifier(spec.table, quoted=True))
         ).join(exp.Table(this=exp.to_identifier(name)),
                on=exp.EQ(this=exp.column(RID, table=spec.table, quoted=True), expression=exp.column("rid", table=name)))
-        values = session.engine.sql(generate(query, session.dialect))
+        values = catalog.engine.sql(generate(query, catalog.dialect))
     finally:
-        session.engine.drop(name)
+        catalog.engine.drop(name)
     cols = [values.column(c).to_pylist() for c in range(1, values.num_columns)]
     tuples = [tuple(c[j] for c in cols) for j in range(values.num_rows)]
     distinct = sorted(set(tuples), key=value_order)

@@ -39,7 +39,12 @@ from dltrace.backward.segments import (
 )
 from dltrace.errors import UnsupportedQuery
 from dltrace.names import RID
-from dltrace.rewriter.analysis import array_witness, clause_subqueries, contributes, is_decorrelated
+from dltrace.rewriter.analysis import (
+    array_witness,
+    clause_subqueries,
+    contributes,
+    is_decorrelated,
+)
 from dltrace.rewriter.parse import position
 
 TID = "_dl_tid"

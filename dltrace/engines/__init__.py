@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dltrace.engines import duckdb as duckdb_adapter
+from dltrace.engines import spark as spark_adapter
 from dltrace.engines.base import RID, Engine, resolve_source
 from dltrace.engines.duckdb_sql import DuckDBFunctions
 from dltrace.engines.lineage_sql import (
@@ -39,16 +41,10 @@ _FUNCTIONS: dict[str, type[LineageFunctions]] = {
 
 def make_engine(kind: str, **options: Any) -> Engine:
     """Build the adapter for ``kind`` ("duckdb" or "spark"); options go to its constructor."""
-    # The adapters are imported here, not above: they load duckdb or pyspark, and the rewriter imports
-    # this package.
     if kind == "duckdb":
-        from dltrace.engines.duckdb import DuckDBEngine
-
-        return DuckDBEngine(**options)
+        return duckdb_adapter.DuckDBEngine(**options)
     if kind == "spark":
-        from dltrace.engines.spark import SparkEngine
-
-        return SparkEngine(**options)
+        return spark_adapter.SparkEngine(**options)  # (pyspark itself is imported only when a session starts)
     raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
 
 
@@ -73,10 +69,6 @@ def generator_transforms(dialect: str) -> GeneratorTransforms:
 
 def install_functions_on(target: Any) -> None:
     """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
-    # imported here for the reason given in make_engine
-    from dltrace.engines import duckdb as duckdb_adapter
-    from dltrace.engines import spark as spark_adapter
-
     for adapter in (duckdb_adapter, spark_adapter):
         if adapter.owns(target):
             adapter.install_functions_on(target)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from dltrace.errors import ReservedName, SourceError
 from dltrace.names import RESERVED_PREFIX, RID
@@ -92,8 +94,6 @@ def resolve_source(source: Any) -> Source:
 
 def _read_csv(paths: list[Path]) -> pa.Table:
     # CSV is read once in Python so both engines see the same rows in the same order (same rids).
-    import pyarrow.csv as pacsv
-
     tables = []
     for p in paths:
         opts = pacsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
@@ -105,8 +105,6 @@ def _read_csv(paths: list[Path]) -> pa.Table:
 
 
 def _parquet_source(files: list[str]) -> ParquetSource:
-    import pyarrow.parquet as pq
-
     offsets, total = [], 0
     for f in files:
         try:

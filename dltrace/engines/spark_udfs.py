@@ -49,11 +49,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from dltrace.udafs import bitmap_arrow as B
+
 
 def _udfs() -> dict[str, Any]:
     from pyspark.sql.functions import arrow_udf
-
-    from dltrace.udafs import bitmap_arrow as B
 
     def build(x: pa.Array) -> pa.Array:
         return B.build_arrow(x, wide=False)

@@ -21,10 +21,17 @@ from sqlglot import exp
 from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
 from dltrace.rewriter.parse import check_query, position
-from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness, array_witness as read_array_witnesses
+from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
+from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
-from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate, is_correlated, subquery_kind
+from dltrace.rewriter.passes.decorrelate import (
+    DECORRELATED,
+    PREDICATE_SUBQUERIES,
+    decorrelate,
+    is_correlated,
+    subquery_kind,
+)
 from dltrace.rewriter.passes.qualify import qualify
 
 SEMANTICS = ("witness", "control")

@@ -8,12 +8,14 @@ by pid; the next job starts a fresh worker.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from dltrace.tpch import procmon
+from dltrace.tpch.worker import serve
 
 POLL_SECONDS = 0.2  # memory guard: RSS of the worker's processes
 TREE_SECONDS = 1.0  # how often the list of those processes is refreshed (Spark starts Python workers)
@@ -43,10 +45,6 @@ class WorkerHandle:
         return self.proc is not None and self.proc.is_alive()
 
     def start(self) -> None:
-        import multiprocessing as mp
-
-        from dltrace.tpch.worker import serve
-
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self.proc = ctx.Process(target=serve, name=f"dltrace-{self.engine}",

@@ -26,6 +26,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap64
+
+from dltrace.udafs import decode
+from dltrace.udafs.bitmap import load as load_bitmap
 
 Lineage = dict[str, np.ndarray]
 CanonicalRow = tuple[tuple, Lineage]
@@ -55,10 +59,8 @@ def _column_arrays(col: pa.ChunkedArray | pa.Array) -> list[np.ndarray]:
         elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
             out.extend(_bitmap_ids(v) for v in chunk.to_pylist())
         else:
-            from dltrace.result import decode_ids
-
             for v in chunk.to_pylist():
-                out.append(np.asarray(decode_ids(v), dtype=np.int64))
+                out.append(np.asarray(decode(v), dtype=np.int64))
     return out
 
 
@@ -67,17 +69,11 @@ def _bitmap_ids(value: bytes | None) -> np.ndarray:
     if value is None:
         return np.empty(0, dtype=np.int64)
     try:
-        from pyroaring import BitMap64
-
-        from dltrace.udafs.bitmap import load
-
-        bm = load(value)
+        bm = load_bitmap(value)
         dtype = np.uint64 if isinstance(bm, BitMap64) else np.uint32
         return np.frombuffer(bm.to_array(), dtype=dtype).astype(np.int64)
-    except (ImportError, AttributeError, TypeError):  # another bitmap layout: the generic decoder
-        from dltrace.result import decode_ids
-
-        return np.asarray(decode_ids(value), dtype=np.int64)
+    except (AttributeError, TypeError):  # another bitmap layout: the generic decoder
+        return np.asarray(decode(value), dtype=np.int64)
 
 
 def canonical_rows(table: pa.Table, lineage_columns: dict[str, Any], rows: list[int] | None = None

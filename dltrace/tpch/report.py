@@ -8,6 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from dltrace.tpch.plots import bytes_plot, ratio_plot
 
 FORWARD = ("set", "bitmap")
@@ -375,9 +378,7 @@ def lineage_on_section(d: Data) -> list[str]:
 
 # -- terminal ----------------------------------------------------------------------------------------
 
-def print_summary(records: list[dict[str, Any]], console) -> None:
-    from rich.table import Table
-
+def print_summary(records: list[dict[str, Any]], console: Console) -> None:
     d = Data(records, [], {}, [])
     styles = {"timeout": "yellow", "oom": "red", "error": "red", "unsupported": "dim"}
     for e in d.engines:

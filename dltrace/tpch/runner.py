@@ -23,10 +23,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
 from dltrace.errors import DltraceError
-from dltrace.tpch import procmon
+from dltrace.tpch import procmon, report
 from dltrace.tpch.isolation import WorkerFailed, WorkerHandle, failure
-from dltrace.tpch.worker import LINEAGE_ON_QUERIES, STRATEGIES
+from dltrace.tpch.worker import LINEAGE_ON_QUERIES, STRATEGIES, lineage_on_supported
+from dltrace.tpch_data import TABLES, ensure_tpch, tpch_dir
 
 ENGINES = ("duckdb", "spark")
 STATUSES = ("ok", "timeout", "oom", "error", "unsupported")
@@ -194,8 +199,9 @@ def machine() -> dict[str, Any]:
             "versions": versions}
 
 
-class Run:
-    """State of one ``dltrace tpch`` invocation: the records so far and where they are written."""
+class RunnerOutput:
+    """What one ``dltrace tpch`` invocation produces: its records and metadata so far, and the folder they are
+    written to (after every run, so an interrupted invocation still leaves a report)."""
 
     def __init__(self, args: argparse.Namespace, out: Path) -> None:
         self.args = args
@@ -232,19 +238,14 @@ def _plan(args: argparse.Namespace, lineage_on: bool) -> list[tuple[str, int, st
     return jobs
 
 
-def execute(args: argparse.Namespace, run: Run, console) -> None:
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    from dltrace.tpch.worker import lineage_on_supported
-
+def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) -> None:
     on_ok, on_why = lineage_on_supported()
-    run.meta["lineage_on"] = {"supported": on_ok, "message": on_why or None}
+    output.meta["lineage_on"] = {"supported": on_ok, "message": on_why or None}
     jobs = _plan(args, on_ok)
     sleeps = _debug_sleeps(args.debug_sleep)
     mem_limit = procmon.parse_size(args.memory_limit, procmon.total_memory_bytes())
-    run.meta["memory_limit_bytes"] = mem_limit
-    logs = run.out / "logs"
+    output.meta["memory_limit_bytes"] = mem_limit
+    logs = output.out / "logs"
     logs.mkdir(exist_ok=True)
 
     original: dict[tuple[str, int], dict[str, Any]] = {}
@@ -253,7 +254,7 @@ def execute(args: argparse.Namespace, run: Run, console) -> None:
     handle: WorkerHandle | None = None
     engine_failed: dict[str, WorkerFailed] = {}
     said: set[tuple] = set()
-    cpu = run.meta["cpu_seconds"]
+    cpu = output.meta["cpu_seconds"]
     columns = [SpinnerColumn(), TextColumn("{task.description}", style="bold"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
     with Progress(*columns, console=console, transient=False, refresh_per_second=4) as progress:
@@ -275,7 +276,7 @@ def execute(args: argparse.Namespace, run: Run, console) -> None:
                         progress.update(task, description=f"{engine}: starting the session")
                         try:
                             handle.start()
-                            run.meta["engine_start_seconds"].setdefault(engine, handle.start_seconds)
+                            output.meta["engine_start_seconds"].setdefault(engine, handle.start_seconds)
                         except WorkerFailed as e:
                             engine_failed[engine] = e
                             console.print(f"[red]{e.message}[/red] — every {engine} run is recorded as {e.status}")
@@ -303,8 +304,8 @@ def execute(args: argparse.Namespace, run: Run, console) -> None:
                     reference[(engine, q)] = extra["digests"]
                     chars[(engine, q)] = {"engine": engine, "sf": args.sf, "query": q, **extra["characteristics"],
                                           "lineage_digest": extra.get("lineage_digest")}
-                    run.characteristics = sorted(chars.values(), key=lambda c: (c["engine"], c["query"]))
-                (run.lineage_on if on else run.records).append(rec)
+                    output.characteristics = sorted(chars.values(), key=lambda c: (c["engine"], c["query"]))
+                (output.lineage_on if on else output.records).append(rec)
                 if rec["status"] != "ok":
                     key = (engine, strategy, rec["status"], rec["message"])
                     if key not in said:  # a strategy that is not available says so once, not per query
@@ -312,7 +313,7 @@ def execute(args: argparse.Namespace, run: Run, console) -> None:
                         console.print(f"  {label}: [yellow]{rec['status']}[/yellow] — {rec['message']}")
                 elif rec["agrees"] is False:
                     console.print(f"  {label}: lineage differs from set — {rec['message']}")
-                run.save()
+                output.save()
                 progress.advance(task)
             progress.update(task, description="done")
         finally:
@@ -323,10 +324,6 @@ def execute(args: argparse.Namespace, run: Run, console) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``dltrace tpch`` with parsed ``args``; returns the exit code (130 when interrupted)."""
-    from rich.console import Console
-
-    from dltrace.tpch import report
-
     console = Console()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +334,7 @@ def main(args: argparse.Namespace) -> int:
         console.print(f"report: {path}")
         return 0
 
-    run = Run(args, out)
+    output = RunnerOutput(args, out)
     t0 = time.monotonic()
     previous = signal.getsignal(signal.SIGTERM)
     interrupted = False
@@ -347,23 +344,23 @@ def main(args: argparse.Namespace) -> int:
         previous = None
     try:
         _ensure_data(args.sf, console)
-        execute(args, run, console)
+        execute(args, output, console)
     except KeyboardInterrupt:
         interrupted = True
         console.print("[yellow]interrupted: writing what is done so far[/yellow]")
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        run.meta["wall_seconds"] = round(time.monotonic() - t0, 1)
-        run.meta["interrupted"] = interrupted
-        run.meta["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
-        run.meta["load_average_end"] = _load_average()
+        output.meta["wall_seconds"] = round(time.monotonic() - t0, 1)
+        output.meta["interrupted"] = interrupted
+        output.meta["finished"] = _dt.datetime.now().isoformat(timespec="seconds")
+        output.meta["load_average_end"] = _load_average()
         own = os.times()
-        run.meta["cpu_seconds"]["runner"] = round(own.user + own.system, 1)
-        run.save()
+        output.meta["cpu_seconds"]["runner"] = round(own.user + own.system, 1)
+        output.save()
     path = report.write_report(out)
-    report.print_summary(run.records, console)
-    console.print(f"\n{len(run.records)} runs in {run.meta['wall_seconds']:.0f} s · report: {path}")
+    report.print_summary(output.records, console)
+    console.print(f"\n{len(output.records)} runs in {output.meta['wall_seconds']:.0f} s · report: {path}")
     return 130 if interrupted else 0
 
 
@@ -379,9 +376,7 @@ def _raise_interrupt(signum, frame):  # noqa: ARG001
     raise KeyboardInterrupt
 
 
-def _ensure_data(sf: float, console) -> None:
-    from dltrace.tpch import TABLES, ensure_tpch, tpch_dir
-
+def _ensure_data(sf: float, console: Console) -> None:
     folder = tpch_dir(sf)
     if all((folder / f"{t}.parquet").is_file() for t in TABLES):
         return

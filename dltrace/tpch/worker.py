@@ -18,6 +18,12 @@ import traceback
 from statistics import median
 from typing import Any
 
+import dltrace
+from dltrace.errors import DltraceError, ParseError, UnsupportedQuery
+from dltrace.tpch import lineage_stats as ls
+from dltrace.tpch.queries import query_sql
+from dltrace.tpch.schema import TPCH_SCHEMA
+
 STRATEGIES = ("original", "set", "bitmap", "reverse-one", "reverse-all")
 ANALYSIS = "checking lineage"  # phase name after the timed runs (dltrace.tpch.isolation.ANALYSIS)
 REVERSE_ONE_ROW = 0  # reverse-one traces this output row (the first)
@@ -39,12 +45,9 @@ def lineage_on_sql(sql: str) -> str:
 
 def lineage_on_supported(dialect: str = "duckdb") -> tuple[bool, str]:
     """Whether dltrace parses ``LINEAGE ON``: try to rewrite a query with it."""
-    import dltrace
-    from dltrace.errors import DltraceError, ParseError
-
     probe = "SELECT l_returnflag, count(*) AS n FROM lineitem GROUP BY l_returnflag LINEAGE ON (l_shipmode)"
     try:
-        dltrace.rewrite(probe, dialect=dialect)
+        dltrace.rewrite(probe, dialect=dialect, schema=TPCH_SCHEMA)
     except ParseError as e:
         return False, f"LINEAGE ON does not parse yet ({e})"
     except DltraceError as e:
@@ -56,8 +59,6 @@ def lineage_on_supported(dialect: str = "duckdb") -> tuple[bool, str]:
 
 def classify(e: BaseException) -> tuple[str, str]:
     """An exception from a run -> (status, one-line message)."""
-    from dltrace.errors import UnsupportedQuery
-
     text = str(e).strip().splitlines()
     line = text[0] if text else ""
     message = f"{type(e).__name__}: {line}" if line else type(e).__name__
@@ -87,8 +88,6 @@ class Worker:
         self.send({"type": "phase", "what": what})
 
     def start(self) -> None:
-        import dltrace
-
         t = time.perf_counter()
         opts = dict(self.options)
         self.session = dltrace.connect(self.engine, **opts)
@@ -111,8 +110,6 @@ class Worker:
         raise ValueError(f"unknown strategy {strategy!r}")
 
     def job(self, job: dict[str, Any]) -> None:
-        from dltrace.tpch import query_sql
-
         n, strategy = job["query"], job["strategy"]
         record: dict[str, Any] = {"status": "ok", "seconds": None, "seconds_all": [], "output_rows": None,
                                   "lineage_ids": None, "bytes_raw": None, "bytes_stored": None, "agrees": None,
@@ -152,8 +149,6 @@ class Worker:
         self.send({"type": "done", "record": record, "extra": extra})
 
     def analyse(self, job: dict[str, Any], result, record: dict[str, Any], extra: dict[str, Any]) -> None:
-        from dltrace.tpch import lineage_stats as ls
-
         n, strategy = job["query"], job["strategy"]
         if strategy == "original":
             record["output_rows"] = result.num_rows

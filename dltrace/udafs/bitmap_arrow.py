@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap, BitMap64
+from pyroaring import BitMap64
 
 from dltrace.udafs.bitmap import (
     EMPTY32,

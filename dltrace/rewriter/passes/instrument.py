@@ -14,11 +14,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.analysis import base_tables
+from dltrace.rewriter.analysis import base_tables, is_aggregate
+from dltrace.rewriter.lineage_on import ON_COLUMN
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.lineage_on import ON_COLUMN
-from dltrace.rewriter.rules.aggregate import aggregate, is_aggregate
+from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.distinct import group_all
 from dltrace.rewriter.rules.output import project
 from dltrace.rewriter.rules.setops import instrument_setop

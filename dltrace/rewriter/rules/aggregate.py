@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.analysis import is_aggregate
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table, slot_name
 
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.analysis import ClauseSubquery, array_witness, clause_subqueries, contributes, is_aggregate
+from dltrace.rewriter.analysis import (
+    ClauseSubquery,
+    array_witness,
+    clause_subqueries,
+    contributes,
+    is_aggregate,
+)
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate

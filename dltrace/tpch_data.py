@@ -1,4 +1,7 @@
-"""TPC-H data: generated once per scale factor with tpchgen-cli into a cache folder, then reused."""
+"""TPC-H data: generated once per scale factor with tpchgen-cli into the cache folder, then reused.
+
+Part of the library (``Session.load_tpch`` registers it); the benchmark in :mod:`dltrace.tpch` uses it too.
+"""
 
 from __future__ import annotations
 

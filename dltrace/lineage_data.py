@@ -1,0 +1,77 @@
+"""The rows of a query and their lineage, as data: what lookups, the completeness oracle and persistence read.
+
+:class:`LineageData` holds a query's own rows as Arrow and one lineage column per base table (a set of rids
+per row: a list, or roaring bitmap bytes); it decodes them. The questions one asks of it (``backward``,
+``forward``, ``explain``, ``verify``, ``save``) are methods of :class:`dltrace.result.LineageResult`, which is
+this data plus those methods, one layer up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from dltrace.catalog import Catalog
+from dltrace.names import value_order
+from dltrace.udafs import decode
+
+
+def decode_ids(value: Any) -> list[int]:
+    """One lineage value as it comes back from an engine (array, bitmap bytes, None) -> sorted rids."""
+    if value is None:
+        return []
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return decode(bytes(value))
+    return sorted({int(v) for v in value if v is not None})
+
+
+@dataclass
+class LineageData:
+    """Rows of a query (``table``) and, per row, the base rows they came from (``lineage(i)``)."""
+
+    session: Catalog  # the tables the query ran on (a :class:`dltrace.Session`)
+    sql: str  # the query as the user wrote it
+    dialect: str  # the dialect ``sql`` is written in
+    table: pa.Table  # the query's own columns
+    lineage_columns: dict[str, pa.ChunkedArray] = field(default_factory=dict)  # base table -> sets per row
+    strategy: str | None = "set"
+    semantics: str = "witness"
+    rewritten_sql: str | None = None
+    on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def tables(self) -> list[str]:
+        return list(self.lineage_columns)
+
+    def is_traced(self, i: int) -> bool:
+        """Whether row ``i``'s lineage is known (backward tracing of some rows only knows theirs)."""
+        return True
+
+    def lineage(self, i: int):
+        """``{table: [dl_rid, ...]}`` for output row ``i`` (every base table read; empty lists included).
+
+        Under ``LINEAGE ON (e1, ...)``: the sorted list of distinct value tuples ``(e1, ...)`` instead.
+        """
+        if not 0 <= i < self.num_rows:
+            raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
+        found = {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
+        return self._decoded(found)
+
+    def lineage_all(self) -> list:
+        cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
+        return [self._decoded({t: decode_ids(v[i]) for t, v in cols.items()}) for i in range(self.num_rows)]
+
+    def _decoded(self, found: dict[str, list[int]]):
+        if self.on_values is None:
+            return found
+        ids = [i for ids in found.values() for i in ids]
+        return sorted((self.on_values[i] for i in ids), key=value_order)
+
+    def row(self, i: int) -> dict[str, Any]:
+        return {name: self.table.column(name)[i].as_py() for name in self.table.column_names}

@@ -1,0 +1,356 @@
+"""The folder a lineage result is saved to: written atomically, with a manifest that fingerprints its base tables.
+
+A save is a folder::
+
+    manifest.json       what was run, how, when, and a fingerprint of every base table it read
+    rows.parquet        the query's own rows (column names as in the result; positional names if duplicated)
+    lineage.parquet     one column per base table, ``dl_<table>``: list<int64> rid sets or roaring bitmap bytes
+    lineage_on.parquet  LINEAGE ON results only: the dictionary id -> value tuple (typed, so it round-trips)
+
+Writing is atomic: everything goes into a hidden temporary sibling folder (``.<name>.tmp-*``), manifest last,
+each file fsync-ed; then the previous save (if any) is renamed aside (``.<name>.old-*``), the new folder is
+renamed in, and the old one deleted. A crash at any point leaves a complete save readable: before the first
+rename the old folder is untouched; between the two renames :func:`read_manifest` finds the aside copy.
+
+Fingerprints (the paper: "if a base tuple is updated, a new id is assigned", so saved rids are only valid
+against unchanged tables): row count plus a content hash (:mod:`dltrace.fingerprints`) -- of the file bytes
+for parquet sources, of the Arrow IPC serialisation for in-memory tables (CSV is read into memory at
+registration, so that is what the catalog actually holds), of an engine-side ``bit_xor(xxhash64(*))`` for a
+Spark DataFrame. Reopening a save as a result is :func:`dltrace.store.load`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlglot import exp
+
+from dltrace.catalog import Catalog
+from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
+from dltrace.errors import DltraceError
+from dltrace.fingerprints import arrow_hash, file_hash, new_hash
+from dltrace.lineage_data import LineageData
+from dltrace.rewriter.parse import parse_query
+from dltrace.version import __version__
+
+FORMAT = "dltrace-lineage"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ROWS = "rows.parquet"
+LINEAGE = "lineage.parquet"
+LINEAGE_ON = "lineage_on.parquet"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fingerprints of registered tables
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
+    """``{"kind", "num_rows", "hash", ...}`` of a registered table's current content."""
+    src = catalog.tables[name]
+    origin = catalog.origins.get(name)
+    if isinstance(src, ParquetSource):
+        files = [{"path": f, "size": os.path.getsize(f), "hash": file_hash(f)} for f in src.files]
+        h = new_hash()
+        for f, off in zip(files, src.offsets):
+            h.update(f"{off}:{f['hash']};".encode())
+        fp = {"kind": "parquet", "num_rows": src.num_rows, "hash": h.hexdigest(), "files": files}
+    elif isinstance(src, ArrowSource):
+        digest = catalog.derived(name, "content hash", lambda source: arrow_hash(source.table))
+        fp = {"kind": "arrow", "num_rows": src.num_rows, "hash": digest}
+    elif isinstance(src, NativeSource):
+        fp = {"kind": "engine", "num_rows": catalog.num_rows(name), "hash": _engine_hash(catalog, name)}
+    else:  # pragma: no cover - resolve_source builds only the three kinds
+        fp = {"kind": type(src).__name__, "num_rows": catalog.num_rows(name), "hash": None}
+    if origin:
+        fp["origin"] = origin
+    return fp
+
+
+def _engine_hash(catalog: Catalog, name: str) -> str:
+    """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here)."""
+    # The SQL is Spark's (xxhash64 and bit_xor over a whole row); the engine adapter should own it.
+    ident = exp.to_identifier(name, quoted=True).sql(catalog.dialect)
+    out = catalog.engine.sql(f"SELECT count(*) AS n, bit_xor(xxhash64(*)) AS h FROM {ident}")
+    n, h = out.column(0)[0].as_py(), out.column(1)[0].as_py()
+    digest = new_hash()
+    digest.update(f"{n}:{h}".encode())
+    return digest.hexdigest()
+
+
+def _query_tables(result: LineageData) -> list[str]:
+    """The registered base tables the query reads (its lineage tables first, in their order)."""
+    names = list(result.lineage_columns)
+    try:
+        tree = parse_query(result.sql, result.dialect)
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for t in tree.find_all(exp.Table):
+            n = t.name.lower()
+            if n and n not in ctes and n not in names and n in result.session.tables:
+                names.append(n)
+    except DltraceError:
+        pass
+    return [n for n in names if n in result.session.tables]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# save
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_table(table: pa.Table, path: Path) -> None:
+    # use_compliant_nested_type=False keeps list item names (DuckDB's "l"), so types round-trip exactly.
+    pq.write_table(table, path, compression="zstd", use_compliant_nested_type=False)
+    _fsync_file(path)
+
+
+def _is_save(folder: Path) -> bool:
+    try:
+        m = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format") == FORMAT
+
+
+def _siblings(path: Path, kind: str) -> list[Path]:
+    parent = path.parent
+    if not parent.is_dir():
+        return []
+    prefix = f".{path.name}.{kind}-"
+    found = []
+    for p in parent.iterdir():
+        if p.name.startswith(prefix):
+            try:
+                if p.is_dir():
+                    found.append((p.stat().st_mtime_ns, p))
+            except OSError:  # removed meanwhile
+                pass
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def _aside(path: Path) -> Path | None:
+    """A complete previous save left aside by a save that crashed between its two renames."""
+    for p in _siblings(path, "old"):
+        if _is_save(p):
+            return p
+    return None
+
+
+def save(result: LineageData, path: str | os.PathLike) -> Path:
+    """Write ``result`` (rows, lineage columns, LINEAGE ON dictionary) and its manifest to folder ``path``,
+    atomically replacing a previous save there. Returns the folder."""
+    target = Path(path).absolute()
+    if target.exists() and not target.is_dir():
+        raise DltraceError(f"cannot save lineage to {str(target)!r}: it is a file")
+    if target.exists() and any(target.iterdir()) and not _is_save(target):
+        raise DltraceError(f"cannot save lineage to {str(target)!r}: the folder holds other files (not a dltrace save)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():  # a save that crashed between its renames: put the previous one back first
+        old = _aside(target)
+        if old is not None:
+            os.rename(old, target)
+    _clean_leftovers(target)
+
+    manifest = _manifest(result)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        _write_contents(result, tmp, manifest)
+        _swap(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _clean_leftovers(target: Path, age_s: float = 3600.0) -> None:
+    """Remove temporary folders of crashed saves (older than ``age_s``: a concurrent save may own a young one)
+    and aside copies made redundant by a complete save in place."""
+    now = time.time()
+    for p in _siblings(target, "tmp"):
+        try:
+            if now - p.stat().st_mtime > age_s:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+    if _is_save(target):
+        for p in _siblings(target, "old"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _manifest(result: LineageData) -> dict[str, Any]:
+    catalog = result.session
+    names = list(result.table.column_names)
+    lineage = {}
+    for t, col in result.lineage_columns.items():
+        lineage[t] = {"column": f"dl_{t}", "type": str(col.type)}
+    tables = {t: table_fingerprint(catalog, t) for t in _query_tables(result)}
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "dltrace_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "query": result.sql,
+        "dialect": result.dialect,
+        "engine": catalog.dialect,
+        "strategy": result.strategy,
+        "semantics": result.semantics,
+        "rewritten_sql": result.rewritten_sql,
+        "num_rows": result.num_rows,
+        "columns": names,
+        "lineage": lineage,
+        "lineage_on": None,
+        "tables": tables,
+        "files": {},
+    }
+
+
+def _write_contents(result: LineageData, folder: Path, manifest: dict[str, Any]) -> None:
+    names = list(result.table.column_names)
+    rows = result.table
+    if len(set(names)) != len(names):  # Parquet wants distinct names: positional ones, real ones in the manifest
+        rows = rows.rename_columns([f"c{j}" for j in range(len(names))])
+    rows = rows.replace_schema_metadata(None)
+    files = {ROWS: rows}
+    if result.lineage_columns:
+        files[LINEAGE] = pa.table({f"dl_{t}": col for t, col in result.lineage_columns.items()})
+    if result.on_values is not None:
+        manifest["lineage_on"] = {"file": LINEAGE_ON, "size": len(result.on_values)}
+        files[LINEAGE_ON] = _on_values_table(result.on_values)
+    for name, table in files.items():
+        _write_table(table, folder / name)
+        manifest["files"][name] = {"bytes": (folder / name).stat().st_size, "rows": table.num_rows}
+    text = json.dumps(manifest, indent=1, default=str)
+    with open(folder / MANIFEST, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(folder)
+
+
+def _on_values_table(on_values: dict[int, tuple]) -> pa.Table:
+    ids = sorted(on_values)
+    width = max((len(v) for v in on_values.values()), default=0)
+    cols = {"dl_on_id": pa.array(ids, type=pa.int64())}
+    for k in range(width):
+        cols[f"v{k}"] = pa.array([on_values[i][k] for i in ids])
+    return pa.table(cols)
+
+
+def _swap(tmp: Path, target: Path) -> None:
+    old = None
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        if old is not None and not target.exists():
+            os.rename(old, target)  # put the previous save back
+        raise
+    _fsync_dir(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# read
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
+    """The folder actually holding the save at ``path`` (or its aside copy after a crash) and its manifest."""
+    folder = Path(path).absolute()
+    if not (folder / MANIFEST).is_file():
+        old = _aside(folder)
+        if old is None:
+            raise DltraceError(f"no saved lineage at {str(folder)!r} (no {MANIFEST})")
+        folder = old
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except ValueError as e:
+        raise DltraceError(f"unreadable manifest in {str(folder)!r}: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DltraceError(f"{str(folder)!r} is not a dltrace lineage save")
+    if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
+        raise DltraceError(
+            f"{str(folder)!r} was saved by a newer dltrace (format {manifest['format_version']}); upgrade dltrace"
+        )
+    return folder, manifest
+
+
+def stale_tables(catalog: Catalog, manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """``[(table, why)]`` for every base table whose fingerprint no longer matches (or that is missing)."""
+    problems = []
+    for name, saved in manifest.get("tables", {}).items():
+        if name not in catalog.tables:
+            problems.append((name, "is not registered in this session"))
+            continue
+        now = table_fingerprint(catalog, name)
+        if now["num_rows"] != saved.get("num_rows"):
+            problems.append((name, f"has {now['num_rows']} rows, {saved.get('num_rows')} when saved"))
+        elif now.get("hash") != saved.get("hash"):
+            changed = ""
+            if now.get("kind") == saved.get("kind") == "parquet":
+                was = {f["path"]: f["hash"] for f in saved.get("files", [])}
+                diff = [f["path"] for f in now["files"] if was.get(f["path"]) != f["hash"]]
+                if diff:
+                    changed = f" ({os.path.basename(diff[0])}" + (f" and {len(diff) - 1} more" if len(diff) > 1 else "") + ")"
+            problems.append((name, f"content changed since the lineage was saved{changed}"))
+    return problems
+
+
+def read_contents(folder: Path, manifest: dict[str, Any]
+                  ) -> tuple[pa.Table, dict[str, pa.ChunkedArray], dict[int, tuple] | None]:
+    """The saved rows, lineage columns and LINEAGE ON dictionary of the save in ``folder`` (checked whole first)."""
+    for name, info in manifest.get("files", {}).items():
+        f = folder / name
+        if not f.is_file() or f.stat().st_size != info.get("bytes"):
+            raise DltraceError(f"saved lineage at {str(folder)!r} is damaged: {name} is missing or truncated")
+    rows = pq.read_table(folder / ROWS)
+    columns = manifest.get("columns") or rows.column_names
+    if list(rows.column_names) != list(columns):
+        rows = rows.rename_columns(columns)
+    lineage: dict[str, pa.ChunkedArray] = {}
+    if manifest.get("lineage"):
+        lt = pq.read_table(folder / LINEAGE)
+        for t, info in manifest["lineage"].items():
+            lineage[t] = lt.column(info["column"])
+    on_values = None
+    if manifest.get("lineage_on"):
+        ot = pq.read_table(folder / manifest["lineage_on"].get("file", LINEAGE_ON))
+        ids = ot.column("dl_on_id").to_pylist()
+        vals = [ot.column(c).to_pylist() for c in ot.column_names[1:]]
+        on_values = {int(i): tuple(v[j] for v in vals) for j, i in enumerate(ids)}
+    return rows, lineage, on_values
