@@ -81,10 +81,21 @@ def _drop_stdout() -> None:
         pass
 
 
+def _tolerate_encoding() -> None:
+    """On a stdout that cannot encode everything (an ASCII locale), print '?' rather than fail."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "")
+    if encoding not in ("utf8", "utf16", "utf32"):
+        try:
+            sys.stdout.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dltrace`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    _tolerate_encoding()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

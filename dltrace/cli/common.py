@@ -162,7 +162,10 @@ def load_tpch(s: dltrace.Session, sf: float) -> None:
 
 def read_sql(path: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise CliError(f"cannot read SQL from stdin: {e}") from None
     p = Path(path)
     if not p.is_file():
         raise CliError(f"SQL file not found: {path!r}")

@@ -176,9 +176,14 @@ def show(renderable) -> None:
     if _isatty(out):
         Console(file=out, **options).print(renderable)
         return
-    buf = io.StringIO()
+    buf = _Buffer()
+    buf.encoding = getattr(out, "encoding", None) or "utf-8"  # rich draws ASCII boxes for an ASCII stdout
     Console(file=buf, width=1 << 16, color_system=None, **options).print(renderable)
     out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
+
+
+class _Buffer(io.StringIO):
+    encoding = "utf-8"
 
 
 def _isatty(file) -> bool:
