@@ -12,13 +12,13 @@ from sqlglot.dialects import Dialects
 from sqlglot.dialects.dialect import Dialect
 
 import dltrace
+from dltrace.backward import SEMANTICS
 from dltrace.cli.output import Printer
 from dltrace.engines import ENGINES
 from dltrace.errors import DltraceError
 from dltrace.tpch import TABLES as TPCH_TABLES
 
-STRATEGIES = ("set", "bitmap")
-SEMANTICS = ("witness", "control")
+STRATEGIES = ("set", "bitmap")  # forward lineage; the TPC-H runner also compares the reverse queries
 
 #: Phrases of the library's messages meant for Python callers, and what a CLI user types instead.
 _API_HINTS = (

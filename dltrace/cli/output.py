@@ -55,7 +55,7 @@ class Shape:
     on_values: dict | None
 
     @property
-    def values(self) -> bool:
+    def by_value(self) -> bool:
         return self.on_values is not None
 
 
@@ -154,11 +154,11 @@ def tuples_text(tuples: Sequence[tuple], max_parts: int = 4) -> str:
 
 
 def cell(entries: list, sh: Shape) -> str:
-    return tuples_text(entries) if sh.values else rids_text(entries)
+    return tuples_text(entries) if sh.by_value else rids_text(entries)
 
 
 def csv_cell(entries: list, sh: Shape) -> str:
-    if sh.values:
+    if sh.by_value:
         return values.to_json([list(t) for t in entries])
     return " ".join(map(str, entries))
 
@@ -208,8 +208,7 @@ class Printer:
     def __init__(self, fmt: str = "table", limit: int | None = None) -> None:
         self.fmt = fmt
         self.limit = limit
-        self._csv_header: list[str] | None = None
-        self._writer = None
+        self._writer = None  # CSV: one header, however many calls
 
     @property
     def is_table(self) -> bool:
@@ -282,12 +281,9 @@ class Printer:
                 out.write(values.to_json_object(fields) + "\n")
 
     def _csv(self, r, sh: Shape, shown: list[int]) -> None:
-        header = ["dl_row", *r.table.column_names, *(PREFIX + k for k in sh.keys)]
         if self._writer is None:
             self._writer = csv.writer(sys.stdout, lineterminator="\n")
-        if self._csv_header is None:
-            self._csv_header = header
-            self._writer.writerow(header)
+            self._writer.writerow(["dl_row", *r.table.column_names, *(PREFIX + k for k in sh.keys)])
         for start in range(0, len(shown), BATCH):
             part = shown[start: start + BATCH]
             lin = lineage_rows(r, sh, part)
@@ -324,7 +320,7 @@ def row_summary(r, i: int, sh: Shape, entries: dict[str, list]) -> list[str]:
     width = max((len(k) for k in sh.keys), default=0)
     for key in sh.keys:
         got = entries[key]
-        if sh.values:
+        if sh.by_value:
             lines.append(f"  {key:<{width}}  {count(len(got), 'value')}" + (f": {tuples_text(got, 8)}" if got else ""))
         else:
             lines.append(f"  {key:<{width}}  {count(len(got), 'tuple')}" + (f"; rids {rids_text(got, 8)}" if got else ""))
