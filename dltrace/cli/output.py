@@ -23,6 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from rich.cells import cell_len
 
 from dltrace.cli import values
 from dltrace.names import value_order
@@ -168,18 +169,53 @@ def csv_cell(entries: list, sh: Shape) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def show(renderable) -> None:
-    """Print a table on stdout (looked up now). On a terminal rich fits it to the width; elsewhere (a pipe,
-    a file) it is never wrapped and its lines carry no trailing blanks."""
-    out = sys.stdout
-    options = dict(highlight=False, markup=False, emoji=False, soft_wrap=False)
-    if _isatty(out):
-        Console(file=out, **options).print(renderable)
-        return
-    buf = _Buffer()
-    buf.encoding = getattr(out, "encoding", None) or "utf-8"  # rich draws ASCII boxes for an ASCII stdout
-    Console(file=buf, width=1 << 16, color_system=None, **options).print(renderable)
-    out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
+#: Narrowest a lineage column gets on a narrow terminal before the whole table is printed unwrapped instead.
+LINEAGE_MIN = 12
+
+
+class Grid:
+    """A table in the one style: value columns are never wrapped nor cut; lineage columns wrap to fit a
+    terminal, and when even that is not enough the table is printed at full width for the terminal to wrap."""
+
+    def __init__(self) -> None:
+        self.table = Table(box=BOX, show_edge=False, pad_edge=False, header_style="bold")
+        self.widths: list[int] = []
+        self.wraps: list[bool] = []
+
+    def column(self, name: str, right: bool = False, wraps: bool = False, style: str | None = None) -> None:
+        self.table.add_column(name, justify="right" if right else "left", style=style, no_wrap=not wraps,
+                              overflow="fold")
+        self.widths.append(cell_len(name))
+        self.wraps.append(wraps)
+
+    def values(self, schema: pa.Schema) -> None:
+        """A column per field; numbers to the right."""
+        for f in schema:
+            t = f.type
+            self.column(f.name, right=pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
+
+    def row(self, cells: list[str]) -> None:
+        for j, c in enumerate(cells):
+            self.widths[j] = max(self.widths[j], max(map(cell_len, c.split("\n"))))
+        self.table.add_row(*[Text(c) for c in cells])
+
+    def print(self) -> None:
+        """On stdout (looked up now); elsewhere than a terminal (a pipe, a file) lines carry no trailing blanks."""
+        out = sys.stdout
+        gaps = 3 * (len(self.widths) - 1)
+        full = sum(self.widths) + gaps
+        least = sum(min(w, LINEAGE_MIN) if wraps else w for w, wraps in zip(self.widths, self.wraps)) + gaps
+        options = dict(highlight=False, markup=False, emoji=False, soft_wrap=False)
+        if _isatty(out):
+            console = Console(file=out, **options)
+            if least > console.width:
+                console = Console(file=out, width=full, **options)
+            console.print(self.table)
+            return
+        buf = _Buffer()
+        buf.encoding = getattr(out, "encoding", None) or "utf-8"  # rich draws ASCII boxes for an ASCII stdout
+        Console(file=buf, width=max(full, 1), color_system=None, **options).print(self.table)
+        out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 
 
 class _Buffer(io.StringIO):
@@ -191,14 +227,6 @@ def _isatty(file) -> bool:
         return file.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def new_table() -> Table:
-    return Table(box=BOX, show_edge=False, pad_edge=False, header_style="bold")
-
-
-def is_numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
 class Printer:
@@ -249,19 +277,17 @@ class Printer:
             self.note(f"… {more} (use --limit 0 for all)" if self.is_table else f"{more} not printed (--limit {cap})")
 
     def _table(self, r, sh: Shape, shown: list[int]) -> None:
-        t = new_table()
-        t.add_column("#", justify="right", style="dim")
-        for f in r.table.schema:
-            t.add_column(f.name, justify="right" if is_numeric(f.type) else "left")
+        g = Grid()
+        g.column("#", right=True, style="dim")
+        g.values(r.table.schema)
         for key in sh.keys:
-            t.add_column(PREFIX + key, style="cyan")
+            g.column(PREFIX + key, wraps=True, style="cyan")
         for start in range(0, len(shown), BATCH):
             part = shown[start: start + BATCH]
             lin = lineage_rows(r, sh, part)
             for i, row, entries in zip(part, rows_of(r.table, part), lin):
-                cells = [str(i), *(values.text(v) for v in row), *(cell(entries[k], sh) for k in sh.keys)]
-                t.add_row(*[Text(c) for c in cells])
-        show(t)
+                g.row([str(i), *(values.text(v) for v in row), *(cell(entries[k], sh) for k in sh.keys)])
+        g.print()
         if not shown and not r.num_rows:
             self.line("(no rows)")
 
@@ -297,12 +323,11 @@ class Printer:
             return
         if title:
             self.line(title)
-        t = new_table()
-        for f in table.schema:
-            t.add_column(f.name, justify="right" if is_numeric(f.type) else "left")
+        g = Grid()
+        g.values(table.schema)
         for row in rows_of(table, list(range(table.num_rows))):
-            t.add_row(*[Text(values.text(v)) for v in row])
-        show(t)
+            g.row([values.text(v) for v in row])
+        g.print()
 
 
 def table_json(table: pa.Table) -> str:
