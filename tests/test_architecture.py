@@ -23,7 +23,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dltrace"
 
@@ -51,10 +50,6 @@ DEFERRED_IN = {"dltrace/tpch/plots.py": {"matplotlib"}}
 #: their bitmap format) and the foundation.
 PUBLIC_FOR_TPCH = {"dltrace", "dltrace.errors", "dltrace.udafs", "dltrace.udafs.bitmap"}
 
-# owned by a parallel change; removed at merge
-FUNCTION_LOCAL_IMPORTS_PENDING = {"dltrace/cli.py"}
-TPCH_IMPORTS_PENDING: set[str] = set()
-CYCLES_PENDING: list[set[str]] = []
 
 
 @dataclass(frozen=True)
@@ -222,6 +217,10 @@ def _layer(module: str) -> int:
     return best[0]
 
 
+def _in_cli(module: str) -> bool:
+    return module == "dltrace.cli" or module.startswith("dltrace.cli.")
+
+
 def _in_tpch(module: str) -> bool:
     return module == "dltrace.tpch" or module.startswith("dltrace.tpch.")
 
@@ -245,7 +244,7 @@ def test_the_checker_finds_a_cycle_and_names_it():
 
 
 def test_no_import_cycles():
-    found = [g for g in _circles(GRAPH) if g not in CYCLES_PENDING]
+    found = _circles(GRAPH)
     text = [f"{len(g)} modules: {', '.join(sorted(g))}; e.g. {' -> '.join(_cycle_in(GRAPH, g))}" for g in found]
     assert not found, "import cycles:\n" + "\n".join(text)
 
@@ -260,8 +259,6 @@ def test_imports_point_down_the_layers():
     for imp in dict.fromkeys(IMPORTS):
         if imp.module not in FILES:
             continue
-        if imp.path in TPCH_IMPORTS_PENDING and _in_tpch(imp.module):
-            continue
         if _layer(imp.module) > _layer(imp.importer):
             wrong.append(f"{_where(imp)}: {imp.importer} ({LAYERS[_layer(imp.importer)][0]}) imports "
                          f"{imp.module} ({LAYERS[_layer(imp.module)][0]})")
@@ -271,7 +268,7 @@ def test_imports_point_down_the_layers():
 def test_only_the_cli_imports_tpch():
     wrong = [f"{_where(imp)}: {imp.importer} imports {imp.module}" for imp in dict.fromkeys(IMPORTS)
              if _in_tpch(imp.module) and not _in_tpch(imp.importer)
-             and imp.importer != "dltrace.cli" and imp.path not in TPCH_IMPORTS_PENDING]
+             and not _in_cli(imp.importer)]
     assert not wrong, "the library must not import the TPC-H package:\n" + "\n".join(wrong)
 
 
@@ -289,19 +286,5 @@ def _local_import_allowed(imp: Import) -> bool:
 
 def test_no_function_local_imports():
     wrong = [f"{_where(imp)}: {imp.module}" for imp in dict.fromkeys(IMPORTS)
-             if imp.local and not _local_import_allowed(imp) and imp.path not in FUNCTION_LOCAL_IMPORTS_PENDING]
+             if imp.local and not _local_import_allowed(imp)]
     assert not wrong, "function-local imports (import at the top; only pyspark/py4j may be deferred):\n" + "\n".join(wrong)
-
-
-@pytest.mark.parametrize("allowlist", ["FUNCTION_LOCAL_IMPORTS_PENDING", "TPCH_IMPORTS_PENDING", "CYCLES_PENDING"])
-def test_pending_allowlists_hold_only_what_still_needs_them(allowlist):
-    """A file that no longer needs its exemption leaves the allowlist (they empty as the parallel work merges)."""
-    if allowlist == "FUNCTION_LOCAL_IMPORTS_PENDING":
-        needing = {imp.path for imp in IMPORTS if imp.local and not _local_import_allowed(imp)}
-        stale = FUNCTION_LOCAL_IMPORTS_PENDING - needing
-    elif allowlist == "TPCH_IMPORTS_PENDING":
-        needing = {imp.path for imp in IMPORTS if _in_tpch(imp.module) and not _in_tpch(imp.importer)}
-        stale = TPCH_IMPORTS_PENDING - needing
-    else:
-        stale = [c for c in CYCLES_PENDING if c not in _circles(GRAPH)]
-    assert not stale, f"no longer needed in {allowlist}: {stale}"

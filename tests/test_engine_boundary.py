@@ -29,13 +29,6 @@ ENGINE_NAMES = {"duckdb", "spark", "spark2", "databricks"}
 ENGINE_MODULES = {"duckdb", "pyspark"}  # top-level modules of the engines' libraries ("_duckdb" too)
 FLAG_NAMES = {"spark", "is_spark"}
 
-# Temporarily allowed: modules still checking the engine, each until the named change lands. An entry whose
-# module no longer checks the engine fails the test below: remove it then.
-TEMPORARY_ALLOWLIST = {
-    "dltrace/cli.py",  # owned by the layers/CLI change
-}
-
-
 def names_engine(value: object) -> bool:
     """Is ``value`` an engine or Spark-family dialect name, or a module name of an engine's library?"""
     if not isinstance(value, str):
@@ -107,14 +100,7 @@ def _modules() -> list[str]:
 @pytest.mark.parametrize("module", _modules())
 def test_no_engine_check_outside_engines(module):
     checks = engine_checks((ROOT / module).read_text())
-    if module in TEMPORARY_ALLOWLIST:
-        assert checks, f"{module} no longer checks the engine: remove it from TEMPORARY_ALLOWLIST"
-        return
     assert not checks, f"{module} knows which engine runs; move this into dltrace/engines/:\n" + "\n".join(checks)
-
-
-def test_allowlist_names_existing_modules():
-    assert TEMPORARY_ALLOWLIST <= set(_modules())
 
 
 def test_rewrite_loads_no_engine():

@@ -48,6 +48,22 @@ def make_engine(kind: str, **options: Any) -> Engine:
     raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
 
 
+# What a command line may set when it opens each engine, and which engines take long enough to start that a
+# user should be told (a JVM).
+_COMMAND_LINE_OPTIONS = {"duckdb": (), "spark": ("master",)}
+_SLOW_TO_START = frozenset({"spark"})
+
+
+def command_line_options(kind: str) -> tuple[str, ...]:
+    """The constructor options of engine ``kind`` a command line passes on (e.g. Spark's ``master``)."""
+    return _COMMAND_LINE_OPTIONS.get(kind, ())
+
+
+def starts_slowly(kind: str) -> bool:
+    """Does starting engine ``kind`` take seconds (worth a status line)?"""
+    return kind in _SLOW_TO_START
+
+
 def lineage_functions(dialect: str, strategy: str) -> LineageFunctions:
     """The builders of lineage SQL in sqlglot dialect ``dialect`` for ``strategy`` ("set" or "bitmap")."""
     functions = _FUNCTIONS.get(dialect.lower())

@@ -1,8 +1,7 @@
-"""The TPC-H schema, so ``dltrace.rewrite`` works on TPC-H queries without a session."""
+"""The TPC-H schema, so ``dltrace.rewrite(sql, schema=TPCH_SCHEMA)`` works on TPC-H queries without a session."""
 
 from __future__ import annotations
 
-from sqlglot import exp
 
 _D = "DECIMAL(15,2)"
 TPCH_SCHEMA: dict[str, dict[str, str]] = {
@@ -26,12 +25,3 @@ TPCH_SCHEMA: dict[str, dict[str, str]] = {
                  "l_commitdate": "DATE", "l_receiptdate": "DATE", "l_shipinstruct": "VARCHAR",
                  "l_shipmode": "VARCHAR", "l_comment": "VARCHAR"},
 }
-
-
-def default_schema(tree: exp.Expression) -> dict | None:
-    """The TPC-H schema when every table the query reads is a TPC-H table, else None."""
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    names = {t.name.lower() for t in tree.find_all(exp.Table)} - ctes
-    if names and names <= set(TPCH_SCHEMA):
-        return TPCH_SCHEMA
-    return None

@@ -1,0 +1,7 @@
+"""``python -m dltrace.cli``: the ``dltrace`` command."""
+
+import sys
+
+from dltrace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,116 @@
+"""``dltrace lineage DIR``: query lineage saved by ``dltrace run --save DIR`` (or ``r.save(DIR)``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import dltrace
+from dltrace.cli import common, output
+from dltrace.errors import DltraceError
+from dltrace.store import read_manifest
+
+HELP = "query saved lineage: its rows, a row's base tuples (--row), or the rows some inputs reach (--forward)"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("lineage", help=HELP, description=HELP + ". Without --row or --forward: the saved query "
+                       "and its rows with their lineage.")
+    p.add_argument("dir", help="folder written by `dltrace run --save DIR` (or r.save(DIR))")
+    common.add_sources(p)
+    p.add_argument("--row", type=common.whole_number, action="append", metavar="N",
+                   help="output row N: its lineage and base tuples (repeatable)")
+    p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
+                   help="the output rows that depend on these input rows, e.g. lineitem:42,43 or orders:10-20 (repeatable)")
+    p.add_argument("--tuples", type=common.whole_number, default=20, metavar="K",
+                   help="base tuples to print per table with --row (default 20; in JSON: under \"tuples\")")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="load even if a base table changed since the save (its rids may point at other rows)")
+    common.add_output(p)
+    common.add_debug(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    folder, manifest = read_manifest(args.dir)
+    s = _session(args, manifest)
+    r = dltrace.load(folder, s, allow_stale=args.allow_stale)
+    p = common.printer(args)
+    if not args.row and not args.forward:
+        _summary(p, r, manifest)
+        p.rows(r, range(r.num_rows))
+    if args.row:
+        rows = common.check_rows(args.row, r.num_rows)
+        if p.is_table:
+            output.detail(p, r, rows, args.tuples)
+        else:
+            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples))
+    for spec in args.forward or []:
+        _forward(p, r, spec)
+    return 0
+
+
+def _session(args: argparse.Namespace, manifest: dict) -> dltrace.Session:
+    """A session with the saved query's tables: from --tpch/--table, else from the paths the manifest records."""
+    if args.tpch is not None or args.table:
+        return common.session(args)
+    s = common.connect(args)
+    for name, info in manifest.get("tables", {}).items():
+        origin = info.get("origin")
+        files = info.get("files") or []
+        if origin is None and len(files) == 1:
+            origin = files[0]["path"]
+        if origin is None:
+            raise common.CliError(f"table {name!r} was registered from memory when the lineage was saved; "
+                                  f"pass --table {name}=PATH (or --tpch SF)")
+        try:
+            s.register(name, origin)
+        except DltraceError as e:
+            raise common.CliError(f"cannot register table {name!r} from {origin!r}, where the save says it was "
+                                  f"read from ({common.cli_message(e)}); pass --table {name}=PATH") from None
+    return s
+
+
+def _summary(p: output.Printer, r, manifest: dict) -> None:
+    sh = output.shape(r)
+    p.line(f"query ({manifest.get('dialect')}, saved {manifest.get('created')} by dltrace "
+           f"{manifest.get('dltrace_version')} on {manifest.get('engine')}):")
+    p.line("  " + manifest.get("query", "").strip().replace("\n", "\n  "))
+    p.line(f"{r.num_rows:,} rows; lineage {r.strategy or 'none'} ({r.semantics}) on: {', '.join(sh.keys) or 'none'}")
+    p.line()
+
+
+def parse_rids(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                out.extend(range(int(lo), int(hi) + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got a bad rid {part!r}") from None
+    if not out:
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got no rids in {text!r}")
+    return sorted(set(out))
+
+
+def _forward(p: output.Printer, r, spec: str) -> None:
+    table, sep, text = spec.partition(":")
+    if not sep or not table:
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got {spec!r}")
+    if not r.lineage_columns:
+        raise common.CliError("--forward needs lineage: this save has none (it was run with --lineage none or LINEAGE ON ())")
+    if r.on_values is not None:
+        raise common.CliError("--forward needs row ids: this save holds LINEAGE ON values (use --row N to see them)")
+    rids = parse_rids(text)
+    rows = r.forward(table, rids)
+    ids = "{" + output.rids_text(rids, 10, counted=False) + "}" + output.rids_count(rids, 10)
+    hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
+    p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {ids}: {hits}")
+    if rows:
+        p.rows(r, rows)
+    p.line()

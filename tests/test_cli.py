@@ -1,0 +1,359 @@
+"""The ``dltrace`` command, run as a real subprocess: output formats, LINEAGE ON, limits, errors and exit codes.
+
+DuckDB on a small parquet table written here (decimals, dates, NULLs, blobs, a column named ``lineage``) and
+TPC-H SF 0.01; one Spark test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+
+ROOT = Path(__file__).resolve().parents[1]
+SF = "0.01"
+LINEITEM_ROWS = 60175  # lineitem at SF 0.01
+
+# grp has 4 values over 40 rows: the lineage of group g is rids g, g+4, ..., g+36.
+GROUPS = ("SELECT grp, sum(price) AS lineage, min(day) AS first_day, max(name) AS name, NULL AS nothing, "
+          "min(blob) AS b FROM sales GROUP BY grp ORDER BY grp")
+ON = ("SELECT o_orderpriority, count(*) AS n FROM orders JOIN customer ON o_custkey = c_custkey "
+      "GROUP BY o_orderpriority LINEAGE ON (c_mktsegment) ORDER BY 1")
+ON_TWO = ON.replace("(c_mktsegment)", "(c_mktsegment, c_nationkey % 3)")
+ON_TABLES = ON.replace("(c_mktsegment)", "TABLES (customer)")
+ON_OFF = ON.replace("(c_mktsegment)", "()")
+SEGMENTS = [["AUTOMOBILE"], ["BUILDING"], ["FURNITURE"], ["HOUSEHOLD"], ["MACHINERY"]]
+
+
+def cli(*args, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m dltrace.cli ARGS`` on this source tree."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "dltrace.cli", *map(str, args)], input=stdin, capture_output=True,
+                          text=True, env=e, timeout=600)
+
+
+def ok(res: subprocess.CompletedProcess) -> str:
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    return res.stdout
+
+
+def fails(res: subprocess.CompletedProcess, *texts: str) -> str:
+    """A bad input: exit code 2, nothing on stdout, one 'dltrace: error:' line on stderr."""
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dltrace: error: "), res.stderr
+    for t in texts:
+        assert t in lines[0], (t, lines[0])
+    return lines[0]
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line, parse_float=Decimal) for line in text.splitlines()]
+
+
+def table_rows(text: str) -> list[str]:
+    """The data lines of a printed table (between the rule under the header and the first blank line)."""
+    lines = text.splitlines()
+    start = next(k for k, line in enumerate(lines) if set(line) == {"─"}) + 1
+    end = next((k for k in range(start, len(lines)) if not lines[k].strip() or lines[k].startswith("…")), len(lines))
+    return lines[start:end]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    n = 40
+    import datetime as dt
+
+    pq.write_table(pa.table({
+        "id": list(range(n)),
+        "grp": [i % 4 for i in range(n)],
+        "name": [None if i % 9 == 0 else f"item [{i}]" for i in range(n)],  # brackets: never rich markup
+        "price": pa.array([Decimal(i) / 4 for i in range(n)], pa.decimal128(10, 2)),
+        "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(n)],
+        "blob": [bytes([i]) for i in range(n)],
+    }), d / "sales.parquet")
+    queries = {"groups": GROUPS, "on": ON, "on_two": ON_TWO, "on_tables": ON_TABLES, "on_off": ON_OFF,
+               "big": "SELECT l_orderkey, l_linenumber, l_extendedprice FROM lineitem",
+               "bad": "SELECT a FROM"}
+    for name, sql in queries.items():
+        (d / f"{name}.sql").write_text(sql)
+    return d
+
+
+def sales(files) -> str:
+    return f"sales={files / 'sales.parquet'}"
+
+
+# -- usage ------------------------------------------------------------------------------------------------------
+
+
+def test_version_and_help(files):
+    assert ok(cli("--version")) == f"dltrace {dltrace.__version__}\n"
+    script = Path(sys.executable).parent / "dltrace"
+    if script.exists():  # the installed console script, on this tree
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([str(script), "--version"], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0 and done.stdout == f"dltrace {dltrace.__version__}\n"
+    text = ok(cli("--help"))
+    for command in ("run", "rewrite", "trace", "lineage", "tpch"):
+        assert f"\n    {command} " in text
+    assert "exit codes" in text
+    for command in ("run", "trace", "lineage"):
+        text = ok(cli(command, "--help"))
+        assert "--json" in text and "--csv" in text and "--limit N" in text
+    assert "--allow-stale" in ok(cli("lineage", "--help"))
+    assert "{set,bitmap,none}" in ok(cli("run", "--help"))
+
+
+# -- run: formats, values, limits ---------------------------------------------------------------------------------
+
+
+def test_run_prints_values_as_written_with_set_lineage_by_default(files):
+    res = cli("run", files / "groups.sql", "--table", sales(files))
+    text = ok(res)
+    assert res.stderr == ""
+    assert text.splitlines()[0].split() == ["#", "grp", "lineage", "first_day", "name", "nothing", "b", "dl_sales"]
+    rows = table_rows(text)
+    assert len(rows) == 4
+    assert rows[0].split(None, 7) == ["0", "0", "45.00", "2024-01-01", "item", "[8]", "NULL", "\\x00   0, 4, 8, 12, 16, 20, … (10 ids)"]
+    for bad in ("Decimal(", "datetime", "None", "b'"):
+        assert bad not in text
+    plain = ok(cli("run", files / "groups.sql", "--table", sales(files), "--lineage", "none"))
+    assert "dl_sales" not in plain and "45.00" in plain
+    same = ok(cli("run", "-", "--table", sales(files), "--lineage", "bitmap", stdin=GROUPS))  # SQL from stdin
+    assert table_rows(same) == rows
+
+
+def test_run_json_and_csv(files):
+    res = cli("run", files / "groups.sql", "--table", sales(files), "--json")
+    objs = json_lines(ok(res))
+    assert len(objs) == 4 and res.stderr == ""
+    first = objs[0]
+    assert list(first) == ["index", "row", "lineage"]
+    assert first["index"] == 0
+    # the user's column named lineage keeps its value; the lineage is beside the row, never in it
+    assert first["row"] == {"grp": 0, "lineage": Decimal("45.00"), "first_day": "2024-01-01", "name": "item [8]",
+                            "nothing": None, "b": "00"}
+    assert first["lineage"] == {"sales": list(range(0, 40, 4))}
+    assert '"lineage":45.00,' in res.stdout  # the decimal's digits, as a JSON number
+
+    rows = list(csv.reader(io.StringIO(ok(cli("run", files / "groups.sql", "--table", sales(files), "--csv")))))
+    assert rows[0] == ["dl_row", "grp", "lineage", "first_day", "name", "nothing", "b", "dl_sales"]
+    assert rows[1] == ["0", "0", "45.00", "2024-01-01", "item [8]", "", "\\x00", " ".join(map(str, range(0, 40, 4)))]
+    assert len(rows) == 5
+
+
+def test_limit(files, tpch_folder):
+    big = files / "big.sql"
+    text = ok(cli("run", big, "--tpch", SF))
+    assert len(table_rows(text)) == 50
+    assert text.splitlines()[-1] == f"… {LINEITEM_ROWS - 50:,} more rows (use --limit 0 for all)"
+    text = ok(cli("run", big, "--tpch", SF, "--limit", "3"))
+    assert len(table_rows(text)) == 3 and f"… {LINEITEM_ROWS - 3:,} more rows" in text
+    res = cli("run", big, "--tpch", SF, "--json")  # JSON: every row unless --limit
+    assert ok(res).count("\n") == LINEITEM_ROWS and res.stderr == ""
+    res = cli("run", big, "--tpch", SF, "--csv", "--limit", "2", "--lineage", "none")
+    assert len(ok(res).splitlines()) == 3
+    assert res.stderr == f"dltrace: {LINEITEM_ROWS - 2:,} more rows not printed (--limit 2)\n"
+
+
+def test_closed_pipe_exits_quietly(files, tpch_folder):
+    """`dltrace run ... --json | head -1`: no traceback, the exit code of a process stopped by SIGPIPE."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.Popen([sys.executable, "-m", "dltrace.cli", "run", str(files / "big.sql"), "--tpch", SF, "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = p.stdout.readline()
+    p.stdout.close()  # the reader goes away with megabytes still to come
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(timeout=300) == 141
+    assert json.loads(first)["index"] == 0
+    assert err == ""
+
+
+# -- errors -----------------------------------------------------------------------------------------------------
+
+
+def test_bad_input_is_one_line_and_exit_code_2(files):
+    groups, t = files / "groups.sql", sales(files)
+    line = fails(cli("rewrite", groups, "--dialect", "nosuch"), "unknown dialect 'nosuch'")
+    assert "duckdb" in line and "spark" in line  # lists the dialects
+    fails(cli("run", groups, "--table", t, "--dialect", "nosuch"), "unknown dialect")
+    fails(cli("rewrite", groups, "--strategy", "nosuch"), "--strategy", "invalid choice: 'nosuch'")
+    fails(cli("run", groups, "--table", t, "--lineage", "nosuch"), "--lineage", "invalid choice")
+    fails(cli("trace", groups, "--table", t, "--row", "99"), "row 99 out of range")
+    fails(cli("trace", groups, "--table", t, "--row", "-1"), "--row", "whole number")
+    fails(cli("run", groups, "--table", t, "--limit", "x"), "--limit")
+    fails(cli("run", files / "missing.sql"), "SQL file not found")
+    fails(cli("run", groups, "--table", "sales"), "--table expects NAME=PATH")
+    fails(cli("run", groups, "--table", f"sales={files / 'nope.parquet'}"), "not found")
+    fails(cli("run", groups), "unknown table 'sales'")
+    fails(cli("run", files / "bad.sql"), "does not parse")
+    fails(cli("run", groups, "--table", t, "--json", "--csv"), "not allowed with")
+    fails(cli("run", groups, "--tpch", "0"), "--tpch", "scale factor")
+    fails(cli(), "required")
+    fails(cli("frobnicate"), "invalid choice")
+    fails(cli("lineage", files / "nowhere"), "no saved lineage")
+
+
+def test_unexpected_error_is_one_line_with_debug_hint(files, monkeypatch, capsys):
+    """An exception dltrace did not raise on purpose (here: a failing Session.run)."""
+    from dltrace import cli
+    from dltrace.session import Session
+
+    def boom(*a, **k):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(Session, "run", boom)
+    argv = ["run", str(files / "groups.sql"), "--table", sales(files)]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == "dltrace: error: RuntimeError: boom second line (unexpected; rerun with --debug for the traceback)\n"
+    assert cli.main([*argv, "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("(unexpected; rerun with --debug for the traceback)\n")
+
+
+# -- trace, rewrite ---------------------------------------------------------------------------------------------
+
+
+def test_trace(files):
+    groups, t = files / "groups.sql", sales(files)
+    text = ok(cli("trace", groups, "--table", t, "--row", "2", "--row", "0", "--tuples", "2"))
+    rows = table_rows(text)
+    assert [r.split()[0] for r in rows] == ["0", "2"]  # only the traced rows, one table style
+    assert "dl_sales" in text.splitlines()[0]
+    assert "row 2 of 4: grp=2, lineage=50.00" in text
+    assert "sales (first 2 of 10 base tuples)" in text and "dl_rid" in text
+    traced = json_lines(ok(cli("trace", groups, "--table", t, "--json")))
+    forward = json_lines(ok(cli("run", groups, "--table", t, "--json")))
+    assert traced == forward  # no duplicates, no negation: backward = forward lineage
+    one = json_lines(ok(cli("trace", groups, "--table", t, "--json", "--row", "3", "--tuples", "1")))
+    assert len(one) == 1 and one[0]["index"] == 3
+    assert one[0]["tuples"] == {"sales": [{"id": 3, "grp": 3, "name": "item [3]", "price": Decimal("0.75"),
+                                           "day": "2024-01-04", "blob": "03", "dl_rid": 3}]}
+    rows = list(csv.reader(io.StringIO(ok(cli("trace", groups, "--table", t, "--csv", "--row", "1")))))
+    assert [r[0] for r in rows] == ["dl_row", "1"]
+
+
+def test_rewrite(files):
+    text = ok(cli("rewrite", files / "groups.sql", "--table", sales(files)))
+    assert "dl_sales" in text and text.lstrip().upper().startswith("SELECT")
+    text = ok(cli("rewrite", files / "on.sql", "--to", "spark", "--strategy", "bitmap"))
+    assert "_dl_on_dict" in text
+
+
+# -- LINEAGE ON on every subcommand -----------------------------------------------------------------------------
+
+
+def test_lineage_on_values(files, tpch_folder, tmp_path):
+    on = files / "on.sql"
+    key = "customer(c_mktsegment)"
+    text = ok(cli("run", on, "--tpch", SF))
+    assert "dl_" + key in text.splitlines()[0]
+    assert table_rows(text)[0].endswith("AUTOMOBILE, BUILDING, FURNITURE, HOUSEHOLD, … (5 values)")
+    assert "(AUTOMOBILE, 0)" in ok(cli("run", files / "on_two.sql", "--tpch", SF))  # tuples of two values
+    saved = tmp_path / "on"
+    res = cli("run", on, "--tpch", SF, "--json", "--save", saved)
+    forward = json_lines(ok(res))
+    assert "saved 5 rows and lineage" in res.stderr
+    assert [o["lineage"] for o in forward] == [{key: SEGMENTS}] * 5
+    assert json_lines(ok(cli("trace", on, "--tpch", SF, "--json"))) == forward
+    assert table_rows(ok(cli("trace", on, "--tpch", SF))) == table_rows(text)
+    assert json_lines(ok(cli("lineage", saved, "--json"))) == forward
+    text = ok(cli("lineage", saved))
+    assert f"5 rows; lineage set (witness) on: {key}" in text and table_rows(text)[0].endswith("(5 values)")
+    text = ok(cli("lineage", saved, "--row", "0"))
+    assert f"{key}  5 values: AUTOMOBILE, BUILDING, FURNITURE, HOUSEHOLD, MACHINERY" in text
+    rows = list(csv.reader(io.StringIO(ok(cli("lineage", saved, "--csv", "--row", "4")))))
+    assert rows[0][-1] == "dl_" + key and json.loads(rows[1][-1]) == SEGMENTS
+    fails(cli("lineage", saved, "--forward", "customer:1"), "LINEAGE ON values")
+
+
+def test_lineage_on_tables_and_off(files, tpch_folder, tmp_path):
+    tables = json_lines(ok(cli("run", files / "on_tables.sql", "--tpch", SF, "--json", "--save", tmp_path / "t")))
+    assert [list(o["lineage"]) for o in tables] == [["customer"]] * 5  # orders left out
+    assert all(isinstance(i, int) for i in tables[0]["lineage"]["customer"])
+    assert json_lines(ok(cli("trace", files / "on_tables.sql", "--tpch", SF, "--json"))) == tables
+    assert json_lines(ok(cli("lineage", tmp_path / "t", "--json"))) == tables
+    off = json_lines(ok(cli("run", files / "on_off.sql", "--tpch", SF, "--json", "--save", tmp_path / "o")))
+    assert len(off) == 5 and all(list(o) == ["index", "row"] for o in off)
+    assert json_lines(ok(cli("trace", files / "on_off.sql", "--tpch", SF, "--json"))) == off
+    assert "(no lineage)" in ok(cli("lineage", tmp_path / "o", "--row", "0"))
+
+
+# -- saved lineage ----------------------------------------------------------------------------------------------
+
+
+def test_save_and_query_saved_lineage(files, tmp_path):
+    saved = tmp_path / "saved"
+    res = cli("run", files / "groups.sql", "--table", sales(files), "--save", saved, "--limit", "1")
+    ok(res)
+    assert "saved 4 rows and lineage" in res.stderr  # run's default lineage is saved
+    assert json.loads((saved / "manifest.json").read_text())["lineage"]
+    text = ok(cli("lineage", saved))
+    assert "4 rows; lineage set (witness) on: sales" in text and len(table_rows(text)) == 4
+    text = ok(cli("lineage", saved, "--row", "1", "--tuples", "2"))
+    assert "row 1 of 4: grp=1, lineage=47.50, first_day=2024-01-02, name=item [5], nothing=NULL, b=\\x01" in text
+    assert "sales  10 tuples; rids 1, 5, 9, 13, 17, 21, 25, 29, … (10 ids)" in text
+    assert "sales (first 2 of 10 base tuples)" in text
+    (obj,) = json_lines(ok(cli("lineage", saved, "--row", "1", "--tuples", "2", "--json")))
+    assert obj["lineage"] == {"sales": list(range(1, 40, 4))} and [t["dl_rid"] for t in obj["tuples"]["sales"]] == [1, 5]
+    text = ok(cli("lineage", saved, "--forward", "sales:4-6,9"))
+    assert "3 of 4 output rows depend on sales rids {4-6, 9} (4 ids): [0-2]" in text
+    assert [r.split()[0] for r in table_rows(text)] == ["0", "1", "2"]
+    rows = list(csv.reader(io.StringIO(ok(cli("lineage", saved, "--csv", "--forward", "sales:1")))))
+    assert [r[0] for r in rows] == ["dl_row", "1"]
+    fails(cli("lineage", saved, "--row", "999999"), "row 999999 out of range", "4 rows")
+    fails(cli("lineage", saved, "--forward", "sales:x"), "bad rid 'x'")
+    fails(cli("lineage", saved, "--forward", "nosuch:1"), "no lineage for table 'nosuch'")
+
+
+def test_stale_lineage_names_the_cli_option(files, tmp_path):
+    data = tmp_path / "sales.parquet"
+    shutil.copy(files / "sales.parquet", data)
+    saved = tmp_path / "saved"
+    ok(cli("run", files / "groups.sql", "--table", f"sales={data}", "--save", saved))
+    pq.write_table(pq.read_table(data).slice(1), data)
+    line = fails(cli("lineage", saved, "--row", "0"), "stale", "--allow-stale")
+    assert "allow_stale=True" not in line
+    res = cli("lineage", saved, "--row", "0", "--allow-stale")
+    assert "row 0 of 4" in ok(res)
+    assert res.stderr.startswith("dltrace: warning: loading stale lineage")
+
+
+# -- status lines -----------------------------------------------------------------------------------------------
+
+
+def test_status_line_while_tpch_is_generated(files, tmp_path):
+    res = cli("run", files / "on_off.sql", "--tpch", "0.001", "--limit", "1", env={"DLTRACE_CACHE": str(tmp_path)})
+    text = ok(res)
+    assert res.stderr == f"dltrace: generating TPC-H SF 0.001 into {tmp_path / 'tpch' / 'sf0.001'}…\n"
+    assert text.splitlines()[0].split() == ["#", "o_orderpriority", "n"]  # stdout: the rows only
+
+
+@pytest.mark.spark
+def test_spark_status_line(tmp_path):
+    (tmp_path / "t.csv").write_text("id,grp,amount\n1,a,1.5\n2,b,2.5\n3,a,\n")
+    (tmp_path / "t.sql").write_text("SELECT grp, count(*) AS n, sum(amount) AS s FROM t GROUP BY grp ORDER BY grp")
+    res = cli("run", tmp_path / "t.sql", "--table", f"t={tmp_path / 't.csv'}", "--engine", "spark", "--master", "local[1]")
+    assert ok(res).splitlines() == ["#   grp   n     s   dl_t", "─" * 24, "0   a     2   1.5   0, 2", "1   b     1   2.5   1"]
+    assert res.stderr.splitlines()[0] == "dltrace: starting spark (local[1])…"
