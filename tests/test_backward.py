@@ -1,6 +1,6 @@
 """Backward tracing (Cui-Widom reverse queries): reverse-all and reverse-one against forward lineage.
 
-What we expect (DESIGN.md "Backward tracing", the paper's Theorem 6): for a query whose output has no duplicate
+What we expect (docs/design.md "Backward tracing", the paper's Theorem 6): for a query whose output has no duplicate
 rows and that uses no negation, backward lineage equals forward (witness) lineage row by row. Elsewhere
 forward is a subset of backward: an output row that occurs several times gets the *pool* of the derivations
 of all its copies (backward tracing finds rows by their values and cannot tell the copies apart -- the

@@ -1,4 +1,4 @@
-"""Forward lineage of every construct in DESIGN.md's semantics table, on small hand-checked tables.
+"""Forward lineage of every construct in docs/design.md's semantics table, on small hand-checked tables.
 
 t(a, b): (1,10) (2,20) (2,20) (3,NULL)            rids 0-3
 u(a, c): (1,100) (2,200) (4,400) (NULL,500) (2,15)  rids 0-4

@@ -3,7 +3,7 @@
 Works on a local SparkSession (built here when none is given), on any cluster master and on Spark Connect
 sessions: the RDD API is only used where it exists (classic sessions), never required.
 
-Row ids follow DESIGN.md "Row ids": for parquet, ``_metadata.row_index`` (the row's position within its file)
+Row ids follow docs/design.md "Row ids": for parquet, ``_metadata.row_index`` (the row's position within its file)
 plus the file's offset, files in sorted name order -- the same ids DuckDB gives with ``file_row_number``.
 """
 
