@@ -183,9 +183,6 @@ def make_node(query: exp.Expression, env: dict, names: list[str] | None = None) 
         outputs = [e.unalias() for e in query.expressions]
         node.key_pos = [next((i for i, o in enumerate(outputs) if o == k), None) for k in node.keys]
         node.mode = "values" if query.args.get("distinct") is not None else "groups"
-        arrays = [e for e in query.expressions if isinstance(e.unalias(), exp.ArrayAgg)]
-        if len(arrays) == 1:
-            node.array_col = arrays[0].alias_or_name
     return node
 
 

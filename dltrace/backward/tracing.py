@@ -168,8 +168,11 @@ class Builder:
             if is_decorrelated(source):
                 node = self.node_for(inner, env, columns or None)
                 use = prov and contributes(source, self.semantics == "control")
-                found = array_witness(source) if use else None
-                return self.child(source, node, alias, use, witness_template(found) if found else None)
+                found = array_witness(source)
+                if found is not None:
+                    node.array_col = found.array_col  # the child's rows are tested through this column
+                template = witness_template(found) if use and found is not None else None
+                return self.child(source, node, alias, use, template)
             if is_transparent(inner) and not columns:
                 return self.inline(source, inner, env, alias, prov)
             return self.child(source, self.node_for(inner, env, columns or None), alias, prov)
@@ -260,6 +263,17 @@ class Builder:
         """The segment's input rows: its match columns ``_dl_k<j>`` (the output expressions, or the group
         keys of an aggregation), ``_dl_a`` for a non-equality witness, and the provenance columns."""
         select, provs = self.select(node.query, node.env, prov=True)
+        limited = any(select.args.get(k) is not None for k in ("limit", "offset", "fetch"))
+        if node.kind == "spj" and limited and select.args.get("distinct") is None:
+            # LIMIT/OFFSET keep some rows only: apply them to the rows with their provenance, so a row the
+            # LIMIT dropped (with the same values as one it kept) is no derivation of the output
+            names = list(select.named_selects)
+            exposed = self.expose(select, provs)
+            lim = "_dl_lim"
+            outer = exp.select(*[col(n, lim).as_(f"_dl_k{j}", quoted=True) for j, n in enumerate(names)])
+            outer = outer.from_(subquery(select, lim))
+            provs = [p.via(lim) for p in exposed]
+            return outer, len(names), self.expose(outer, provs)
         if node.kind == "agg":
             match = [k.copy() for k in (select.args["group"].expressions if select.args.get("group") else [])]
         else:

@@ -40,7 +40,9 @@ def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expre
     for sub in list(tree.find_all(exp.Subquery)):
         if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):
             continue
-        arrays = [p for p in sub.this.expressions if isinstance(p.unalias(), exp.ArrayAgg)]
+        # sqlglot's own ARRAY_AGG, named by its decorrelation (_u_<n>: a prefix user names cannot use)
+        arrays = [p for p in sub.this.expressions
+                  if isinstance(p.unalias(), exp.ArrayAgg) and p.alias_or_name.startswith("_u_")]
         if not arrays:
             continue
         select = sub.find_ancestor(exp.Select)
