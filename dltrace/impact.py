@@ -20,7 +20,7 @@ from dltrace.engines.base import ArrowSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import forward, is_bitmap_type
 from dltrace.fetch import as_rids
-from dltrace.names import RID
+from dltrace.names import RID, rows_relation
 from dltrace.result import LineageResult, run_forward
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
@@ -102,12 +102,12 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     if q.size <= 2000:
         cond = f"{qi(RID)} IN ({', '.join(map(str, q.tolist()))})" if q.size else "FALSE"
         body = (f"SELECT {', '.join(qi(c) for c in cols)}, CASE WHEN {cond} THEN {qi(RID)} END AS {qi(RID)} "
-                f"FROM {qi(name)}")
+                f"FROM {qi(rows_relation(name))}")
     else:
         keep_name = f"_dltrace_impact_keep_{name}"
         catalog.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
         body = (f"SELECT {', '.join('t.' + qi(c) for c in cols)}, k.{qi('rid')} AS {qi(RID)} "
-                f"FROM {qi(name)} AS t LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
+                f"FROM {qi(rows_relation(name))} AS t LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
     for t in refs:
         alias = t.alias_or_name
         t.set("this", exp.to_identifier(temp, quoted=True))
@@ -115,13 +115,17 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     if isinstance(tree, exp.Select):
         tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(temp, quoted=True))]))
     text = generate(tree, read)
-    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS {body}")
+    # like a registered table: the user's columns as `temp`, the rows with their (kept) rids privately
+    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(rows_relation(temp))} AS {body}")
+    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS "
+                       f"SELECT {', '.join(qi(c) for c in cols)} FROM {qi(rows_relation(temp))}")
     catalog.tables[temp] = catalog.tables[name]
     try:
         r = run_forward(catalog, text, lineage=lineage, dialect=read, semantics=semantics)
     finally:
         catalog.tables.pop(temp, None)
-        catalog.engine.drop(temp)
+        for view in (temp, rows_relation(temp)):
+            catalog.engine.sql(f"DROP VIEW IF EXISTS {qi(view)}")
         if keep_name:
             catalog.engine.drop(keep_name)
     col = r.lineage_columns.get(temp)

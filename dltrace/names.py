@@ -9,6 +9,15 @@ RESERVED_PREFIXES = (RESERVED_PREFIX, "_dl_", "_u_")
 RID = "dl_rid"  # the stable dense row id of a registered table: its position in the source
 
 
+def rows_relation(table: str) -> str:
+    """The private relation holding ``table``'s rows with their row id ``dl_rid``.
+
+    The user's own ``table`` has only the user's columns, so ``SELECT *``, NATURAL JOIN and USING see exactly
+    what the engine would show; only SQL that dltrace generates reads rids, from this relation.
+    """
+    return f"_dl_rows_{table}"
+
+
 def reserved_prefix(name: str) -> str | None:
     """The reserved prefix ``name`` starts with (case-insensitive), if any."""
     lower = name.lower()

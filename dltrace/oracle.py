@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
-from dltrace.names import RID
+from dltrace.names import RID, rows_relation
 from dltrace.rewriter.parse import parse_query
 
 
@@ -37,15 +37,16 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
     """``sql`` with every base table ``t`` replaced by its rows whose rid is in relation ``keep[t]``."""
     tree = parse_query(sql, dialect)
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    reads_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
     for table in list(tree.find_all(exp.Table)):
         name = table.name.lower()
         if name in ctes or name not in keep:
             continue
-        cols = list(catalog.engine.columns(name)) + [RID]
+        cols = list(catalog.engine.columns(name)) + ([RID] if reads_rid else [])
         keep_rids = exp.select(exp.column("rid", quoted=True)).from_(exp.Table(this=exp.to_identifier(keep[name], quoted=True)))
         inner = (
             exp.select(*[exp.column(c, quoted=True) for c in cols])
-            .from_(exp.Table(this=exp.to_identifier(name, quoted=True)))
+            .from_(exp.Table(this=exp.to_identifier(rows_relation(name), quoted=True)))
             .where(exp.column(RID, quoted=True).isin(query=keep_rids))
         )
         alias = table.alias_or_name

@@ -16,15 +16,18 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from dltrace import explore, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import LineageData
-from dltrace.rewriter import rewrite_tree
+from dltrace.engines import lineage_functions
+from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.passes.context import PassContext
 
 
 @dataclass
@@ -103,16 +106,22 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     catalog.check_known_tables(tree)
     if lineage is None and tree.find(LineageOn):
         lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
+    # the session's tables keep their row ids in private rows relations: dltrace's SQL reads them there
+    plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+                        rows_relations=frozenset(catalog.tables))
     if lineage is None:
-        table = catalog.engine.sql(tree.sql(catalog.dialect))
+        table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
         return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
     if lineage == "bitmap":
         catalog.engine.install_functions()
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
-    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows)
+    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows,
+                             rows_relations=plain.rows_relations)
     text = rewritten.sql()
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
+    if not all(_own_names(tree)):  # an unnamed output column: the engine names it (count_star(), count(1)...)
+        own = own.rename_columns(catalog.engine.column_names(generate(plain_query(tree, plain), catalog.dialect)))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
     result = LineageResult(catalog, sql, read, own, sets, lineage if sets else None, semantics, text)
     on = rewritten.on
@@ -122,6 +131,14 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         cols = [words.column(k).to_pylist() for k in keys]
         result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}
     return result
+
+
+def _own_names(tree: exp.Expression) -> list[str]:
+    """The output names the query gives itself ('' where it gives none and the engine chooses one)."""
+    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
+        tree = tree.this
+    return [e.alias_or_name if isinstance(e, (exp.Alias, exp.Column)) else "" for e in tree.expressions] \
+        if isinstance(tree, exp.Select) else []
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,

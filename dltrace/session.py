@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import sqlglot
+from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines import make_engine
@@ -15,7 +16,9 @@ from dltrace.engines.base import ParquetSource
 from dltrace.errors import ParseError
 from dltrace.impact import Impact, impact
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
+from dltrace.names import RID
 from dltrace.rewriter.parse import parse_error_text
+from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
 
@@ -44,6 +47,8 @@ class Session(Catalog):
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
         self.check_known_tables(tree)
+        if any(c.name.lower() == RID for c in tree.find_all(exp.Column)):  # row ids live in the rows relations
+            return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
         if read == self.dialect:
             return text
         return tree.sql(self.dialect)

@@ -158,3 +158,40 @@ def test_refused_with_the_construct_named(s, sql, needle):
 ])
 def test_backward_equals_forward(s, sql):
     assert with_lineage(s.trace(sql)) == with_lineage(s.run(sql))
+
+
+# -- the row id is invisible to the user's SQL ----------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM t",
+    "SELECT * FROM t NATURAL JOIN u",
+    "SELECT * FROM t JOIN u USING (a)",
+    "SELECT * EXCLUDE (b) FROM t",
+    "SELECT t.* FROM t, u WHERE t.a = u.a",
+])
+@pytest.mark.parametrize("strategy", [None, "set", "bitmap"])
+def test_plain_sql_sees_only_the_users_columns(s, sql, strategy):
+    """Exactly the engine's answer on the same data, names and rows: a user's table has no dl_rid column."""
+    import duckdb
+
+    con = duckdb.connect()
+    for name, table in (("t", T), ("u", U)):
+        con.register(name, table)
+    expected = con.sql(sql).to_arrow_table()
+    got = s.run(sql, lineage=strategy).table
+    assert got.column_names == expected.column_names
+    assert rows(got) == rows(expected)
+    assert s.sql(sql).column_names == expected.column_names
+
+
+def test_output_names_are_the_engines(s):
+    for sql in ["SELECT count(*) FROM t", "SELECT a, array_agg(b ORDER BY b) FROM t GROUP BY a",
+                "SELECT a + 1, sum(b) FROM t GROUP BY a + 1"]:
+        assert s.run(sql).table.column_names == s.sql(sql).column_names
+
+
+def test_dltrace_sql_can_read_the_row_id(s):
+    assert s.sql("SELECT dl_rid, a FROM t ORDER BY dl_rid").to_pylist()[1] == {"dl_rid": 1, "a": 2}
+    r = s.run("SELECT dl_rid, b FROM t WHERE a = 2")
+    assert sorted(r.table.column("dl_rid").to_pylist()) == [1, 3]
+    assert [r.lineage(i)["t"] for i in range(r.num_rows)] == [[i] for i in r.table.column("dl_rid").to_pylist()]

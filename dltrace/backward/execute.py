@@ -34,15 +34,18 @@ from dltrace.backward.tracing import (
 )
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.rows_relations import read_rows_relations
 from dltrace.rewriter.parse import position
 
 
 class Run:
     """The engine side of one trace: SQL out, Arrow back, and every relation it made."""
 
-    def __init__(self, engine, dialect: str) -> None:
+    def __init__(self, engine, dialect: str, context: PassContext) -> None:
         self.engine = engine
         self.dialect = dialect
+        self.context = context  # which tables are read from their rows relations (where the rids are)
         self.token = secrets.token_hex(4)
         self.count = 0
         self.created: list[str] = []
@@ -53,7 +56,7 @@ class Run:
         return f"_dl_{kind}_{self.token}_{self.count}"
 
     def text(self, query: exp.Expression) -> str:
-        return query.sql(self.dialect)
+        return read_rows_relations(query, self.context).sql(self.dialect)
 
     def fetch(self, query: exp.Expression) -> pa.Table:
         text = self.text(query)

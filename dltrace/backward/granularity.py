@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
-from dltrace.names import RID, value_order
+from dltrace.names import RID, rows_relation, value_order
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 
@@ -26,7 +26,8 @@ def project_onto(catalog: Catalog, spec: OnSpec, column: pa.ChunkedArray) -> tup
     try:
         keys = [exp.alias_(e.copy(), f"_dl_k{i}") for i, e in enumerate(spec.expressions)]
         query = exp.select(exp.column("rid", table=name), *keys).from_(
-            exp.Table(this=exp.to_identifier(spec.table, quoted=True))
+            exp.Table(this=exp.to_identifier(rows_relation(spec.table), quoted=True),
+                      alias=exp.TableAlias(this=exp.to_identifier(spec.table, quoted=True)))
         ).join(exp.Table(this=exp.to_identifier(name)),
                on=exp.EQ(this=exp.column(RID, table=spec.table, quoted=True), expression=exp.column("rid", table=name)))
         values = catalog.engine.sql(generate(query, catalog.dialect))

@@ -147,6 +147,9 @@ class Engine(Protocol):
     def sql(self, text: str) -> pa.Table:
         """Run one statement and return its result as Arrow (an empty table for DDL)."""
 
+    def column_names(self, text: str) -> list[str]:
+        """The names the engine gives the output columns of query ``text``, without running it."""
+
     def materialize(self, name: str, text: str) -> None:
         """Store the result of query ``text`` as a temporary relation ``name`` (temp table, cached DataFrame)."""
 

@@ -11,6 +11,7 @@ from sqlglot import exp
 from dltrace.engines import duckdb_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
+from dltrace.names import rows_relation
 
 
 def owns(obj: Any) -> bool:
@@ -45,12 +46,19 @@ class DuckDBEngine:
         return exp.to_identifier(name, quoted=True).sql(self.name)
 
     def register(self, name: str, source: Source) -> None:
+        """``name``: the user's columns; :func:`rows_relation` of it: the same rows with ``dl_rid`` (an Arrow
+        table without ``dl_rid``, e.g. dltrace's own target rows, is registered as ``name`` alone)."""
         if isinstance(source, NativeSource):
             raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
         if isinstance(source, ArrowSource):
             # Keep a reference: DuckDB scans the Arrow table in place.
-            self._arrow[name] = source.table
-            self.con.register(name, source.table)
+            if RID not in source.table.column_names:
+                self._arrow[name] = source.table
+                self.con.register(name, source.table)
+                return
+            self._arrow[rows_relation(name)] = source.table
+            self.con.register(rows_relation(name), source.table)
+            self._user_view(name)
             return
         assert isinstance(source, ParquetSource)
         # The rid of a row is its position in the source: file offset + row number within the file,
@@ -61,17 +69,28 @@ class DuckDBEngine:
                 "read_parquet",
                 exp.Literal.string(path),
                 exp.EQ(this=exp.var("file_row_number"), expression=exp.true()),
-            ).sql("duckdb")
-            parts.append(
-                f"SELECT * EXCLUDE (file_row_number), file_row_number + {offset} AS {RID} FROM {scan}"
             )
-        body = "\nUNION ALL\n".join(parts)
+            rid = exp.alias_(exp.Add(this=exp.column("file_row_number"), expression=exp.Literal.number(offset)),
+                             RID, quoted=True)
+            parts.append(exp.select(exp.Star(except_=[exp.column("file_row_number")]), rid).from_(scan))
+        body = parts[0]
+        for part in parts[1:]:
+            body = exp.union(body, part, distinct=False)
         try:
-            self.con.execute(f"CREATE OR REPLACE VIEW {self.quote(name)} AS {body}")
-            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()]
+            self.con.execute(exp.Create(this=exp.to_table(rows_relation(name), quoted=True), kind="VIEW",
+                                        replace=True, expression=body).sql(self.name))
+            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows_relation(name))}").fetchall()]
+            check_columns([n for n in names if n != RID])
+            self._user_view(name)
         except duckdb.Error as e:
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
-        check_columns([n for n in names if n != RID])
+
+    def _user_view(self, name: str) -> None:
+        """``name`` as the user sees it: every column of its rows relation but ``dl_rid``."""
+        view = exp.select(exp.Star(except_=[exp.column(RID, quoted=True)])).from_(
+            exp.to_table(rows_relation(name), quoted=True))
+        self.con.execute(exp.Create(this=exp.to_table(name, quoted=True), kind="VIEW", replace=True,
+                                    expression=view).sql(self.name))
 
     def columns(self, name: str) -> dict[str, str]:
         rows = self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()
@@ -86,19 +105,27 @@ class DuckDBEngine:
         except duckdb.Error as e:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
 
+    def column_names(self, text: str) -> list[str]:
+        """The names the engine gives the output columns of query ``text`` (bound, not run)."""
+        try:
+            return list(self.con.sql(text).columns)
+        except duckdb.Error as e:
+            raise QueryError(f"DuckDB: {_one_line(e)}") from None
+
     def materialize(self, name: str, text: str) -> None:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
 
     def drop(self, name: str) -> None:
-        if self._arrow.pop(name, None) is not None:
-            self.con.unregister(name)
-            return
-        kind = self.con.execute(
-            "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [name]
-        ).fetchall()
-        if kind:
-            what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
-            self.con.execute(f"DROP {what} IF EXISTS {self.quote(name)}")
+        for relation in (name, rows_relation(name)):
+            if self._arrow.pop(relation, None) is not None:
+                self.con.unregister(relation)
+                continue
+            kind = self.con.execute(
+                "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [relation]
+            ).fetchall()
+            if kind:
+                what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
+                self.con.execute(f"DROP {what} IF EXISTS {self.quote(relation)}")
 
     def install_functions(self) -> None:
         if self._installed:

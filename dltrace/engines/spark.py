@@ -22,6 +22,7 @@ from sqlglot import exp
 from dltrace.engines import spark_udfs
 from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
 from dltrace.errors import QueryError, SourceError
+from dltrace.names import rows_relation
 
 
 def owns(obj: Any) -> bool:
@@ -179,6 +180,10 @@ class SparkEngine:
             old = self._frames.pop(name, None)
             if isinstance(source, NativeSource):
                 self._frames[name] = df  # the frozen ids live as long as the view
+            if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
+                df.createOrReplaceTempView(rows_relation(name))
+                self._views.add(rows_relation(name))
+                df = df.drop(RID)
             df.createOrReplaceTempView(name)
             self._views.add(name)
             _unpersist(old)
@@ -266,6 +271,14 @@ class SparkEngine:
         except _spark_errors() as e:
             raise QueryError(f"Spark: {_one_line(e)}") from None
 
+    def column_names(self, text: str) -> list[str]:
+        """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
+        try:
+            with _quiet():
+                return list(self.spark.sql(text).columns)
+        except _spark_errors() as e:
+            raise QueryError(f"Spark: {_one_line(e)}") from None
+
     def materialize(self, name: str, text: str) -> None:
         try:
             with _quiet():
@@ -281,12 +294,15 @@ class SparkEngine:
 
     def drop(self, name: str) -> None:
         _unpersist(self._frames.pop(name, None))
-        self._views.discard(name)
-        try:
-            with _quiet():
-                self.spark.catalog.dropTempView(name)
-        except Exception:  # noqa: BLE001 - dropping is best effort and never raises
-            pass
+        for relation in (name, rows_relation(name)):
+            if relation not in self._views:
+                continue
+            self._views.discard(relation)
+            try:
+                with _quiet():
+                    self.spark.catalog.dropTempView(relation)
+            except Exception:  # noqa: BLE001 - dropping is best effort and never raises
+                pass
 
     def install_functions(self) -> None:
         if self._installed:

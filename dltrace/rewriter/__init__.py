@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dltrace.engines import BITS64, lineage_functions
+from dltrace.names import RID
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
@@ -25,8 +26,9 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
+from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (use_dictionary_ids, instrument, add_dictionary)
+FORWARD_PASSES = (use_dictionary_ids, instrument, add_dictionary, read_rows_relations)
 
 
 @dataclass
@@ -42,22 +44,33 @@ class Rewritten:
 
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
-                 schema: dict | None = None, table_rows: dict[str, int] | None = None) -> Rewritten:
+                 schema: dict | None = None, table_rows: dict[str, int] | None = None,
+                 rows_relations: frozenset = frozenset()) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
-    (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more.
+    (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more. ``rows_relations``: a
+    session's tables, whose row ids live in their private rows relations (others carry ``dl_rid`` themselves).
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
-    context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide)
+    context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide,
+                          rows_relations=rows_relations)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
-        return Rewritten(prepared.tree, dialect, list(prepared.columns), {}, prepared.on)
-    context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide)
+        return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
+    context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations)
     out = prepared.tree
     for forward_pass in FORWARD_PASSES:
         out = forward_pass(out, context)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on)
+
+
+def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:
+    """A query run without lineage: exactly as written, except that a query reading ``dl_rid`` reads its
+    tables' rows relations (the user's tables do not have the column)."""
+    if any(c.name.lower() == RID for c in tree.find_all(exp.Column)):
+        return read_rows_relations(tree, context)
+    return tree
 
 
 def _lower(schema: dict | None) -> dict | None:
@@ -71,4 +84,4 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     return rewrite_tree(tree, dialect, strategy, semantics, schema).sql(pretty=pretty)
 
 
-__all__ = ["FORWARD_PASSES", "Rewritten", "base_tables", "rewrite", "rewrite_tree", "SEMANTICS"]
+__all__ = ["FORWARD_PASSES", "plain_query", "Rewritten", "base_tables", "rewrite", "rewrite_tree", "SEMANTICS"]

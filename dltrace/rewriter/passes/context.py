@@ -16,6 +16,7 @@ class PassContext:
     semantics: str = "witness"  # "witness" | "control"
     on: OnSpec | None = None  # the query's LINEAGE ON clause, resolved
     wide: frozenset = frozenset()  # tables with >= 2^32 rows (64-bit bitmaps)
+    rows_relations: frozenset = frozenset()  # a session's tables: read their rids from their rows relations
 
     @property
     def control(self) -> bool:
