@@ -41,6 +41,14 @@ def rich_tables(draw) -> dict[str, pa.Table]:
     return out
 
 
+# the optional features ``rich_queries(allow=...)`` can switch off (joins and basic subqueries always stay)
+OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
+                      "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
+                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural"})
+# what Spark SQL has too (DuckDB-only syntax and functions left out)
+SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table"}
+
+
 class Gen:
     """One query's generation: ``draw``, the feature set and a counter for fresh aliases."""
 
@@ -88,7 +96,7 @@ class Gen:
             name = self.pick(sorted(ctes))
             self.feat("cte_ref")
             return Derived(name, alias), [(alias, n, t) for n, t in ctes[name]], list(ctes[name])
-        name = self.pick(list(RICH_TABLES))
+        name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
         if name == "my t":
             self.feat("odd_table")
         cols = list(RICH_TABLES[name])
@@ -100,6 +108,8 @@ class Gen:
         self.feat(f"join_{kind.lower()}")
         common = [n for n, t in lstar if (n, t) in rstar and [m for m, _ in lstar].count(n) == 1]
         style = self.pick(["on", "on", "using", "natural"]) if kind != "CROSS" else "cross"
+        if style in ("using", "natural") and not self.ok(style):
+            style = "on"
         if style in ("using", "natural") and common and len({n for n, _ in rstar}) == len(rstar):
             using = (self.pick(common),) if style == "using" else ()
             if style == "natural":
@@ -297,7 +307,7 @@ class Gen:
         if shape == "star":
             self.feat("star")
             exclude = ()
-            if len(star) > 1 and self.chance(2):
+            if len(star) > 1 and self.ok("exclude") and self.chance(2):
                 exclude = (self.pick([n for n, _ in star]),)
                 self.feat("exclude")
             q = Select(None, item, where, exclude=exclude)
