@@ -65,7 +65,7 @@ class Duck:
             self.con.register(name, t)
 
     def rows(self, sql: str) -> list[tuple]:
-        return rows_of(self.con.sql(sql).fetch_arrow_table())
+        return rows_of(self.con.sql(sql).to_arrow_table())
 
 
 def _lin(d: dict) -> tuple:
