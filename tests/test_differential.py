@@ -140,7 +140,7 @@ def _named(g, fn, *args):
     except Refused:
         return None
     except OracleFailure as e:
-        raise OracleFailure(e.oracle, f"{e}\n  features: {sorted(g.features)}") from None
+        raise OracleFailure(e.oracle, f"{str(e).split('] ', 1)[1]}\n  features: {sorted(g.features)}") from None
 
 
 # Shrinking a failure of these oracles runs dltrace thousands of times (minutes): opt in with DLTRACE_SHRINK=1
