@@ -17,10 +17,10 @@ TEST_SF = 0.01
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 # "ci": the default, a few hundred examples over the suite, derandomised so CI is repeatable.
-# "long": thousands, with fresh randomness: pytest --hypothesis-profile=long tests/test_differential.py
+# "long": 10,000 per test, with fresh randomness: pytest --hypothesis-profile=long tests/test_differential.py
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
                           derandomize=True, print_blob=True)
-settings.register_profile("long", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck),
+settings.register_profile("long", max_examples=10000, deadline=None, suppress_health_check=list(HealthCheck),
                           print_blob=True)
 
 

@@ -1,0 +1,121 @@
+"""Run the generator-based oracles over many examples without stopping at the first failure, and tally the
+outcomes per oracle and feature: ``python tests/hunt.py [N] [--features a,b] [--seed S]``.
+
+Outcomes: ok, refused (dltrace.UnsupportedQuery), invalid (DuckDB rejects the generated SQL: a generator
+bug), interpreter (the reference interpreter disagrees with DuckDB: an evaluator bug), an oracle's name
+(a dltrace failure), or error:<type> (dltrace raised something else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import dltrace  # noqa: E402
+from oracles import Duck, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp, tlp_applies  # noqa: E402
+from querygen_rich import rich_queries, rich_tables  # noqa: E402
+
+
+def classify(session, data, g, tlp=True):
+    duck = Duck()
+    duck.load(data)
+    try:
+        duck.rows(g.sql)
+    except Exception as e:  # noqa: BLE001
+        return "invalid", str(e).splitlines()[0]
+    try:
+        notes = check_reference(session, duck, data, g)
+        if tlp and tlp_applies(g.query):
+            check_tlp(session, duck, g)
+        if notes:
+            return "ok/backward-refused", notes[0][:200]
+    except Refused as e:
+        return "refused", str(e)[:200]
+    except InterpreterBug as e:
+        return "interpreter", str(e)
+    except OracleFailure as e:
+        return e.oracle, str(e)
+    except Exception as e:  # noqa: BLE001
+        return f"error:{type(e).__name__}", "".join(traceback.format_exception_only(type(e), e))[:400]
+    return "ok", ""
+
+
+def minimize(session, target: str, allow, n: int) -> None:
+    """Shrink to a minimal (tables, query) whose outcome is KIND (and whose message holds the substring)."""
+    from hypothesis import find
+
+    kind, _, sub = target.partition(":")
+
+    def bad(x):
+        data, g = x
+        for name, t in data.items():
+            session.register(name, t, replace=True)
+        got, msg = classify(session, data, g)
+        return got == kind and sub in msg
+
+    data, g = find(st.tuples(rich_tables(), rich_queries(allow=allow)), bad,
+                   settings=settings(max_examples=n, database=None, deadline=None,
+                                     suppress_health_check=list(HealthCheck)))
+    print("features:", sorted(g.features))
+    print("sql:", g.sql)
+    print("data:", {name: t.to_pydict() for name, t in data.items() if f'{name}' in g.sql or name == 'my t'})
+    print("outcome:", classify(session, data, g))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("n", type=int, nargs="?", default=200)
+    ap.add_argument("--allow", default=None, help="comma-separated optional features to allow (default: all)")
+    ap.add_argument("--out", default=None, help="write every non-ok outcome as JSON lines here")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--minimize", default=None, help="KIND[:message substring]: find and shrink one example")
+    args = ap.parse_args()
+    allow = frozenset(args.allow.split(",")) if args.allow else None
+    session = dltrace.connect("duckdb")
+    outcomes, by_feature, samples = Counter(), defaultdict(Counter), defaultdict(list)
+    out = open(args.out, "w") if args.out else None
+
+    @settings(max_examples=args.n, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+              derandomize=args.seed is None)
+    @given(data=rich_tables(), g=rich_queries(allow=allow))
+    def run(data, g):
+        for name, t in data.items():
+            session.register(name, t, replace=True)
+        kind, msg = classify(session, data, g)
+        outcomes[kind] += 1
+        for f in g.features:
+            by_feature[f][kind] += 1
+        if kind != "ok":
+            samples[kind].append((len(g.sql), g.sql, msg))
+            if out:
+                out.write(json.dumps({"kind": kind, "features": sorted(g.features), "sql": g.sql, "msg": msg,
+                                      "data": {n: t.to_pydict() for n, t in data.items()}}) + "\n")
+
+    if args.minimize:
+        return minimize(session, args.minimize, allow, args.n)
+    run()
+    print(dict(outcomes))
+    for kind, got in samples.items():
+        if kind == "ok":
+            continue
+        got.sort()
+        print(f"\n== {kind}: {len(got)}; shortest:")
+        for _, sql, msg in got[:2]:
+            print("  ", sql, "\n     ", msg[:600].replace("\n", "\n      "))
+    print("\nper feature (non-ok share):")
+    for f, c in sorted(by_feature.items()):
+        bad = sum(v for k, v in c.items() if not k.startswith(("ok", "refused")))
+        print(f"  {f:28s} n={sum(c.values()):4d} refused={c['refused']:3d} bad={bad:3d} {dict(c)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The reference-evaluator oracle and the TLP oracle over generated query ASTs (tests/querygen_rich.py).
+
+``check_reference``: the interpreter's rows must equal DuckDB's own answer to the rendered SQL (a check of the
+interpreter itself), then dltrace's forward lineage (set and bitmap) must equal the interpreter's witness
+lineage as multisets of (row, lineage), and backward tracing (``trace``) must hold, for every row, the
+interpreter's lineage of all equal rows (its derivation pool). ``check_tlp``: SQLancer's ternary logic
+partitioning, Q == Q WHERE p ⊎ Q WHERE NOT p ⊎ Q WHERE p IS NULL, through dltrace with and without lineage.
+Failures raise ``OracleFailure`` naming the oracle; dltrace's ``UnsupportedQuery`` raises ``Refused`` (a
+refusal of backward tracing after forward passed is returned as a note instead).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from decimal import Decimal
+
+import duckdb
+
+import dltrace
+from refeval import Evaluator, lineage_dict
+from refquery import Generated, Is, Not, Select, render
+
+
+class OracleFailure(AssertionError):
+    def __init__(self, oracle: str, message: str):
+        super().__init__(f"[{oracle}] {message}")
+        self.oracle = oracle
+
+
+class Refused(Exception):
+    pass
+
+
+class InterpreterBug(AssertionError):
+    """The reference interpreter disagrees with DuckDB: a bug of the test suite, not of dltrace."""
+
+
+def norm(v):
+    """A value in comparable form: integral floats/decimals as int, other floats rounded."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (float, Decimal)):
+        f = float(v)
+        if math.isfinite(f) and f == int(f):
+            return int(f)
+        return round(f, 6)
+    return v
+
+
+def rows_of(table) -> list[tuple]:
+    cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [tuple(norm(c[i]) for c in cols) for i in range(table.num_rows)]
+
+
+class Duck:
+    """A plain DuckDB connection over the same Arrow tables (the engine's own answer)."""
+
+    def __init__(self):
+        self.con = duckdb.connect()
+        self.con.execute("SET threads=1")
+
+    def load(self, data: dict) -> None:
+        for name, t in data.items():
+            self.con.register(name, t)
+
+    def rows(self, sql: str) -> list[tuple]:
+        return rows_of(self.con.sql(sql).to_arrow_table())
+
+
+def _lin(d: dict) -> tuple:
+    return tuple(sorted((t.lower(), tuple(sorted(ids))) for t, ids in d.items() if len(ids)))
+
+
+def _call(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except dltrace.UnsupportedQuery as e:
+        raise Refused(str(e)) from e
+
+
+def check_reference(session, duck: Duck, data: dict, g: Generated, backward: bool = True,
+                    strategies=("set", "bitmap")) -> list[str]:
+    sql = g.sql
+    ev = Evaluator(data)
+    rel = ev.run(g.query)
+    expected = [(tuple(norm(v) for v in row), _lin(lineage_dict(lin))) for row, lin in zip(rel.rows, rel.lins)]
+    engine = duck.rows(sql)
+    if Counter(engine) != Counter(r for r, _ in expected):
+        raise InterpreterBug(f"interpreter rows differ from DuckDB for {sql}\n  interpreter: "
+                             f"{sorted(Counter(r for r, _ in expected).items(), key=repr)}\n  duckdb:      "
+                             f"{sorted(Counter(engine).items(), key=repr)}")
+    for strategy in strategies:
+        res = _call(session.run, sql, lineage=strategy)
+        got_rows = rows_of(res.table)
+        if Counter(got_rows) != Counter(engine):
+            raise OracleFailure(f"rows/{strategy}", f"{sql}\n  expected {sorted(Counter(engine).items(), key=repr)}"
+                                f"\n  got      {sorted(Counter(got_rows).items(), key=repr)}")
+        got = [(row, _lin(res.lineage(i))) for i, row in enumerate(got_rows)]
+        if ev.inexact:  # a LIMIT cut through equal rows: dltrace's lineage must be within the pooled one
+            pools = {}
+            for row, lin in expected:
+                pools.setdefault(row, set()).update((t, i) for t, ids in lin for i in ids)
+            bad = [(row, lin) for row, lin in got if not {(t, i) for t, ids in lin for i in ids} <= pools[row]]
+            if bad:
+                raise OracleFailure(f"lineage/{strategy}", f"{sql}\n  rows outside their tie pool: {bad}")
+        elif Counter(got) != Counter(expected):
+            missing = Counter(expected) - Counter(got)
+            extra = Counter(got) - Counter(expected)
+            raise OracleFailure(f"lineage/{strategy}", f"{sql}\n  expected, not got: {sorted(missing, key=repr)}"
+                                f"\n  got, not expected: {sorted(extra, key=repr)}")
+    if backward:
+        try:
+            back = _call(session.trace, sql)
+        except Refused as e:  # forward passed; backward tracing refuses some constructs by design
+            return [f"backward refused: {e}"]
+        pools = {}
+        for row, lin in expected:
+            pools.setdefault(row, set()).update((t, i) for t, ids in lin for i in ids)
+        for i, row in enumerate(rows_of(back.table)):
+            if row not in pools:
+                raise OracleFailure("backward/rows", f"{sql}\n  row {row} is not a result row")
+            got = {(t.lower(), x) for t, ids in back.lineage(i).items() for x in ids}
+            if not pools[row] <= got:
+                raise OracleFailure("backward/lineage", f"{sql}\n  row {row}: backward {sorted(got)} misses "
+                                    f"{sorted(pools[row] - got)}")
+    return []
+
+
+def tlp_partitions(q: Select) -> list:
+    """The TLP queries of a SELECT with a WHERE: Q without WHERE, then Q WHERE p / NOT p / p IS NULL."""
+    p = q.where
+
+    def with_where(w):
+        return render(Select(q.items, q.from_, w, q.group, q.grouping, q.having, q.distinct, q.exclude,
+                             q.limit, q.offset)) if not hasattr(q, "width") else _star(q, w)
+
+    return [with_where(None), with_where(p), with_where(Not(p)), with_where(Is(p, "NULL"))]
+
+
+def _star(q: Select, w) -> str:
+    s = Select(None, q.from_, w, exclude=q.exclude)
+    s.width = q.width
+    return render(s)
+
+
+def tlp_applies(q) -> bool:
+    return (isinstance(q, Select) and q.where is not None and q.group is None and not q.distinct
+            and q.limit is None and q.offset is None and not any(type(e).__name__ == "Win" for e, _ in q.items or []))
+
+
+def check_tlp(session, duck: Duck, g: Generated) -> None:
+    whole, *parts = tlp_partitions(g.query)
+    truth = Counter(duck.rows(whole))
+    union = Counter()
+    for sql in parts:
+        union += Counter(duck.rows(sql))
+    if union != truth:
+        raise InterpreterBug(f"TLP does not hold on DuckDB itself for {whole}")
+    for mode in (None, "set"):
+        total = Counter()
+        for sql in [whole] + parts:
+            got = Counter(rows_of(_call(session.run, sql, lineage=mode).table))
+            want = Counter(duck.rows(sql))
+            if got != want:
+                raise OracleFailure(f"tlp/{mode}", f"{sql}\n  expected {sorted(want.items(), key=repr)}\n"
+                                    f"  got      {sorted(got.items(), key=repr)}")
+            if sql is not whole:
+                total += got
+        if total != truth:
+            raise OracleFailure(f"tlp/{mode}", f"partitions do not add up for {whole}")

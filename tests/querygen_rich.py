@@ -1,0 +1,388 @@
+"""Random tables and random query ASTs (tests/refquery.py) for the reference-evaluator and TLP oracles.
+
+Tables r(k, v, s), p(k, w), q(k, x) and "my t"(k, lineage, "a b"): 0-8 rows, often NULL-heavy keys,
+duplicate rows, empty tables. Queries: joins (inner, left, right, full, cross; ON with subqueries, USING,
+NATURAL), FROM subqueries and CTEs, SELECT * [EXCLUDE], DISTINCT, GROUP BY / HAVING / global aggregates /
+ROLLUP / GROUPING SETS, window functions, UNION [ALL] [BY NAME] / INTERSECT / EXCEPT (nested), ORDER BY +
+LIMIT/OFFSET anywhere (subqueries, set-operation branches), and subquery predicates (EXISTS, IN, NOT IN,
+op ANY/ALL with every comparison, scalar subqueries) in WHERE, JOIN ON, HAVING, the SELECT list and CASE,
+under NOT / OR / ``= false`` / IS NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not
+know (``product``, ``list_sum``); user names that look like internal ones. Every query records the feature
+names it uses (``Generated.features``) so a failure names its class.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import strategies as st
+
+from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InSub, Is,
+                      Join, Lit, Not, Quant, Scalar, Select, SetOp, Table, Win, With)
+
+RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
+               "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
+ODD_NAMES = ["_dl_side", "_dl_h2", "_u_0", "lineage", "_col_0", "a b", 'x"y', "_q_0", "k"]
+STRINGS = ["a", "b", "c'd", ""]
+
+
+@st.composite
+def rich_tables(draw) -> dict[str, pa.Table]:
+    out = {}
+    for name, cols in RICH_TABLES.items():
+        n = draw(st.sampled_from([0, 1, 2, 3, 5, 8]))
+        heavy = draw(st.booleans())
+        key = st.sampled_from([None, None, None, 1, 2]) if heavy else st.one_of(st.none(), st.integers(0, 3))
+        gen = {"int": st.one_of(st.none(), st.integers(-2, 5)), "str": st.one_of(st.none(), st.sampled_from(STRINGS))}
+        rows = draw(st.lists(st.tuples(*[key if c == "k" else gen[t] for c, t in cols]), min_size=n, max_size=n))
+        if rows and draw(st.booleans()):
+            rows += draw(st.lists(st.sampled_from(rows), max_size=3))
+        out[name] = pa.table({c: pa.array([r[i] for r in rows], type=pa.string() if t == "str" else pa.int64())
+                              for i, (c, t) in enumerate(cols)})
+    return out
+
+
+# the optional features ``rich_queries(allow=...)`` can switch off (joins and basic subqueries always stay)
+OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
+                      "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
+                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural"})
+# what Spark SQL has too (DuckDB-only syntax and functions left out)
+SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table"}
+
+
+class Gen:
+    """One query's generation: ``draw``, the feature set and a counter for fresh aliases."""
+
+    def __init__(self, draw, allow: frozenset | None = None):
+        self.draw, self.features, self.n, self.allow = draw, set(), 0, allow
+
+    def pick(self, options):
+        return self.draw(st.sampled_from(options))
+
+    def chance(self, k: int) -> bool:
+        """True with probability 1/k."""
+        return self.draw(st.integers(0, k - 1)) == 0
+
+    def ok(self, feature: str) -> bool:
+        return self.allow is None or feature in self.allow
+
+    def feat(self, *names):
+        self.features.update(names)
+
+    def alias(self) -> str:
+        self.n += 1
+        if self.ok("odd_alias") and self.chance(6):
+            self.feat("odd_alias")
+            return f"{self.pick(ODD_NAMES)}{self.n}"
+        return f"t{self.n}"
+
+    # ------------------------------------------------------------------------------------------ FROM
+    def from_item(self, depth: int, ctes: dict, outer: list):
+        """(item, cols [(qual, name, type)], star [(name, type)])."""
+        choice = self.draw(st.integers(0, 9))
+        if choice < 6 or depth <= 0:
+            item, cols, star = self.base(ctes)
+        else:
+            alias = self.alias()
+            q, out = self.query(depth - 1, outer=outer, ctes=ctes)
+            self.feat("from_subquery")
+            item, cols, star = Derived(q, alias), [(alias, n, t) for n, t in out], out
+        if self.chance(2):
+            return self.join(item, cols, star, depth, ctes, outer)
+        return item, cols, star
+
+    def base(self, ctes: dict):
+        alias = self.alias()
+        if ctes and self.chance(2):
+            name = self.pick(sorted(ctes))
+            self.feat("cte_ref")
+            return Derived(name, alias), [(alias, n, t) for n, t in ctes[name]], list(ctes[name])
+        name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
+        if name == "my t":
+            self.feat("odd_table")
+        cols = list(RICH_TABLES[name])
+        return Table(name, alias), [(alias, n, t) for n, t in cols], cols
+
+    def join(self, left, lcols, lstar, depth, ctes, outer):
+        right, rcols, rstar = self.base(ctes)
+        kind = self.pick(["INNER", "INNER", "LEFT", "RIGHT", "FULL", "CROSS"])
+        self.feat(f"join_{kind.lower()}")
+        common = [n for n, t in lstar if (n, t) in rstar and [m for m, _ in lstar].count(n) == 1]
+        style = self.pick(["on", "on", "using", "natural"]) if kind != "CROSS" else "cross"
+        if style in ("using", "natural") and not self.ok(style):
+            style = "on"
+        if style in ("using", "natural") and common and len({n for n, _ in rstar}) == len(rstar):
+            using = (self.pick(common),) if style == "using" else ()
+            if style == "natural":
+                using_names = [n for n, _ in lstar if n in {m for m, _ in rstar}]
+                if using_names != common:  # a type clash on a common name: NATURAL would not join on it
+                    style = "on"
+            if style != "on":
+                self.feat(style)
+                names = common if style == "natural" else list(using)
+                star = ([(n, t) for n, t in lstar if n in names] + [(n, t) for n, t in lstar if n not in names]
+                        + [(n, t) for n, t in rstar if n not in names])
+                return Join(kind, left, right, using=using, natural=style == "natural"), lcols + rcols, star
+        if kind == "CROSS":
+            return Join(kind, left, right), lcols + rcols, lstar + rstar
+        lk = [c for c in lcols if c[2] == "int"] or lcols
+        a, b = self.pick(lk), self.pick(rcols[:1])
+        on = Bin("=", Col(a[0], a[1]), Col(b[0], b[1])) if a[2] == b[2] else Lit(True)
+        if depth > 0 and self.ok("subquery_in_on") and self.chance(3):
+            self.feat("subquery_in_on")
+            on = Bin(self.pick(["AND", "OR"]), on, self.sub_pred(lcols + rcols + outer, depth - 1, ctes))
+        elif self.chance(3):
+            on = Bin("AND", on, self.pred(lcols + rcols, 0, ctes))
+        return Join(kind, left, right, on=on), lcols + rcols, lstar + rstar
+
+    # ------------------------------------------------------------------------------------------ expressions
+    def value(self, scope, typ: str, depth: int, ctes) -> object:
+        cols = [c for c in scope if c[2] == typ]
+        k = self.draw(st.integers(0, 9))
+        if typ == "str":
+            if cols and k < 7:
+                c = self.pick(cols)
+                return Col(c[0], c[1]) if k < 5 else Func("coalesce", (Col(c[0], c[1]), Lit("z")))
+            return Lit(self.pick(STRINGS + [None]))
+        if cols and k < 5:
+            c = self.pick(cols)
+            return Col(c[0], c[1])
+        if k == 5 and cols:
+            self.feat("arith")
+            return Bin(self.pick(["+", "-", "*"]), Col(*self.pick(cols)[:2]), Lit(self.draw(st.integers(-1, 3))))
+        if k == 6 and cols and self.ok("unknown_function"):
+            self.feat("unknown_function")
+            return Func("list_sum", (Col(*self.pick(cols)[:2]), Col(*self.pick(cols)[:2])))
+        if k == 7 and self.ok("case"):
+            self.feat("case")
+            return Case(self.pred(scope, depth, ctes, where="case"), self.value(scope, typ, 0, ctes),
+                        self.value(scope, typ, 0, ctes))
+        if k == 8 and depth > 0 and self.ok("scalar_value"):
+            self.feat("scalar_value")
+            return Scalar(self.scalar_query(scope, depth - 1, ctes))
+        if cols:
+            return Func("coalesce", (Col(*self.pick(cols)[:2]), Lit(self.draw(st.integers(0, 3)))))
+        return Lit(self.pick([None, 0, 1, 2]))
+
+    def pred(self, scope, depth: int, ctes, where: str = "where"):
+        k = self.draw(st.integers(0, 9))
+        if depth > 0 and k < 4:
+            self.feat(f"subquery_in_{where}")
+            return self.sub_pred(scope, depth - 1, ctes)
+        if k < 6 or not scope:
+            typ = self.pick(["int", "int", "str"]) if scope else "int"
+            op = self.pick(list(COMPARISONS))
+            return Bin(op, self.value(scope, typ, 0, ctes), self.value(scope, typ, 0, ctes))
+        if k < 8:
+            c = self.pick(scope)
+            return Is(Col(c[0], c[1]), "NULL", self.draw(st.booleans()))
+        self.feat("and_or")
+        return Bin(self.pick(["AND", "OR"]), self.pred(scope, depth, ctes, where), self.pred(scope, 0, ctes, where))
+
+    def sub_pred(self, scope, depth: int, ctes):
+        """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR."""
+        kind = self.pick(["exists", "in", "not_in", "any", "all", "scalar_cmp"])
+        self.feat(f"sq_{kind}")
+        typ = self.pick(["int", "int", "str"])
+        x = self.value(scope, typ, 0, ctes)
+        if kind == "exists":
+            p = Exists(self.query(depth, outer=scope, ctes=ctes)[0])
+        elif kind in ("in", "not_in"):
+            p = InSub(x, self.query(depth, want=[typ], outer=scope, ctes=ctes)[0], negated=kind == "not_in")
+        elif kind in ("any", "all"):
+            op = self.pick(list(COMPARISONS))
+            self.feat(f"sq_{kind}_{op}")
+            p = Quant(x, op, kind.upper(), self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
+        else:
+            p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(scope, depth, ctes, typ)))
+        wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
+        if wrap == "none" or not self.ok("wrap"):
+            return p
+        self.feat(f"wrap_{wrap}")
+        if wrap == "not":
+            return Not(p)
+        if wrap == "eq_false":
+            return EqFalse(p)
+        if wrap == "or":
+            return Bin("OR", p, self.pred(scope, 0, ctes))
+        return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
+                  wrap == "is_not_true")
+
+    def scalar_query(self, outer, depth: int, ctes, typ: str = "int"):
+        """A query of one column and at most one row."""
+        if typ == "int" and self.chance(2):
+            item, cols, _ = self.from_item(depth, ctes, outer)
+            agg = Agg(self.pick(["count", "sum", "min", "max"]), self.value(cols, "int", 0, ctes))
+            where = self.pred(cols + outer, depth, ctes) if self.chance(2) else None
+            outer_ints = [c for c in outer if c[2] == "int"]
+            if outer_ints and self.chance(2):  # correlate with the outer query
+                self.feat("correlated_scalar")
+                o, c = self.pick(outer_ints), self.pick([c for c in cols if c[2] == "int"] or [None])
+                corr = Bin("=", Col(c[0], c[1]), Col(o[0], o[1])) if c else Is(Col(o[0], o[1]), "NULL", True)
+                where = corr if where is None else Bin("AND", where, corr)
+            return Select([(agg, "m")], item, where, group=[])
+        q, _ = self.query(depth, want=[typ], outer=outer, ctes=ctes, plain=True)
+        q.limit, q.offset = 1, self.pick([None, None, 1])
+        self.feat("scalar_limit")
+        return q
+
+    # ------------------------------------------------------------------------------------------ queries
+    def query(self, depth: int, want=None, outer=(), ctes=None, names=None, plain=False, top=False):
+        """(query, output [(name, type)]); ``want``: the output types; ``plain``: a SELECT."""
+        ctes = dict(ctes or {})
+        outer = list(outer)
+        if top and depth > 0 and self.ok("cte") and self.chance(4):
+            self.feat("cte")
+            name = self.pick(ODD_NAMES[:5] + ["my cte", "w0"]) if self.chance(2) else "c0"
+            cq, cout = self.query(depth - 1, ctes=ctes)
+            ctes[name] = cout
+            body, out = self.query(depth, want, outer, ctes, names, plain)
+            return With([(name, cq)], body), out
+        if not plain and depth > 0 and self.ok("setop") and self.chance(4):
+            return self.setop(depth, want, outer, ctes, names)
+        q, out = self.select(depth, want, outer, ctes, names)
+        if not top and self.ok("limit") and self.chance(6):
+            q.limit, q.offset = self.pick([0, 1, 2, 3, None]), self.pick([None, None, 1])
+            self.feat("limit_in_subquery")
+        return q, out
+
+    def setop(self, depth, want, outer, ctes, names):
+        op, all_ = self.pick([("UNION", False), ("UNION", True), ("INTERSECT", False), ("EXCEPT", False)])
+        self.feat(f"setop_{op.lower()}{'_all' if all_ else ''}")
+        want = want or [self.pick(["int", "str"]) for _ in range(self.draw(st.integers(1, 2)))]
+        by_name = op == "UNION" and want is not None and self.ok("by_name") and self.chance(3)
+        left, lout = self.branch(depth, want, outer, ctes, names)
+        rnames = None
+        if by_name:
+            self.feat("union_by_name")
+            rnames = list(reversed([n for n, _ in lout]))
+            want_r = list(reversed(want))
+            right, _ = self.branch(depth, want_r, outer, ctes, rnames)
+        else:
+            right, _ = self.branch(depth, want, outer, ctes, None)
+        q = SetOp(op, all_, left, right, by_name=by_name)
+        return q, lout
+
+    def branch(self, depth, want, outer, ctes, names):
+        if depth > 1 and self.chance(4):
+            self.feat("nested_setop")
+            return self.setop(depth - 1, want, outer, ctes, names)
+        q, out = self.select(depth - 1, want, outer, ctes, names)
+        if self.ok("limit") and self.chance(4):
+            q.limit, q.offset = self.pick([0, 1, 2]), self.pick([None, 1])
+            self.feat("limit_in_setop")
+        return q, out
+
+    def names_for(self, n: int, names):
+        if names:
+            return list(names)
+        if self.ok("odd_column") and self.chance(5):
+            self.feat("odd_column")
+            picked = []
+            for i in range(n):
+                picked.append(self.pick([x for x in ODD_NAMES if x not in picked] + [f"c{i}"]))
+            return picked
+        return [f"c{i}" for i in range(n)]
+
+    def select(self, depth, want, outer, ctes, names) -> tuple:
+        item, cols, star = self.from_item(depth, ctes, outer)
+        scope = cols
+        where = self.pred(scope, depth, ctes) if self.chance(2) else None
+        outer_ints = [c for c in outer if c[2] == "int"]
+        local_ints = [c for c in cols if c[2] == "int"]
+        if outer_ints and local_ints and self.chance(2):  # correlate with the enclosing query
+            self.feat("correlated")
+            o, c = self.pick(outer_ints), self.pick(local_ints)
+            corr = Bin(self.pick(["=", "=", "<", "<>"]), Col(c[0], c[1]), Col(o[0], o[1]))
+            where = corr if where is None else Bin("AND", where, corr)
+        shape = self.pick(["plain", "plain", "star", "group", "global", "distinct", "window"])
+        if shape == "star" and (want is not None or names or len({n for n, _ in star}) != len(star)
+                                or not self.ok("star")):
+            shape = "plain"
+        if shape == "window" and not self.ok("window"):
+            shape = "plain"
+        if shape in ("group", "global") and not self.ok("aggregate"):
+            shape = "plain"
+        types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
+        aliases = self.names_for(len(types), names)
+        if shape == "star":
+            self.feat("star")
+            exclude = ()
+            if len(star) > 1 and self.ok("exclude") and self.chance(2):
+                exclude = (self.pick([n for n, _ in star]),)
+                self.feat("exclude")
+            q = Select(None, item, where, exclude=exclude)
+            q.width = len(star) - len(exclude)
+            return q, [(n, t) for n, t in star if n not in exclude]
+        if shape in ("group", "global"):
+            return self.aggregate(shape, item, cols, scope, where, types, aliases, depth, ctes, want is None)
+        items = [(self.value(scope, t, depth, ctes), a) for t, a in zip(types, aliases)]
+        if shape == "window" and any(t == "int" for t in types):
+            i = types.index("int")
+            c = self.pick(cols)
+            o = self.pick(cols)
+            name = self.pick(["rank", "dense_rank", "sum", "count"])
+            ints = [x for x in cols if x[2] == "int"]
+            arg = Col(*self.pick(ints)[:2]) if name == "sum" and ints else None
+            if name == "sum" and arg is None:
+                name = "count"
+            items[i] = (Win(name, arg, (Col(c[0], c[1]),), (Col(o[0], o[1]),) if "rank" in name else ()), aliases[i])
+            self.feat("window")
+        q = Select(items, item, where, distinct=shape == "distinct")
+        if shape == "distinct":
+            self.feat("distinct")
+        return q, list(zip(aliases, types))
+
+    def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
+        self.feat(shape == "group" and "group_by" or "global_aggregate")
+        group = []
+        if shape == "group":
+            group = [Col(*c[:2]) for c in self.draw(st.lists(st.sampled_from(cols), min_size=1, max_size=2,
+                                                              unique_by=lambda c: (c[0], c[1])))]
+        gtypes = {(g.qual, g.name): t for q_, n, t in cols for g in group if (g.qual, g.name) == (q_, n)}
+        items = []
+        for t, a in zip(types, aliases):
+            same = [g for g in group if gtypes[(g.qual, g.name)] == t]
+            if same and self.chance(2):
+                items.append((self.pick(same), a))
+                continue
+            typed = [c for c in cols if c[2] == t]
+            if t == "int":
+                name = self.pick(["count", "count_star", "sum", "min", "max", "count_distinct"]
+                                 + (["product"] if free and self.ok("unknown_aggregate") else []))
+                arg = Col(*self.pick(typed)[:2]) if typed else Lit(1)
+                if name == "product":
+                    self.feat("unknown_aggregate")
+                    t = "float"
+                agg = (Agg("count") if name == "count_star" else
+                       Agg("count", arg, True) if name == "count_distinct" else Agg(name, arg))
+            else:
+                agg = Agg(self.pick(["min", "max"]), Col(*self.pick(typed)[:2]) if typed else Lit("a"))
+            items.append((agg, a))
+        grouping = None
+        if group and self.ok("grouping_sets") and self.chance(4):
+            grouping = self.pick(["ROLLUP", "SETS"])
+            self.feat("rollup" if grouping == "ROLLUP" else "grouping_sets")
+        having = None
+        if self.chance(3):
+            self.feat("having")
+            gscope = [c for c in scope if any((c[0], c[1]) == (g.qual, g.name) for g in group)]
+            outer = [c for c in scope if c not in cols]
+            having = Bin(">=", Agg("count"), Lit(self.draw(st.integers(0, 2))))
+            if depth > 0 and self.chance(2):
+                having = Bin("AND", having, self.pred(gscope + outer, depth, ctes, where="having"))
+        q = Select(items, item, where, group=group, grouping=grouping, having=having)
+        return q, [(a, "float" if isinstance(e, Agg) and e.name == "product" else t)
+                   for (e, a), t in zip(items, types)]
+
+
+@st.composite
+def rich_queries(draw, depth: int = 2, allow: frozenset | None = None) -> Generated:
+    """A random query AST with its features; ``allow`` restricts the optional features (None: all)."""
+    g = Gen(draw, allow)
+    q, _ = g.query(depth, top=True)
+    if g.ok("limit") and g.chance(6):
+        q_limit = g.pick([0, 1, 3])
+        if isinstance(q, (Select, SetOp)):
+            q.limit = q_limit
+            g.feat("limit_top")
+    return Generated(q, g.features)

@@ -1,0 +1,468 @@
+"""Reference evaluator: a brute-force interpreter of tests/refquery.py ASTs over small in-memory tables that
+gives every output row its values *and* its witness lineage, independently of dltrace's rewriter.
+
+Rows and values follow SQL (DuckDB) exactly: three-valued logic (a comparison with NULL is NULL; AND/OR/NOT
+are Kleene's), ``x IN (S)`` is TRUE when some s equals x, else NULL when x or some s is NULL (and S is not
+empty), else FALSE; ``x op ANY (S)`` likewise with ``op``; ``x op ALL (S)`` is TRUE over an empty S, FALSE when
+some comparison is FALSE, else NULL when some is NULL; a scalar subquery over zero rows is NULL. Aggregates
+skip NULLs: count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows. Grouping and
+set operations treat NULLs as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of
+every output column.
+
+Lineage (witness semantics). A row's lineage is a set of (table, rid) pairs, rid = the row's 0-based position
+in its table (dltrace's ``dl_rid``):
+  - a base table row: {rid}. WHERE, projection, ORDER BY, LIMIT/OFFSET, window functions: the input row's
+    lineage (a window function's row: the row itself, not its partition);
+  - inner/cross join: the union of the joined rows'; outer join: the same, a NULL-padded side adds nothing;
+  - GROUP BY / global aggregate / HAVING: the union over the group's rows (a global aggregate over zero rows:
+    one row with empty lineage); GROUPING SETS / ROLLUP: each output row is the union over the rows of its
+    grouping set's group;
+  - DISTINCT and UNION: the union over the duplicates merged into the row; UNION ALL: unchanged; INTERSECT:
+    the union of the matching rows of both sides; EXCEPT: the matching left rows only; UNION BY NAME matches
+    columns by name;
+  - a subquery predicate (EXISTS, IN, op ANY/SOME, op ALL, a comparison with a scalar subquery) anywhere
+    (WHERE, HAVING, JOIN ON, SELECT list, CASE) that evaluates to TRUE under an even number of negations
+    (NOT, ``= false``, IS NULL, IS NOT TRUE, IS FALSE count as negations) adds its *witnesses* to the row:
+    EXISTS: all rows of the subquery (a correlated one's rows for this outer row); ``x IN (S)``/``x op ANY
+    (S)``: the rows s of S with ``x op s`` TRUE; ``x op ALL (S)``: all rows of S; a scalar subquery used as a
+    value (not directly compared): all its rows, always. A predicate that is FALSE or NULL, or negated, adds
+    nothing. Every predicate is evaluated (no short-circuit: ``A OR B`` with both TRUE adds both). A
+    subquery's rows have their lineage by these same rules, recursively. Under an aggregation the WHERE
+    witnesses are per input row, unioned like the rows' lineage (so a global aggregate over zero rows gets
+    nothing from a WHERE subquery); HAVING and SELECT-list witnesses are added to the group's row.
+  - LIMIT/OFFSET cutting through a run of equal rows (ties: equal in every column) cannot say which of them
+    DuckDB keeps: each kept row of that run gets the union of the run's lineage, and the result is marked
+    ``inexact`` (compare with "dltrace's lineage is a subset").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InSub, Is, Join, Lit,
+                      Not, Quant, Scalar, Select, SetOp, Table, Win, With, grouping_sets)
+
+EMPTY: frozenset = frozenset()
+
+
+@dataclass(frozen=True)
+class C:
+    """A column of a relation: qualifier (alias), name, hidden from ``*`` (the sides' USING columns)."""
+    qual: str | None
+    name: str
+    hidden: bool = False
+
+
+@dataclass
+class Rel:
+    cols: list  # [C]
+    rows: list  # [tuple]
+    lins: list  # [frozenset of (table, rid)]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.cols]
+
+
+@dataclass
+class Frame:
+    cols: list
+    row: tuple
+    extra: dict | None = None  # window values: id(Win) -> value
+
+
+class EvalError(Exception):
+    pass
+
+
+def _cmp(op: str, a, b):
+    if a is None or b is None:
+        return None
+    return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    return None if a is None or b is None else False
+
+
+def _not(a):
+    return None if a is None else not a
+
+
+def _sort_key(row: tuple) -> tuple:
+    return tuple((v is None, v) for v in row)
+
+
+class Evaluator:
+    def __init__(self, tables: dict):
+        """``tables``: name -> pyarrow.Table (the generated data)."""
+        self.tables = {n.lower(): (t.column_names, [tuple(r.values()) for r in t.to_pylist()]) for n, t in tables.items()}
+        self.table_names = {n.lower(): n for n in tables}
+        self.inexact = False
+        self._cache: dict = {}
+
+    # ------------------------------------------------------------------------------------------ queries
+    def run(self, q) -> Rel:
+        self.inexact = False
+        return self.query(q, (), {})
+
+    def query(self, q, env: tuple, ctes: dict) -> Rel:
+        key = (id(q), tuple(f.row for f in env), tuple(sorted((k, id(v)) for k, v in ctes.items())))
+        if key not in self._cache:
+            self._cache[key] = self._query(q, env, ctes)
+        return self._cache[key]
+
+    def _query(self, q, env, ctes) -> Rel:
+        if isinstance(q, With):
+            ctes = dict(ctes)
+            for name, sub in q.ctes:
+                ctes[name.lower()] = self.query(sub, env, ctes)
+            return self.query(q.body, env, ctes)
+        if isinstance(q, SetOp):
+            return self._limit(self._setop(q, env, ctes), q.limit, q.offset)
+        return self._limit(self._select(q, env, ctes), q.limit, q.offset)
+
+    def _limit(self, rel: Rel, limit, offset) -> Rel:
+        if limit is None and offset is None:
+            return rel
+        order = sorted(range(len(rel.rows)), key=lambda i: _sort_key(rel.rows[i]))
+        start = offset or 0
+        stop = len(order) if limit is None else start + limit
+        kept = order[start:stop]
+        rows, lins = [], []
+        for i in kept:
+            run = [j for j in order if rel.rows[j] == rel.rows[i]]
+            lin = rel.lins[i]
+            if not set(run) <= set(kept):  # a cut through equal rows: which ones survive is not defined
+                self.inexact = True
+                lin = frozenset().union(*(rel.lins[j] for j in run))
+            rows.append(rel.rows[i])
+            lins.append(lin)
+        return Rel(rel.cols, rows, lins)
+
+    def _setop(self, q: SetOp, env, ctes) -> Rel:
+        left, right = self.query(q.left, env, ctes), self.query(q.right, env, ctes)
+        if q.by_name:
+            names = list(left.names) + [n for n in right.names if n.lower() not in {m.lower() for m in left.names}]
+
+            def reorder(rel):
+                pos = {n.lower(): i for i, n in enumerate(rel.names)}
+                return [tuple(r[pos[n.lower()]] if n.lower() in pos else None for n in names) for r in rel.rows]
+
+            lrows, rrows = reorder(left), reorder(right)
+        else:
+            names, lrows, rrows = left.names, left.rows, right.rows
+        cols = [C(None, n) for n in names]
+        if q.op == "UNION" and q.all:
+            return Rel(cols, lrows + rrows, left.lins + right.lins)
+        if q.op == "UNION":
+            return Rel(cols, *_merge(lrows + rrows, left.lins + right.lins))
+        lmerged = dict(zip(*_merge(lrows, left.lins)))
+        rmerged = dict(zip(*_merge(rrows, right.lins)))
+        if q.op == "INTERSECT":
+            keep = [r for r in lmerged if r in rmerged]
+            return Rel(cols, keep, [lmerged[r] | rmerged[r] for r in keep])
+        keep = [r for r in lmerged if r not in rmerged]
+        return Rel(cols, keep, [lmerged[r] for r in keep])
+
+    def _select(self, q: Select, env, ctes) -> Rel:
+        src = self.from_(q.from_, env, ctes)
+        frames, lins = [], []
+        for row, lin in zip(src.rows, src.lins):
+            f = Frame(src.cols, row)
+            if q.where is not None:
+                v, w = self.ev(q.where, (f,) + env, ctes)
+                if v is not True:
+                    continue
+                lin = lin | w
+            frames.append(f)
+            lins.append(lin)
+        if q.group is not None:
+            rows, out_lins, names = self._aggregate(q, src, frames, lins, env, ctes)
+        else:
+            self._windows(q, frames, env, ctes)
+            if q.items is None:
+                idx = [i for i, c in enumerate(src.cols)
+                       if not c.hidden and c.name.lower() not in {x.lower() for x in q.exclude}]
+                names = [src.cols[i].name for i in idx]
+                rows = [tuple(f.row[i] for i in idx) for f in frames]
+                out_lins = lins
+            else:
+                names = [a for _, a in q.items]
+                rows, out_lins = [], []
+                for f, lin in zip(frames, lins):
+                    vals = []
+                    for e, _ in q.items:
+                        v, w = self.ev(e, (f,) + env, ctes)
+                        vals.append(v)
+                        lin = lin | w
+                    rows.append(tuple(vals))
+                    out_lins.append(lin)
+        if q.distinct:
+            rows, out_lins = _merge(rows, out_lins)
+        return Rel([C(None, n) for n in names], rows, out_lins)
+
+    def _aggregate(self, q: Select, src: Rel, frames, lins, env, ctes):
+        gidx = [self._index(src.cols, g) for g in q.group]
+        rows, out_lins = [], []
+        for gset in grouping_sets(q):
+            groups: dict = {}
+            for f, lin in zip(frames, lins):
+                groups.setdefault(tuple(f.row[gidx[i]] for i in gset), []).append((f, lin))
+            if not gset and not groups:
+                groups[()] = []  # a global aggregate (or the () grouping set) over zero rows: one row
+            for members in groups.values():
+                rep = list(members[0][0].row) if members else [None] * len(src.cols)
+                for i, j in enumerate(gidx):
+                    if i not in gset:
+                        rep[j] = None
+                gframe = Frame(src.cols, tuple(rep))
+                mframes = [m[0] for m in members]
+                lin = frozenset().union(*(m[1] for m in members))
+                if q.having is not None:
+                    v, w = self.ev(q.having, (gframe,) + env, ctes, group=mframes)
+                    if v is not True:
+                        continue
+                    lin = lin | w
+                vals = []
+                for e, _ in q.items:
+                    v, w = self.ev(e, (gframe,) + env, ctes, group=mframes)
+                    vals.append(v)
+                    lin = lin | w
+                rows.append(tuple(vals))
+                out_lins.append(lin)
+        return rows, out_lins, [a for _, a in q.items]
+
+    def _windows(self, q: Select, frames, env, ctes) -> None:
+        for e, _ in q.items or []:
+            if not isinstance(e, Win):
+                continue
+            parts: dict = {}
+            for f in frames:
+                key = tuple(self.ev(p, (f,) + env, ctes)[0] for p in e.partition)
+                parts.setdefault(key, []).append(f)
+            for members in parts.values():
+                okeys = [_sort_key(tuple(self.ev(o, (f,) + env, ctes)[0] for o in e.order)) for f in members]
+                args = [None if e.arg is None else self.ev(e.arg, (f,) + env, ctes)[0] for f in members]
+                for f, k in zip(members, okeys):
+                    if e.name == "rank":
+                        v = 1 + sum(1 for o in okeys if o < k)
+                    elif e.name == "dense_rank":
+                        v = 1 + len({o for o in okeys if o < k})
+                    else:
+                        v = _aggregate(e.name, e.arg is None, False, args)
+                    f.extra = {**(f.extra or {}), id(e): v}
+
+    # ------------------------------------------------------------------------------------------ FROM
+    def from_(self, f, env, ctes) -> Rel:
+        if isinstance(f, Table):
+            names, rows = self.tables[f.name.lower()]
+            t = self.table_names[f.name.lower()]
+            return Rel([C(f.alias, n) for n in names], list(rows),
+                       [frozenset({(t, i)}) for i in range(len(rows))])
+        if isinstance(f, Derived):
+            rel = ctes[f.query.lower()] if isinstance(f.query, str) else self.query(f.query, env, ctes)
+            return Rel([C(f.alias, n) for n in rel.names], rel.rows, rel.lins)
+        return self._join(f, env, ctes)
+
+    def _join(self, j: Join, env, ctes) -> Rel:
+        left, right = self.from_(j.left, env, ctes), self.from_(j.right, env, ctes)
+        using = list(j.using)
+        if j.natural:
+            rnames = {c.name.lower() for c in right.cols if not c.hidden}
+            using = [c.name for c in left.cols if not c.hidden and c.name.lower() in rnames]
+        lu = [self._index(left.cols, Col(None, u)) for u in using]
+        ru = [self._index(right.cols, Col(None, u)) for u in using]
+        cols = left.cols + right.cols
+        if using:
+            hide = {u.lower() for u in using}
+            cols = [C(None, u) for u in using] + [C(c.qual, c.name, c.hidden or c.name.lower() in hide)
+                                                  for c in left.cols + right.cols]
+        rows, lins = [], []
+        lmatched, rmatched = set(), set()
+        nl, nr = len(left.cols), len(right.cols)
+
+        def emit(lrow, rrow, lin):
+            merged = tuple(lrow[a] if lrow[a] is not None else rrow[b] for a, b in zip(lu, ru))
+            rows.append((merged if using else ()) + lrow + rrow)
+            lins.append(lin)
+
+        for i, (lrow, llin) in enumerate(zip(left.rows, left.lins)):
+            for k, (rrow, rlin) in enumerate(zip(right.rows, right.lins)):
+                w = EMPTY
+                if j.kind == "CROSS" or (j.natural and not using):
+                    ok = True
+                elif using:
+                    ok = all(_cmp("=", lrow[a], rrow[b]) is True for a, b in zip(lu, ru))
+                else:
+                    v, w = self.ev(j.on, (Frame(left.cols + right.cols, lrow + rrow),) + env, ctes)
+                    ok = v is True
+                if ok:
+                    lmatched.add(i)
+                    rmatched.add(k)
+                    emit(lrow, rrow, llin | rlin | w)
+        if j.kind in ("LEFT", "FULL"):
+            for i, (lrow, llin) in enumerate(zip(left.rows, left.lins)):
+                if i not in lmatched:
+                    emit(lrow, (None,) * nr, llin)
+        if j.kind in ("RIGHT", "FULL"):
+            for k, (rrow, rlin) in enumerate(zip(right.rows, right.lins)):
+                if k not in rmatched:
+                    emit((None,) * nl, rrow, rlin)
+        return Rel(cols, rows, lins)
+
+    @staticmethod
+    def _index(cols, c: Col):
+        name = c.name.lower()
+        for i, col in enumerate(cols):
+            if c.qual is None:
+                if not col.hidden and col.name.lower() == name:
+                    return i
+            elif col.qual is not None and col.qual.lower() == c.qual.lower() and col.name.lower() == name:
+                return i
+        return None
+
+    # ------------------------------------------------------------------------------------------ expressions
+    def ev(self, e, env: tuple, ctes, pos: bool = True, group=None):
+        """(value, witness lineage) of ``e``; ``pos``: under an even number of negations; ``group``: the
+        member frames when ``e`` is evaluated for a group (aggregates read them; env[0] is the group's row)."""
+        t = type(e)
+        if t is Col:
+            for f in env:
+                i = self._index(f.cols, e)
+                if i is not None:
+                    return f.row[i], EMPTY
+            raise EvalError(f"unknown column {e.qual}.{e.name}")
+        if t is Lit:
+            return e.value, EMPTY
+        if t is Agg:
+            if group is None:
+                raise EvalError("aggregate outside an aggregation")
+            vals = [None if e.arg is None else self.ev(e.arg, (f,) + env[1:], ctes)[0] for f in group]
+            return _aggregate(e.name, e.arg is None, e.distinct, vals), EMPTY
+        if t is Win:
+            return env[0].extra[id(e)], EMPTY
+        if t is Not:
+            v, w = self.ev(e.arg, env, ctes, not pos, group)
+            return _not(v), w
+        if t is EqFalse:
+            v, w = self.ev(e.arg, env, ctes, not pos, group)
+            return _cmp("=", v, False), w
+        if t is Is:
+            flips = e.what in ("NULL", "FALSE") or (e.what == "TRUE" and e.negated)
+            v, w = self.ev(e.arg, env, ctes, pos != flips, group)
+            target = {"NULL": v is None, "TRUE": v is True, "FALSE": v is False}[e.what]
+            return (not target) if e.negated else target, w
+        if t is Bin:
+            return self._bin(e, env, ctes, pos, group)
+        if t is Case:
+            c, w1 = self.ev(e.cond, env, ctes, pos, group)
+            a, w2 = self.ev(e.then, env, ctes, pos, group)
+            b, w3 = self.ev(e.else_, env, ctes, pos, group)
+            return (a if c is True else b), w1 | w2 | w3
+        if t is Func:
+            got = [self.ev(a, env, ctes, pos, group) for a in e.args]
+            vals, w = [g[0] for g in got], frozenset().union(*(g[1] for g in got))
+            return _func(e.name, vals), w
+        if t is Scalar:
+            rel = self.query(e.query, env, ctes)
+            if len(rel.rows) > 1:
+                raise EvalError("scalar subquery returned more than one row")
+            return (rel.rows[0][0], rel.lins[0]) if rel.rows else (None, EMPTY)
+        if t is Exists:
+            rel = self.query(e.query, env, ctes)
+            v = bool(rel.rows)
+            return v, (frozenset().union(*rel.lins) if v and pos else EMPTY)
+        if t is InSub or t is Quant:
+            x, w = self.ev(e.arg, env, ctes, pos, group)
+            rel = self.query(e.query, env, ctes)
+            op, quant = ("=", "ANY") if t is InSub else (e.op, e.quant)
+            results = [_cmp(op, x, r[0]) for r in rel.rows]
+            if quant == "ANY":
+                v = True if True in results else (None if None in results else False)
+                wit = frozenset().union(*(lin for lin, res in zip(rel.lins, results) if res is True))
+            else:
+                v = False if False in results else (None if None in results else True)
+                wit = frozenset().union(*rel.lins)
+            negated = t is InSub and e.negated
+            if negated:
+                v = _not(v)
+            return v, w | (wit if v is True and pos and not negated else EMPTY)
+        raise EvalError(f"cannot evaluate {t.__name__}")
+
+    def _bin(self, e: Bin, env, ctes, pos, group):
+        if e.op in ("AND", "OR"):
+            a, w1 = self.ev(e.left, env, ctes, pos, group)
+            b, w2 = self.ev(e.right, env, ctes, pos, group)
+            return (_and(a, b) if e.op == "AND" else _or(a, b)), w1 | w2
+        a, w1 = self.ev(e.left, env, ctes, pos, group)
+        b, w2 = self.ev(e.right, env, ctes, pos, group)
+        if e.op in COMPARISONS:
+            v = _cmp(e.op, a, b)
+            # a comparison with a scalar subquery is a predicate: its rows are witnesses only when TRUE
+            if isinstance(e.left, Scalar) and not (v is True and pos):
+                w1 = EMPTY
+            if isinstance(e.right, Scalar) and not (v is True and pos):
+                w2 = EMPTY
+            return v, w1 | w2
+        if a is None or b is None:
+            return None, w1 | w2
+        return {"+": a + b, "-": a - b, "*": a * b}[e.op], w1 | w2
+
+
+def _merge(rows, lins):
+    """Merge equal rows (NULLs equal), keeping the first's position; lineage is the union."""
+    out: dict = {}
+    for r, lin in zip(rows, lins):
+        out[r] = out.get(r, EMPTY) | lin
+    return list(out), list(out.values())
+
+
+def _aggregate(name: str, star: bool, distinct: bool, vals: list):
+    if star:
+        return len(vals)
+    vals = [v for v in vals if v is not None]
+    if distinct:
+        vals = list(dict.fromkeys(vals))
+    if name == "count":
+        return len(vals)
+    if not vals:
+        return None
+    if name == "sum":
+        return sum(vals)
+    if name == "min":
+        return min(vals)
+    if name == "max":
+        return max(vals)
+    if name == "product":
+        out = 1.0
+        for v in vals:
+            out *= v
+        return out
+    raise EvalError(f"unknown aggregate {name}")
+
+
+def _func(name: str, vals: list):
+    if name == "coalesce":
+        return next((v for v in vals if v is not None), None)
+    if name == "abs":
+        return None if vals[0] is None else abs(vals[0])
+    if name == "list_sum":
+        got = [v for v in vals if v is not None]
+        return sum(got) if got else None
+    raise EvalError(f"unknown function {name}")
+
+
+def lineage_dict(lin: frozenset) -> dict[str, frozenset]:
+    out: dict = {}
+    for t, rid in lin:
+        out.setdefault(t, set()).add(rid)
+    return {t: frozenset(ids) for t, ids in out.items()}

@@ -1,0 +1,345 @@
+"""A small query AST for the randomised tests: it renders to DuckDB SQL (``render``) and is evaluated by the
+brute-force reference interpreter of tests/refeval.py. Independent of dltrace and of sqlglot.
+
+Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] NULL/TRUE/FALSE), EqFalse
+(``(p) = false``), Case (one WHEN), Func (scalar functions), Agg, Win (window functions), and the subquery
+forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar.
+FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
+cross; ON, USING or NATURAL). Queries: Select, SetOp, With.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+# ---------------------------------------------------------------------------------------------- names
+_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
+_KEYWORDS = {"select", "from", "where", "group", "order", "by", "limit", "offset", "union", "all", "any", "some",
+             "in", "not", "null", "true", "false", "and", "or", "is", "case", "when", "then", "else", "end",
+             "join", "on", "using", "natural", "left", "right", "full", "cross", "as", "exists", "with", "having",
+             "distinct", "intersect", "except", "window", "exclude", "lineage", "rollup", "grouping", "sets"}
+
+
+def ident(name: str) -> str:
+    """A SQL identifier: plain when it can be, else double-quoted (``"`` doubled)."""
+    if _PLAIN.match(name) and name not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return str(v)
+
+
+# ---------------------------------------------------------------------------------------------- expressions
+@dataclass(frozen=True, eq=False)
+class Col:
+    qual: str | None
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Lit:
+    value: Any
+
+
+@dataclass(frozen=True, eq=False)
+class Bin:
+    op: str  # = <> < <= > >= + - * AND OR
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True, eq=False)
+class Not:
+    arg: "Expr"
+
+
+@dataclass(frozen=True, eq=False)
+class Is:
+    arg: "Expr"
+    what: str  # NULL TRUE FALSE
+    negated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class EqFalse:
+    arg: "Expr"
+
+
+@dataclass(frozen=True, eq=False)
+class Case:
+    cond: "Expr"
+    then: "Expr"
+    else_: "Expr"
+
+
+@dataclass(frozen=True, eq=False)
+class Func:
+    name: str  # coalesce abs list_sum
+    args: tuple
+
+
+@dataclass(frozen=True, eq=False)
+class Agg:
+    name: str  # count sum min max product
+    arg: "Expr | None" = None  # None: count(*)
+    distinct: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Win:
+    name: str  # rank dense_rank sum count
+    arg: "Expr | None"
+    partition: tuple
+    order: tuple = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Exists:
+    query: "Query"
+
+
+@dataclass(frozen=True, eq=False)
+class InSub:
+    arg: "Expr"
+    query: "Query"
+    negated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Quant:
+    arg: "Expr"
+    op: str
+    quant: str  # ANY ALL
+    query: "Query"
+
+
+@dataclass(frozen=True, eq=False)
+class Scalar:
+    query: "Query"
+
+
+Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, Quant, Scalar]
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+# ---------------------------------------------------------------------------------------------- FROM and queries
+@dataclass(frozen=True, eq=False)
+class Table:
+    name: str
+    alias: str
+
+
+@dataclass(frozen=True, eq=False)
+class Derived:
+    query: "Query | str"  # a query, or the name of a CTE
+    alias: str
+
+
+@dataclass(frozen=True, eq=False)
+class Join:
+    kind: str  # INNER LEFT RIGHT FULL CROSS
+    left: "FromItem"
+    right: "FromItem"
+    on: "Expr | None" = None
+    using: tuple = ()
+    natural: bool = False
+
+
+FromItem = Union[Table, Derived, Join]
+
+
+@dataclass(eq=False)
+class Select:
+    items: list | None  # [(expr, alias)]; None: SELECT *
+    from_: FromItem
+    where: Expr | None = None
+    group: list | None = None  # grouping columns (Col); [] with aggregates: a global aggregate
+    grouping: str | None = None  # None, "ROLLUP" or "SETS" (the sets: every grouping column alone, and ())
+    having: Expr | None = None
+    distinct: bool = False
+    exclude: tuple = ()  # SELECT * EXCLUDE (...)
+    limit: int | None = None  # with ORDER BY every output column NULLS LAST
+    offset: int | None = None
+
+
+@dataclass(eq=False)
+class SetOp:
+    op: str  # UNION INTERSECT EXCEPT
+    all: bool
+    left: "Query"
+    right: "Query"
+    by_name: bool = False
+    limit: int | None = None
+    offset: int | None = None
+
+
+@dataclass(eq=False)
+class With:
+    ctes: list  # [(name, query)]
+    body: "Query"
+
+
+Query = Union[Select, SetOp, With]
+
+
+def grouping_sets(q: Select) -> list[tuple[int, ...]]:
+    """The grouping sets of ``q`` as tuples of indexes into ``q.group``."""
+    n = len(q.group or [])
+    if q.grouping == "ROLLUP":
+        return [tuple(range(i)) for i in range(n, -1, -1)]
+    if q.grouping == "SETS":
+        return [(i,) for i in range(n)] + [()]
+    return [tuple(range(n))]
+
+
+# ---------------------------------------------------------------------------------------------- rendering
+def render(node) -> str:
+    r = _RENDER.get(type(node))
+    return r(node)
+
+
+def _col(e: Col) -> str:
+    return f"{ident(e.qual)}.{ident(e.name)}" if e.qual else ident(e.name)
+
+
+def _bin(e: Bin) -> str:
+    return f"({render(e.left)} {e.op} {render(e.right)})"
+
+
+def _func(e: Func) -> str:
+    if e.name == "list_sum":
+        return f"list_sum([{', '.join(render(a) for a in e.args)}])"
+    return f"{e.name}({', '.join(render(a) for a in e.args)})"
+
+
+def _agg(e: Agg) -> str:
+    if e.arg is None:
+        return "count(*)"
+    return f"{e.name}({'DISTINCT ' if e.distinct else ''}{render(e.arg)})"
+
+
+def _win(e: Win) -> str:
+    arg = "" if e.name in ("rank", "dense_rank") else ("*" if e.arg is None else render(e.arg))
+    over = []
+    if e.partition:
+        over.append("PARTITION BY " + ", ".join(render(p) for p in e.partition))
+    if e.order:
+        over.append("ORDER BY " + ", ".join(f"{render(o)} NULLS LAST" for o in e.order))
+    return f"{e.name}({arg}) OVER ({' '.join(over)})"
+
+
+def _is(e: Is) -> str:
+    return f"(({render(e.arg)}) IS {'NOT ' if e.negated else ''}{e.what})"
+
+
+def _order_limit(n_cols: int, limit, offset) -> str:
+    if limit is None and offset is None:
+        return ""
+    text = " ORDER BY " + ", ".join(f"{i + 1} NULLS LAST" for i in range(n_cols))
+    if limit is not None:
+        text += f" LIMIT {limit}"
+    if offset is not None:
+        text += f" OFFSET {offset}"
+    return text
+
+
+def _from(f) -> str:
+    if isinstance(f, Table):
+        return f"{ident(f.name)} AS {ident(f.alias)}"
+    if isinstance(f, Derived):
+        if isinstance(f.query, str):
+            return f"{ident(f.query)} AS {ident(f.alias)}"
+        return f"({render(f.query)}) AS {ident(f.alias)}"
+    left, right = _from(f.left), _from(f.right)
+    if isinstance(f.right, Join):
+        right = f"({right})"
+    if f.natural:
+        return f"{left} NATURAL {'' if f.kind == 'INNER' else f.kind + ' '}JOIN {right}"
+    if f.kind == "CROSS":
+        return f"{left} CROSS JOIN {right}"
+    kind = {"INNER": "JOIN", "LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN"}[f.kind]
+    if f.using:
+        return f"{left} {kind} {right} USING ({', '.join(ident(u) for u in f.using)})"
+    return f"{left} {kind} {right} ON {render(f.on)}"
+
+
+def n_columns(q) -> int:
+    """Output width of ``q`` when it is not SELECT * (the generator sets ``width`` on SELECT * nodes)."""
+    if isinstance(q, With):
+        return n_columns(q.body)
+    if isinstance(q, SetOp):
+        return getattr(q, "width", None) or n_columns(q.left)
+    return len(q.items) if q.items is not None else q.width
+
+
+def _select(q: Select) -> str:
+    if q.items is None:
+        items = "*" + (f" EXCLUDE ({', '.join(ident(c) for c in q.exclude)})" if q.exclude else "")
+    else:
+        items = ", ".join(f"{render(e)} AS {ident(a)}" for e, a in q.items)
+    text = f"SELECT {'DISTINCT ' if q.distinct else ''}{items} FROM {_from(q.from_)}"
+    if q.where is not None:
+        text += f" WHERE {render(q.where)}"
+    if q.group:
+        cols = ", ".join(render(g) for g in q.group)
+        if q.grouping == "ROLLUP":
+            text += f" GROUP BY ROLLUP ({cols})"
+        elif q.grouping == "SETS":
+            text += " GROUP BY GROUPING SETS (" + ", ".join(f"({render(g)})" for g in q.group) + ", ())"
+        else:
+            text += f" GROUP BY {cols}"
+    if q.having is not None:
+        text += f" HAVING {render(q.having)}"
+    return text + _order_limit(n_columns(q), q.limit, q.offset)
+
+
+def _branch(q) -> str:
+    text = render(q)
+    return f"({text})" if isinstance(q, (SetOp, With)) or getattr(q, "limit", None) is not None \
+        or getattr(q, "offset", None) is not None else text
+
+
+def _setop(q: SetOp) -> str:
+    op = q.op + (" ALL" if q.all else "") + (" BY NAME" if q.by_name else "")
+    text = f"{_branch(q.left)} {op} {_branch(q.right)}"
+    if q.limit is not None or q.offset is not None:
+        text = f"SELECT * FROM ({text}) AS _lim" + _order_limit(n_columns(q), q.limit, q.offset)
+    return text
+
+
+def _with(q: With) -> str:
+    return "WITH " + ", ".join(f"{ident(n)} AS ({render(c)})" for n, c in q.ctes) + " " + render(q.body)
+
+
+_RENDER = {
+    Col: _col, Lit: lambda e: literal(e.value), Bin: _bin, Not: lambda e: f"(NOT {render(e.arg)})", Is: _is,
+    EqFalse: lambda e: f"(({render(e.arg)}) = false)",
+    Case: lambda e: f"CASE WHEN {render(e.cond)} THEN {render(e.then)} ELSE {render(e.else_)} END",
+    Func: _func, Agg: _agg, Win: _win,
+    Exists: lambda e: f"EXISTS ({render(e.query)})",
+    InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
+    Quant: lambda e: f"({render(e.arg)} {e.op} {e.quant} ({render(e.query)}))",
+    Scalar: lambda e: f"({render(e.query)})",
+    Select: _select, SetOp: _setop, With: _with,
+}
+
+
+@dataclass
+class Generated:
+    """A generated query: its AST, its SQL and the features it uses."""
+    query: Query
+    features: set = field(default_factory=set)
+
+    @property
+    def sql(self) -> str:
+        return render(self.query)
