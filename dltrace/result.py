@@ -26,6 +26,7 @@ from dltrace.lineage_data import LineageData
 from dltrace.engines import lineage_functions
 from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
+from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
 
@@ -120,8 +121,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     text = rewritten.sql()
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
-    if not all(_own_names(tree)):  # an unnamed output column: the engine names it (count_star(), count(1)...)
-        own = own.rename_columns(catalog.engine.column_names(generate(plain_query(tree, plain), catalog.dialect)))
+    # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
+    own = own.rename_columns(engine_names(catalog, tree))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
     result = LineageResult(catalog, sql, read, own, sets, lineage if sets else None, semantics, text)
     on = rewritten.on
@@ -133,12 +134,14 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     return result
 
 
-def _own_names(tree: exp.Expression) -> list[str]:
-    """The output names the query gives itself ('' where it gives none and the engine chooses one)."""
-    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
-        tree = tree.this
-    return [e.alias_or_name if isinstance(e, (exp.Alias, exp.Column)) else "" for e in tree.expressions] \
-        if isinstance(tree, exp.Select) else []
+def engine_names(catalog: Catalog, tree: exp.Expression) -> list[str]:
+    """The names the engine gives the output columns of ``tree`` run as written (without a LINEAGE ON clause):
+    results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``)."""
+    plain = tree.copy()
+    take_clause(plain)
+    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+                          rows_relations=frozenset(catalog.tables))
+    return catalog.engine.column_names(generate(plain_query(plain, context), catalog.dialect))
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,
@@ -146,8 +149,9 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
     """Backward lineage of ``sql``'s output rows by Cui-Widom reverse queries: all of them (``rows=None``,
     reverse-all) or ``rows`` (reverse-one), as a result whose row ``i`` is the query's row ``i``."""
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
+    table = found.table.rename_columns(engine_names(catalog, parse_query(sql, dialect or catalog.dialect)))
     return BackwardResult(
-        catalog, sql, dialect or catalog.dialect, found.table, found.lineage_columns,
+        catalog, sql, dialect or catalog.dialect, table, found.lineage_columns,
         "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,
         traced=found.traced, queries=found.queries,
     )

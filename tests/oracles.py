@@ -75,7 +75,7 @@ def _lin(d: dict) -> tuple:
 def _call(fn, *args, **kw):
     try:
         return fn(*args, **kw)
-    except dltrace.UnsupportedQuery as e:
+    except (dltrace.UnsupportedQuery, dltrace.ReservedName) as e:  # a clear refusal naming the construct
         raise Refused(str(e)) from e
 
 

@@ -21,7 +21,10 @@ from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
-ODD_NAMES = ["_dl_side", "_dl_h2", "_u_0", "lineage", "_col_0", "a b", 'x"y', "_q_0", "k"]
+# names that look like dltrace's or sqlglot's own (or a keyword of dltrace's grammar) but are the user's to take
+ODD_NAMES = ["lineage", "_col_0", "a b", 'x"y', "_q_0", "k", "dl", "_dl", "u_0"]
+# names in dltrace's reserved namespace (dl_, _dl_, _u_): refused with ReservedName, never silently captured
+RESERVED_NAMES = ["_dl_side", "_dl_h2", "_u_0", "dl_x"]
 STRINGS = ["a", "b", "c'd", ""]
 
 
@@ -68,11 +71,18 @@ class Gen:
     def feat(self, *names):
         self.features.update(names)
 
+    def odd_name(self, taken=()) -> str:
+        """A name that looks like an internal one: rarely one in dltrace's reserved namespace."""
+        if self.ok("reserved_name") and self.chance(12):
+            self.feat("reserved_name")
+            return self.pick([x for x in RESERVED_NAMES if x not in taken] or RESERVED_NAMES)
+        return self.pick([x for x in ODD_NAMES if x not in taken])
+
     def alias(self) -> str:
         self.n += 1
         if self.ok("odd_alias") and self.chance(6):
             self.feat("odd_alias")
-            return f"{self.pick(ODD_NAMES)}{self.n}"
+            return f"{self.odd_name()}{self.n}"
         return f"t{self.n}"
 
     # ------------------------------------------------------------------------------------------ FROM
@@ -232,7 +242,7 @@ class Gen:
         outer = list(outer)
         if top and depth > 0 and self.ok("cte") and self.chance(4):
             self.feat("cte")
-            name = self.pick(ODD_NAMES[:5] + ["my cte", "w0"]) if self.chance(2) else "c0"
+            name = (self.odd_name() if self.chance(3) else self.pick(["my cte", "w0"])) if self.chance(2) else "c0"
             cq, cout = self.query(depth - 1, ctes=ctes)
             ctes[name] = cout
             body, out = self.query(depth, want, outer, ctes, names, plain)
@@ -279,7 +289,7 @@ class Gen:
             self.feat("odd_column")
             picked = []
             for i in range(n):
-                picked.append(self.pick([x for x in ODD_NAMES if x not in picked] + [f"c{i}"]))
+                picked.append(self.odd_name(picked) if self.chance(2) else f"c{i}")
             return picked
         return [f"c{i}" for i in range(n)]
 

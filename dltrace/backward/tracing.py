@@ -265,15 +265,7 @@ class Builder:
         select, provs = self.select(node.query, node.env, prov=True)
         limited = any(select.args.get(k) is not None for k in ("limit", "offset", "fetch"))
         if node.kind == "spj" and limited and select.args.get("distinct") is None:
-            # LIMIT/OFFSET keep some rows only: apply them to the rows with their provenance, so a row the
-            # LIMIT dropped (with the same values as one it kept) is no derivation of the output
-            names = list(select.named_selects)
-            exposed = self.expose(select, provs)
-            lim = "_dl_lim"
-            outer = exp.select(*[col(n, lim).as_(f"_dl_k{j}", quoted=True) for j, n in enumerate(names)])
-            outer = outer.from_(subquery(select, lim))
-            provs = [p.via(lim) for p in exposed]
-            return outer, len(names), self.expose(outer, provs)
+            return self.limited_provenance(select, provs)
         if node.kind == "agg":
             match = [k.copy() for k in (select.args["group"].expressions if select.args.get("group") else [])]
         else:
@@ -289,6 +281,51 @@ class Builder:
         for k in drop:
             select.set(k, None)
         return select, len(match), self.expose(select, provs)
+
+    def limited_provenance(self, select: exp.Select, provs: list[Prov]) -> tuple[exp.Select, int, list[Prov]]:
+        """The provenance of a LIMIT/OFFSET segment: only rows the LIMIT may have kept are derivations.
+
+        A row is kept when its position in the ORDER BY could fall within the window: its rank (the first
+        position of its ties) within OFFSET + LIMIT and its last tie past OFFSET. With a total order that is
+        exactly the rows the query kept; with ties at the cut (the engine chose among them) every tied row,
+        the derivation pool of the row the engine kept; without ORDER BY every row."""
+        order = select.args.get("order")
+        limit, offset = _int_arg(select, "limit"), _int_arg(select, "offset")
+        # a LIMIT / OFFSET that is not a literal (or FETCH): which rows it keeps is not known here
+        known = not select.args.get("fetch") and all(
+            select.args.get(k) is None or v is not None for k, v in (("limit", limit), ("offset", offset)))
+        for k in ("order", "limit", "offset", "fetch"):
+            select.set(k, None)
+        names = list(select.named_selects)
+        outputs = {e.alias_or_name: e.unalias() for e in select.expressions}
+        ordered = []
+        for j, o in enumerate(order.expressions if order is not None else []):
+            key = o.this.copy().transform(  # an output alias in ORDER BY means its expression
+                lambda n: outputs[n.name].copy() if isinstance(n, exp.Column) and not n.table and n.name in outputs else n)
+            select.select(exp.alias_(key, f"_dl_o{j}", quoted=True), append=True, copy=False)
+            ordered.append(j)
+        exposed = self.expose(select, provs)
+        lim = "_dl_lim"
+        keys = [col(n, lim).as_(f"_dl_k{j}", quoted=True) for j, n in enumerate(names)]
+        provs = [p.via(lim) for p in exposed]
+        if not ordered or not known or limit is None and offset is None:
+            outer = exp.select(*keys).from_(subquery(select, lim))
+            return outer, len(names), self.expose(outer, provs)
+        window_order = exp.Order(expressions=[
+            exp.Ordered(this=col(f"_dl_o{j}"), desc=o.args.get("desc"), nulls_first=o.args.get("nulls_first"))
+            for j, o in enumerate(order.expressions)])
+        rank = exp.Window(this=exp.Anonymous(this="rank"), order=window_order)
+        ties = exp.Window(this=exp.Count(this=exp.Star()),
+                          partition_by=[col(f"_dl_o{j}") for j in range(len(order.expressions))])
+        ranked = exp.select(exp.Star(), rank.as_("_dl_rank", quoted=True), ties.as_("_dl_ties", quoted=True))
+        ranked = ranked.from_(subquery(select, "_dl_r"))
+        first, last = col("_dl_rank", lim), exp.Sub(this=exp.Add(this=col("_dl_rank", lim), expression=col("_dl_ties", lim)),
+                                                     expression=exp.Literal.number(1))
+        conds = [exp.GT(this=last, expression=exp.Literal.number(offset or 0))]
+        if limit is not None:
+            conds.append(exp.LTE(this=first, expression=exp.Literal.number((offset or 0) + limit)))
+        outer = exp.select(*keys).from_(subquery(ranked, lim)).where(exp.and_(*conds))
+        return outer, len(names), self.expose(outer, provs)
 
     def tracing_query(self, node: Node, targets: "Targets | None") -> tuple[exp.Select, list[Prov]]:
         """``SELECT tg._dl_tid, q.<provenance> FROM (segment) q JOIN targets tg ON keys``."""
@@ -312,6 +349,13 @@ class Builder:
             else:
                 query = query.join(right, join_type="CROSS")
         return query, provs
+
+
+def _int_arg(select: exp.Select, key: str) -> int | None:
+    """The integer of a LIMIT / OFFSET clause (None when absent or not a literal)."""
+    clause = select.args.get(key)
+    value = clause.args.get("expression") if clause is not None else None
+    return int(value.name) if isinstance(value, exp.Literal) and value.is_int else None
 
 
 @dataclass

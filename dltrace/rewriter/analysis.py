@@ -33,6 +33,7 @@ from dltrace.rewriter.passes.decorrelate import (
     subquery_kind,
 )
 from dltrace.rewriter.passes.qualify import qualify
+from dltrace.rewriter.passes.union_by_name import union_by_name
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
@@ -52,7 +53,7 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.E
     return tree
 
 
-ANALYSIS_PASSES = (qualify, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (qualify, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,11 @@ def instrument_node(node: exp.Expression, ctx: Context, final: bool = False) -> 
     if isinstance(node, exp.Select):
         return _instrument_select(node, ctx, final)
     if isinstance(node, exp.SetOperation):
-        return instrument_setop(node, _with_ctes(node, ctx), final)
+        out, exported = instrument_setop(node, _with_ctes(node, ctx), final)
+        if out is not node and node.args.get("with_"):  # the set operation's CTEs go with what replaces it
+            out.set("with_", node.args["with_"])
+            node.set("with_", None)
+        return out, exported
     raise UnsupportedQuery(f"{type(node).__name__} has no lineage rule, at {position(node)}")
 
 
