@@ -85,8 +85,8 @@ def _keep_in_place(tree: exp.Expression) -> list[exp.Expression]:
     """Swap every subquery sqlglot cannot decorrelate exactly for a placeholder; return them by number."""
     kept: list[exp.Expression] = []
     for holder in list(_holders(tree)):
-        if holder.parent is None or _safe_to_decorrelate(holder):
-            continue
+        if holder.root() is not tree or _safe_to_decorrelate(holder):
+            continue  # (inside a subquery kept already: stays in place with it)
         kept.append(holder)
         holder.replace(exp.Anonymous(this=_KEPT, expressions=[exp.Literal.number(len(kept) - 1)]))
     return kept
@@ -108,6 +108,8 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     query = holder.this
     kind, predicate, comparison = subquery_kind(holder)
     correlated = is_correlated(query)
+    if correlated and _reaches_past_itself(query):
+        return False  # a nested subquery reads the outer query: decorrelating this one would cut it off
     if kind == "exists":
         return correlated
     if kind in ("in", "any"):
@@ -146,6 +148,17 @@ def _one_value(query: exp.Expression, correlated: bool) -> bool:
     if correlated:
         return True
     return not any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify"))
+
+
+def _reaches_past_itself(query: exp.Expression) -> bool:
+    """Does a subquery nested in ``query`` read a table that ``query`` does not define (an outer one)?"""
+    own = {t.alias_or_name for t in query.find_all(exp.Table)}
+    own |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
+    own |= {c.alias_or_name for c in query.find_all(exp.CTE)}
+    for nested in query.find_all(exp.Select):
+        if nested is not query and any(c.table and c.table not in own for c in nested.find_all(exp.Column)):
+            return True
+    return False
 
 
 def is_correlated(query: exp.Expression) -> bool:
