@@ -23,6 +23,7 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import LineageData
+from dltrace.names import RID
 from dltrace.engines import lineage_functions
 from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
@@ -122,7 +123,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
     # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
-    own = own.rename_columns(engine_names(catalog, tree))
+    own = own.rename_columns(engine_names(catalog, sql, read))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
     result = LineageResult(catalog, sql, read, own, sets, lineage if sets else None, semantics, text)
     on = rewritten.on
@@ -134,14 +135,17 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     return result
 
 
-def engine_names(catalog: Catalog, tree: exp.Expression) -> list[str]:
-    """The names the engine gives the output columns of ``tree`` run as written (without a LINEAGE ON clause):
+def engine_names(catalog: Catalog, sql: str, read: str) -> list[str]:
+    """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
     results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``)."""
-    plain = tree.copy()
-    take_clause(plain)
+    tree = parse_query(sql, read)
+    clause = take_clause(tree)
+    reads_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
+    if clause is None and not reads_rid and read == catalog.dialect:
+        return catalog.engine.column_names(sql)  # the text itself: a round trip through sqlglot may respell it
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                           rows_relations=frozenset(catalog.tables))
-    return catalog.engine.column_names(generate(plain_query(plain, context), catalog.dialect))
+    return catalog.engine.column_names(generate(plain_query(tree, context), catalog.dialect))
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,
@@ -149,7 +153,7 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
     """Backward lineage of ``sql``'s output rows by Cui-Widom reverse queries: all of them (``rows=None``,
     reverse-all) or ``rows`` (reverse-one), as a result whose row ``i`` is the query's row ``i``."""
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
-    table = found.table.rename_columns(engine_names(catalog, parse_query(sql, dialect or catalog.dialect)))
+    table = found.table.rename_columns(engine_names(catalog, sql, dialect or catalog.dialect))
     return BackwardResult(
         catalog, sql, dialect or catalog.dialect, table, found.lineage_columns,
         "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,

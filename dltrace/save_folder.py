@@ -80,10 +80,7 @@ def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
 
 def _engine_hash(catalog: Catalog, name: str) -> str:
     """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here)."""
-    # The SQL is Spark's (xxhash64 and bit_xor over a whole row); the engine adapter should own it.
-    ident = exp.to_identifier(name, quoted=True).sql(catalog.dialect)
-    out = catalog.engine.sql(f"SELECT count(*) AS n, bit_xor(xxhash64(*)) AS h FROM {ident}")
-    n, h = out.column(0)[0].as_py(), out.column(1)[0].as_py()
+    n, h = catalog.engine.content_hash(name)
     digest = new_hash()
     digest.update(f"{n}:{h}".encode())
     return digest.hexdigest()

@@ -319,3 +319,18 @@ def test_spark_errors_are_one_line(sparks):
     with pytest.raises(dltrace.QueryError) as e:  # a runtime error inside a task
         sparks.engine.sql("SELECT raise_error('boom') FROM region")
     assert "boom" in one_line(e)
+
+
+@pytest.mark.spark
+def test_spark_table_names_that_need_quoting(sparks):
+    """A table name with a space or a backquote is a view name Spark parses: registered and dropped quoted."""
+    import pyarrow as pa
+
+    for name in ("my t", "x`y"):
+        sparks.register(name, pa.table({"a": [1, 2]}))
+        try:
+            r = sparks.run(f"SELECT a FROM {sparks.engine.quote(name)} WHERE a > 1")
+            assert r.table.to_pylist() == [{"a": 2}] and r.lineage(0) == {name: [1]}
+        finally:
+            sparks.engine.drop(name)
+            sparks.tables.pop(name, None)

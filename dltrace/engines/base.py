@@ -147,6 +147,10 @@ class Engine(Protocol):
     def sql(self, text: str) -> pa.Table:
         """Run one statement and return its result as Arrow (an empty table for DDL)."""
 
+    def content_hash(self, name: str) -> tuple[int, int]:
+        """(row count, an order-independent hash of the rows) of table ``name`` (a source with no file or Arrow
+        copy to hash in Python)."""
+
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text``, without running it."""
 

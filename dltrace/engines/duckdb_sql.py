@@ -32,6 +32,13 @@ class DuckDBFunctions(LineageFunctions):
     """Lineage SQL in DuckDB's dialect."""
 
     dialects = ("duckdb",)
+    # DuckDB 2.0's aggregates (duckdb_functions(), function_type = 'aggregate') that sqlglot 30.30 parses as
+    # anonymous functions
+    aggregate_functions = frozenset({
+        "arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null", "arg_min_nulls_last", "bitstring_agg",
+        "count_star", "entropy", "favg", "fsum", "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop",
+        "lttb", "mad", "mean", "product", "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan",
+    })
     set_type = "BIGINT[]"
     bitmap_type = "BLOB"
     from_hex = "from_hex"

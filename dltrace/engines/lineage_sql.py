@@ -46,6 +46,9 @@ class LineageFunctions:
 
     #: the sqlglot dialects this engine's SQL is written for; the first is the engine's own
     dialects: ClassVar[tuple[str, ...]] = ()
+    # the engine's aggregate functions sqlglot does not know (it parses them as plain functions): a query that
+    # calls one aggregates, which the rewriter must know to build DLUNION instead of per-row lineage
+    aggregate_functions: ClassVar[frozenset[str]] = frozenset()
     #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
     #: transpile there
     generator_transforms: ClassVar[GeneratorTransforms] = {}

@@ -181,10 +181,10 @@ class SparkEngine:
             if isinstance(source, NativeSource):
                 self._frames[name] = df  # the frozen ids live as long as the view
             if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
-                df.createOrReplaceTempView(rows_relation(name))
+                df.createOrReplaceTempView(self.quote(rows_relation(name)))  # parsed: quoted
                 self._views.add(rows_relation(name))
                 df = df.drop(RID)
-            df.createOrReplaceTempView(name)
+            df.createOrReplaceTempView(self.quote(name))
             self._views.add(name)
             _unpersist(old)
 
@@ -271,6 +271,12 @@ class SparkEngine:
         except _spark_errors() as e:
             raise QueryError(f"Spark: {_one_line(e)}") from None
 
+    def content_hash(self, name: str) -> tuple[int, int]:
+        """(row count, an order-independent hash of every row) of table ``name``, computed by Spark."""
+        text = f"SELECT count(*) AS n, bit_xor(xxhash64(*)) AS h FROM {self.quote(name)}"
+        out = self.sql(text)
+        return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
+
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
         try:
@@ -288,7 +294,7 @@ class SparkEngine:
             raise QueryError(f"Spark: {_one_line(e)}") from None
         old = self._frames.pop(name, None)
         self._frames[name] = df
-        df.createOrReplaceTempView(name)
+        df.createOrReplaceTempView(self.quote(name))
         self._views.add(name)
         _unpersist(old)
 

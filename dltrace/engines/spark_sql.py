@@ -15,6 +15,11 @@ class SparkFunctions(LineageFunctions):
     """Lineage SQL in Spark's dialect."""
 
     dialects = ("spark", "spark2", "databricks")
+    # Spark 4's aggregates that sqlglot 30.30 parses as anonymous functions
+    aggregate_functions = frozenset({
+        "product", "every", "some", "any", "histogram_numeric", "try_avg", "try_sum", "std", "count_min_sketch",
+        "hll_sketch_agg", "hll_union_agg",
+    })
     # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
     generator_transforms = {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)}
     set_type = "ARRAY<BIGINT>"

@@ -32,6 +32,7 @@ from dltrace.rewriter.passes.decorrelate import (
     is_correlated,
     subquery_kind,
 )
+from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.union_by_name import union_by_name
 
@@ -53,7 +54,7 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.E
     return tree
 
 
-ANALYSIS_PASSES = (qualify, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (known_aggregates, qualify, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
