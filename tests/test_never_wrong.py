@@ -205,3 +205,30 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     assert sorted(tuple(back.lineage(i)["t"]) for i in range(back.num_rows)) == [(0,), (1, 3)]
     fwd = s.run(sql)
     assert all(set(fwd.lineage(i)["t"]) <= {0, 1, 3} for i in range(fwd.num_rows))
+
+
+# -- more classes the generator found (tests/found_by_generator.md) ------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    # UNION BY NAME matches columns by name, not position (and pads a missing one with NULL)
+    "SELECT a, b FROM t UNION BY NAME SELECT c AS b, a FROM u",
+    "SELECT a, b FROM t UNION ALL BY NAME SELECT c, a FROM u",
+    # IN kept in place under `= false` inside GROUPING SETS
+    "SELECT count(*) AS m FROM t WHERE (a IN (SELECT a FROM u)) = false GROUP BY GROUPING SETS ((b), ())",
+    # a CTE read by both branches of a set operation
+    "WITH w AS (SELECT a FROM t) SELECT x.a FROM w AS x UNION SELECT y.a FROM w AS y",
+    # an aggregate sqlglot does not know, over the whole table
+    "SELECT product(b) AS p FROM t",
+    "SELECT a, product(b) AS p FROM t GROUP BY a",
+])
+@pytest.mark.parametrize("strategy", [None, "set", "bitmap"])
+def test_more_answers_equal_the_engines(s, sql, strategy):
+    got = s.run(sql, lineage=strategy).table
+    assert got.column_names == s.sql(sql).column_names
+    assert rows(got) == rows(s.sql(sql))
+
+
+def test_lineage_of_a_global_unknown_aggregate(s):
+    r = s.run("SELECT product(b) AS p FROM t")
+    assert r.lineage(0)["t"] == [0, 1, 2, 3]
+    assert with_lineage(s.trace("SELECT product(b) AS p FROM t")) == with_lineage(r)
