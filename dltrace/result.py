@@ -21,10 +21,10 @@ from sqlglot import exp
 from dltrace import explore, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
+from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
-from dltrace.engines import lineage_functions
 from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause

@@ -15,8 +15,8 @@ from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource
 from dltrace.errors import ParseError
 from dltrace.impact import Impact, impact
-from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.names import RID
+from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.rewriter.parse import parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES

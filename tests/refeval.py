@@ -22,7 +22,7 @@ in its table (dltrace's ``dl_rid``):
     columns by name;
   - a subquery predicate (EXISTS, IN, op ANY/SOME, op ALL, a comparison with a scalar subquery) anywhere
     (WHERE, HAVING, JOIN ON, SELECT list, CASE) that evaluates to TRUE under an even number of negations
-    (NOT, ``= false``, IS NULL, IS NOT TRUE, IS FALSE count as negations) adds its *witnesses* to the row:
+    (NOT, ``= false``, IS NULL, IS FALSE, IS NOT TRUE count as negations; IS NOT NULL and IS NOT FALSE do not) adds its *witnesses* to the row:
     EXISTS: all rows of the subquery (a correlated one's rows for this outer row); ``x IN (S)``/``x op ANY
     (S)``: the rows s of S with ``x op s`` TRUE; ``x op ALL (S)``: all rows of S; a scalar subquery used as a
     value (not directly compared): all its rows, always. A predicate that is FALSE or NULL, or negated, adds
@@ -357,7 +357,8 @@ class Evaluator:
             v, w = self.ev(e.arg, env, ctes, not pos, group)
             return _cmp("=", v, False), w
         if t is Is:
-            flips = e.what in ("NULL", "FALSE") or (e.what == "TRUE" and e.negated)
+            # IS NULL / IS FALSE negate, IS NOT negates once more (IS NOT NULL, IS NOT FALSE are positive)
+            flips = (e.what in ("NULL", "FALSE")) != e.negated
             v, w = self.ev(e.arg, env, ctes, pos != flips, group)
             target = {"NULL": v is None, "TRUE": v is True, "FALSE": v is False}[e.what]
             return (not target) if e.negated else target, w

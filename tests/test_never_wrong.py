@@ -57,6 +57,8 @@ THREE_VALUED = [
     "SELECT a FROM t WHERE a > ANY (SELECT a FROM u)",
     "SELECT a FROM t WHERE a >= ALL (SELECT a FROM u WHERE a IS NOT NULL)",
     "SELECT a FROM t WHERE a < ALL (SELECT a FROM e)",
+    # a correlated IN under IS NULL: kept in place (the engine evaluates it), no witnesses (it is negated)
+    "SELECT a FROM t WHERE (a IN (SELECT a FROM u WHERE u.c = t.b)) IS NULL",
 ]
 
 
@@ -97,6 +99,12 @@ WITNESSES = [
     # under an aggregate over zero rows, a WHERE subquery gives nothing to the one output row
     ("SELECT count(*) AS n FROM t WHERE b > (SELECT max(c) FROM u) + 100", [((0,), L())]),
     ("SELECT count(*) AS n FROM (SELECT a FROM t WHERE b > (SELECT max(c) FROM u) + 100) AS x", [((0,), L())]),
+    # a scalar compared under OR: its rows are witnesses only where the comparison is TRUE (b > 19: 20, 30)
+    ("SELECT a FROM t WHERE b > (SELECT max(c) + 10 FROM u) OR b IS NULL OR a = 1",
+     [((1,), L([0])), ((2,), L([1], [0, 1, 2, 3])), ((None,), L([2], [0, 1, 2, 3])), ((2,), L([3]))]),
+    # ... likewise under IS NOT NULL (no negation): b = 10 passes with a FALSE comparison, no witness
+    ("SELECT a FROM t WHERE (b > (SELECT max(c) + 10 FROM u)) IS NOT NULL",
+     [((1,), L([0])), ((2,), L([1], [0, 1, 2, 3])), ((None,), L([2], [0, 1, 2, 3]))]),
     # ... but a HAVING threshold is part of the output row's own lineage
     ("SELECT count(*) AS n FROM t HAVING count(*) > (SELECT min(c) FROM u) - 10",
      [((4,), L([0, 1, 2, 3], [0, 1, 2, 3]))]),
@@ -141,7 +149,7 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
 @pytest.mark.parametrize("sql,needle", [
     ("SELECT a FROM t ORDER BY (SELECT max(c) FROM u WHERE u.a = t.a)", "ORDER BY"),
     ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
-    ("SELECT a FROM t WHERE (a IN (SELECT a FROM u WHERE u.c = t.b)) IS NULL", "could not be decorrelated"),
+    ("SELECT a, a IN (SELECT a FROM u WHERE u.c = t.b) AS f FROM t", "could not be decorrelated"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):

@@ -34,9 +34,9 @@ from dltrace.backward.tracing import (
 )
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
-from dltrace.rewriter.parse import position
 
 
 class Run:

@@ -44,6 +44,7 @@ from dltrace.rewriter.analysis import (
     clause_subqueries,
     contributes,
     is_decorrelated,
+    witness_condition,
 )
 from dltrace.rewriter.parse import position
 
@@ -137,7 +138,8 @@ class Builder:
                     raise UnsupportedQuery(f"backward tracing of {use.quantifier.upper()} / IN over a subquery kept "
                                            f"in place (not a WHERE conjunct) is not supported, at "
                                            f"{position(use.operand)}")
-                provs.append(Prov("const", [exp.true()], node=self.node_for(use.query, env, None)))
+                present = exp.true() if use.condition is None else exp.Case(ifs=[exp.If(this=use.condition.copy(), true=exp.true())])
+                provs.append(Prov("const", [present], node=self.node_for(use.query, env, None)))
         for sub in nested_queries(new):
             sub.replace(self.eval_query(sub, env))
         from_ = new.args.get("from_")
@@ -172,7 +174,8 @@ class Builder:
                 if found is not None:
                     node.array_col = found.array_col  # the child's rows are tested through this column
                 template = witness_template(found) if use and found is not None else None
-                return self.child(source, node, alias, use, template)
+                condition = None if self.semantics == "control" else witness_condition(source)
+                return self.child(source, node, alias, use, template, condition)
             if is_transparent(inner) and not columns:
                 return self.inline(source, inner, env, alias, prov)
             return self.child(source, self.node_for(inner, env, columns or None), alias, prov)
@@ -188,13 +191,16 @@ class Builder:
         return [p.via(alias) for p in exposed]
 
     def child(self, source: exp.Expression, node: Node, alias: str, prov: bool,
-              witness: WitnessTemplate | None = None) -> list[Prov]:
-        """Read a child node from its materialisation; its provenance is its keys."""
+              witness: WitnessTemplate | None = None, condition: exp.Expression | None = None) -> list[Prov]:
+        """Read a child node from its materialisation; its provenance is its keys (present only where
+        ``condition`` holds, when its rows are witnesses only there)."""
         name = self.materialize(node)
         source.replace(table_ref(name, alias))
         if not prov:
             return []
-        present = col(PRESENT, alias)
+        present: exp.Expression = col(PRESENT, alias)
+        if condition is not None:
+            present = exp.Case(ifs=[exp.If(this=condition.copy(), true=present)])
         if node.is_global:
             return [Prov("const", [present], node=node)]
         keys = [col(c, alias) for c in node.key_cols]

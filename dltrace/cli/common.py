@@ -14,8 +14,8 @@ from sqlglot.dialects.dialect import Dialect
 import dltrace
 from dltrace.cli.output import Printer
 from dltrace.engines import ENGINES, command_line_options, starts_slowly
-from dltrace.rewriter.analysis import SEMANTICS  # noqa: F401 - the subcommands read it from here
 from dltrace.errors import DltraceError
+from dltrace.rewriter.analysis import SEMANTICS  # noqa: F401 - the subcommands read it from here
 from dltrace.tpch import TABLES as TPCH_TABLES
 
 STRATEGIES = ("set", "bitmap")  # forward lineage; the TPC-H runner also compares the reverse queries

@@ -20,7 +20,14 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import spark_udfs
-from dltrace.engines.base import RID, ArrowSource, NativeSource, ParquetSource, Source, check_columns
+from dltrace.engines.base import (
+    RID,
+    ArrowSource,
+    NativeSource,
+    ParquetSource,
+    Source,
+    check_columns,
+)
 from dltrace.errors import QueryError, SourceError
 from dltrace.names import rows_relation
 

@@ -38,20 +38,73 @@ from dltrace.rewriter.passes.union_by_name import union_by_name
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
+WITNESS_CONDITION = "dl_witness_condition"  # meta key: when its rows are witnesses (see witness_condition)
 CLAUSES = ("expressions", "where", "having", "qualify")  # where a SELECT's subqueries can be written
 
 
 def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.Expression:
-    """Record on every decorrelated subquery whether its SELECT uses it positively (before witnesses are
-    translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY)."""
+    """Record on every decorrelated subquery when its rows are witnesses of its SELECT's rows (before witnesses
+    are translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY): ``meta[USED_POSITIVELY]``, and
+    ``meta[WITNESS_CONDITION]`` (see :func:`witness_condition`)."""
     tree = expression.copy()
     for sub in tree.find_all(exp.Subquery):
         if sub.meta.get(DECORRELATED):
             select = sub.find_ancestor(exp.Select)
-            sub.meta[USED_POSITIVELY] = any(
-                not _is_existence_test(ref) or not negated(ref, select) for ref in _uses(select, sub.alias_or_name)
-            )
+            refs = _uses(select, sub.alias_or_name)
+            if any(_is_existence_test(ref) for ref in refs):
+                positive = any(not _is_existence_test(r) or not negated(r, select) for r in refs)
+                condition = None if positive else exp.false()
+            else:  # a scalar subquery's value
+                condition = _value_condition([_value_use(r) for r in refs], select)
+            sub.meta[WITNESS_CONDITION] = condition
+            sub.meta[USED_POSITIVELY] = not _never(condition)
     return tree
+
+
+def _value_use(ref: exp.Expression) -> exp.Expression:
+    """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper and parentheses)."""
+    node = ref
+    while isinstance(node.parent, (exp.Max, exp.Paren)):
+        node = node.parent
+    return node
+
+
+def _value_condition(uses: list[exp.Expression], select: exp.Select) -> exp.Expression | None:
+    """When a scalar subquery's rows are witnesses: always (None) if it is used as a value, or compared in a
+    top-level conjunct of WHERE / ON / HAVING (TRUE for every row that passes); else when one of its positive
+    comparisons is TRUE; never (FALSE) when every comparison is negated."""
+    conditions = []
+    for use in uses:
+        comparison = use.parent
+        if not (isinstance(comparison, exp.Binary) and comparison.key in _COMPARISON_KEYS):
+            return None  # a value: its rows made it
+        if negated(comparison, select):
+            continue
+        if _top_level_conjunct(comparison):
+            return None
+        if comparison.find(exp.AggFunc) is not None:
+            raise UnsupportedQuery(f"a scalar subquery compared with an aggregate outside a top-level HAVING "
+                                   f"conjunct is not supported, at {position(comparison)}")
+        conditions.append(exp.func("coalesce", comparison.copy(), exp.false()))
+    return exp.or_(*conditions) if conditions else exp.false()
+
+
+_COMPARISON_KEYS = ("eq", "neq", "gt", "gte", "lt", "lte", "nullsafeeq")
+
+
+def _top_level_conjunct(node: exp.Expression) -> bool:
+    """Is ``node`` ANDed into WHERE, HAVING or an inner join's ON (TRUE for every row that gets past it)?"""
+    child, parent = node, node.parent
+    while isinstance(parent, (exp.And, exp.Paren)):
+        child, parent = parent, parent.parent
+    if isinstance(parent, (exp.Where, exp.Having)):
+        return True
+    return isinstance(parent, exp.Join) and child.arg_key == "on" and not parent.side \
+        and (parent.kind or "").upper() in ("", "INNER", "CROSS")
+
+
+def _never(condition: exp.Expression | None) -> bool:
+    return isinstance(condition, exp.Boolean) and not condition.this
 
 
 ANALYSIS_PASSES = (known_aggregates, qualify, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
@@ -118,6 +171,14 @@ def contributes(sub: exp.Subquery, control: bool) -> bool:
     return control or bool(sub.meta.get(USED_POSITIVELY))
 
 
+def witness_condition(sub: exp.Subquery) -> exp.Expression | None:
+    """When the decorrelated subquery ``sub``'s rows are witnesses of a row of its SELECT: None = whenever they
+    join it; else a condition over the SELECT's row (a scalar compared outside a top-level conjunct: only where
+    the comparison is TRUE)."""
+    condition = sub.meta.get(WITNESS_CONDITION)
+    return None if condition is None or _never(condition) else condition
+
+
 def array_witness(sub: exp.Subquery) -> ArrayWitness | None:
     """The non-equality witness test of a decorrelated subquery, if it has one."""
     return sub.meta.get(ARRAY_WITNESS)
@@ -144,6 +205,7 @@ class ClauseSubquery:
     quantifier: str | None = None
     comparison: str | None = None
     operand: exp.Expression | None = None
+    condition: exp.Expression | None = None  # "whole": only where this is TRUE (a scalar compared under OR...)
 
 
 def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]:
@@ -165,8 +227,12 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation
-        if control or kind in ("exists", "scalar"):
+        if control or kind == "exists":
             out.append(ClauseSubquery(query, clause))
+        elif kind == "scalar":
+            condition = _value_condition([_value_use(holder)], select)
+            if not _never(condition):
+                out.append(ClauseSubquery(query, clause, condition=condition))
         else:
             operand = predicate.this if kind == "in" else _other_side(predicate, holder)
             out.append(ClauseSubquery(query, clause, "witness", "all" if kind == "all" else "any", comparison,
@@ -228,17 +294,24 @@ def _holders_in(node: exp.Expression, select: exp.Select):
 
 
 def negated(node: exp.Expression, select: exp.Select) -> bool:
-    """Is ``node`` under an odd number of NOTs within ``select`` (``x IS NULL`` counts as a NOT)?"""
+    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE`` and
+    ``= FALSE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive)?"""
     flips = 0
-    parent = node.parent
-    if isinstance(parent, exp.Is) and isinstance(parent.expression, exp.Null):
-        flips += 1
-    child = node
-    while child is not None and child is not select:
-        if isinstance(child, exp.Not):
+    child, parent = node, node.parent
+    while parent is not None and child is not select:
+        if isinstance(parent, exp.Not):
             flips += 1
-        child = child.parent
+        elif isinstance(parent, exp.Is) and child is parent.this and _null_or_false(parent.expression):
+            flips += 1
+        elif isinstance(parent, exp.EQ) and _null_or_false(parent.expression if child is parent.this else parent.this) \
+                and not isinstance(parent.expression if child is parent.this else parent.this, exp.Null):
+            flips += 1
+        child, parent = parent, parent.parent
     return flips % 2 == 1
+
+
+def _null_or_false(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Null) or isinstance(node, exp.Boolean) and not node.this
 
 
 def _uses(select: exp.Select, alias: str) -> list[exp.Column]:

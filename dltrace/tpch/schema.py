@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 _D = "DECIMAL(15,2)"
 TPCH_SCHEMA: dict[str, dict[str, str]] = {
     "region": {"r_regionkey": "BIGINT", "r_name": "VARCHAR", "r_comment": "VARCHAR"},

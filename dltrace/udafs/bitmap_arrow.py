@@ -24,10 +24,10 @@ import pyarrow as pa
 from pyroaring import BitMap64
 
 from dltrace.udafs.bitmap import (
+    _MAX_ARRAY,
     EMPTY32,
     EMPTY64,
     MAX_ID32,
-    _MAX_ARRAY,
     _as_ids,
     _bitmap_from_sorted,
     _bm_contains,
@@ -37,8 +37,13 @@ from dltrace.udafs.bitmap import (
     _union_loaded,
     load,
 )
-from dltrace.udafs.bitmap_codec import _binary_parts, _cardinalities, _parse32, _serialize_rows32, _values32
-
+from dltrace.udafs.bitmap_codec import (
+    _binary_parts,
+    _cardinalities,
+    _parse32,
+    _serialize_rows32,
+    _values32,
+)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Arrow plumbing

@@ -20,6 +20,7 @@ from dltrace.rewriter.analysis import (
     clause_subqueries,
     contributes,
     is_aggregate,
+    witness_condition,
 )
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
@@ -35,14 +36,23 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context) -> l
     witness = array_witness(sub)
     if witness is not None:
         return _witness_array_slots(sub, select, ctx, witness)
+    condition = None if ctx.control else witness_condition(sub)
     join = sub.parent if isinstance(sub.parent, exp.Join) else None
     single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
-    if single_row and reaches_every_output_row(select, ctx, per_input_row=True):
+    if single_row and condition is None and reaches_every_output_row(select, ctx, per_input_row=True):
         hoist(inner.copy(), ctx)  # an uncorrelated scalar subquery: its lineage, once
         return []
     new_inner, exported = ctx.instrument(inner, ctx, final=False)
     sub.set("this", new_inner)
-    return [e.via(alias) for e in exported]
+    return [only_where(e.via(alias), condition) for e in exported]
+
+
+def only_where(slot: Slot, condition: exp.Expression | None) -> Slot:
+    """``slot`` where ``condition`` holds, nothing elsewhere (NULL: every union ignores it)."""
+    if condition is None:
+        return slot
+    guarded = exp.Case(ifs=[exp.If(this=condition.copy(), true=slot.expr)])
+    return Slot(slot.table, guarded, slot.kind, const=False, nullable=True, grouped=slot.grouped)
 
 
 def _on_field(body: exp.Expression, var: str, field: str) -> exp.Expression:
@@ -151,10 +161,11 @@ def _cross_join(select: exp.Select, query: exp.Select, ctx: Context) -> str:
     return alias
 
 
-def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, per_input_row: bool = False) -> list[Slot]:
+def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, per_input_row: bool = False,
+                 hoistable: bool = True) -> list[Slot]:
     """The whole lineage of ``query`` (one row) for every row of ``select``: hoisted to the output when
     every row of ``select`` reaches it, else cross joined (constant slots)."""
-    if reaches_every_output_row(select, ctx, per_input_row):
+    if hoistable and reaches_every_output_row(select, ctx, per_input_row):
         hoist(query, ctx)
         return []
     agg, agg_exported = _lineage_aggregate(query, ctx)
@@ -214,6 +225,9 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
     for use in clause_subqueries(select, ctx.control):
         if use.how == "witness":
             slots += witness_slots(select, use, ctx)
+        elif use.condition is not None:  # only where its comparison is TRUE: per row, never hoisted
+            found = lineage_join(select, use.query.copy(), ctx, per_input_row=True, hoistable=False)
+            slots += [only_where(slot, use.condition) for slot in found]
         else:
             slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"))
     return slots
