@@ -316,7 +316,7 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
         lines.append("  (no lineage captured)")
         return "\n".join(lines)
     if result.on_values is not None:
-        values = result.lineage(i)
+        values = [v for per_table in result.lineage(i).values() for v in per_table]
         lines.append(f"  lineage on values: {len(values)} distinct value tuples")
         for v in values[:samples]:
             lines.append("    " + ", ".join(_short(x) for x in v))
