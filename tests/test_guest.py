@@ -123,6 +123,8 @@ def test_spark_session_is_unchanged_after_a_session(spark_session):
     r.register("q")
     got = s.sql("SELECT row, rid FROM q_lineage_mine ORDER BY row, rid").to_pydict()
     assert list(zip(got["row"], got["rid"])) == [(i, rid) for i, (_, _, ids) in enumerate(WANT) for rid in ids]
+    every = s.sql("SELECT row, `table`, rid FROM q_lineage ORDER BY row, rid").to_pylist()
+    assert every == [{"row": i, "table": "mine", "rid": rid} for i, (_, _, ids) in enumerate(WANT) for rid in ids]
     s.close()
     assert spark_state(spark) == before
     spark.sql("SELECT 1").collect()  # the session still runs
