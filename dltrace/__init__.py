@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from dltrace import store
-from dltrace.engines import install_functions_on
+from dltrace.engines import add_rids_on, install_functions_on
 from dltrace.errors import (
     DltraceError,
     DuplicateTable,
@@ -67,8 +67,19 @@ def install(target: Any) -> None:
     install_functions_on(target)
 
 
+def add_rids(target: Any, table: str) -> None:
+    """Give ``table``, your own on a DuckDB connection or SparkSession, the row id column ``dl_rid`` that SQL
+    from :func:`rewrite` reads (outside a session, tables carry their ids themselves).
+
+    DuckDB: a column added to the table, rows numbered 0..n-1 in insertion (``rowid``) order. Spark: the temp
+    view ``table`` replaced by its rows plus ids in partition order, frozen. Then ``install(target)`` and run
+    the rewritten SQL there.
+    """
+    add_rids_on(target, table)
+
+
 __all__ = [
     "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "SourceError",
     "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "Session", "connect", "rewrite",
-    "install", "load", "__version__",
+    "install", "add_rids", "load", "__version__",
 ]

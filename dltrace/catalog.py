@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, TypeVar
 
+import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
+from dltrace.engines.base import ArrowSource, NativeSource
 from dltrace.errors import DuplicateTable, ReservedName, UnknownTable
-from dltrace.names import RESERVED_PREFIX
+from dltrace.names import reserved_prefix, rows_relation
 
 T = TypeVar("T")
 
@@ -28,6 +30,8 @@ class Catalog:
         self.origins: dict[str, str] = {}  # name -> absolute path it was registered from (for saved lineage)
         self._counts: dict[str, int] = {}  # row counts of engine-native sources (frozen when registered)
         self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
+        self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
+        self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
 
     @property
     def dialect(self) -> str:
@@ -39,19 +43,82 @@ class Catalog:
         Every row gets the stable dense id ``dl_rid`` in ``[0, n)``: its position in the source.
         """
         key = name.lower()
-        if key.startswith(RESERVED_PREFIX):
-            raise ReservedName(f"table name {name!r} uses the reserved prefix {RESERVED_PREFIX!r}")
-        if key in self.tables and not replace:
-            raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to replace it)")
+        self._check_name(name)
+        if key in self.adopted:
+            raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
+                                 "register the new source under another name")
+        self._claim(name, replace)
         resolved = resolve_source(source)
         self.engine.register(key, resolved)
         self.tables[key] = resolved
-        self._counts.pop(key, None)
-        self._derived.pop(key, None)
+        self._forget(key)
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
+
+    def adopt(self, name: str, replace: bool = False) -> None:
+        """Trace the engine's existing relation ``name`` (your table, view, registered Arrow object or
+        RecordBatchReader on DuckDB; your table or temp view on Spark) as it is, without replacing it.
+
+        dltrace copies its rows once into a private rows relation and numbers them ``dl_rid`` in the order the
+        relation gives them; queries with lineage read that copy, plain SQL reads your relation. Adopt again
+        (``replace=True``) after changing it. A RecordBatchReader is a one-shot stream: adopting reads it.
+        """
+        key = name.lower()
+        self._check_name(name)
+        if key in self.tables and not replace:
+            raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to adopt it again)")
+        if key in self.tables and key not in self.adopted:
+            raise DuplicateTable(f"table {name!r} is a table dltrace registered, not one of yours to adopt")
+        self.engine.adopt(key)
+        self.tables[key] = NativeSource(key, kind="adopted")
+        self.adopted.add(key)
+        self._forget(key)
+
+    def _check_name(self, name: str) -> None:
+        prefix = reserved_prefix(name)
+        if prefix:
+            raise ReservedName(f"table name {name!r} uses the reserved prefix {prefix!r}")
+
+    def _claim(self, name: str, replace: bool) -> None:
+        """Check that dltrace may create relation ``name``: it is not registered yet (or ``replace``), and no
+        relation of the user's has that name (dltrace is a guest on a connection passed in: it never replaces
+        what it did not make)."""
+        key = name.lower()
+        if key in self.tables or key in self.views:
+            if not replace:
+                raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to replace it)")
+            return
+        if not self.engine.exists(key) or self.engine.created(key):
+            return
+        if self.engine.exists(rows_relation(key)):  # registered by another dltrace session on this connection
+            if replace:
+                return
+            raise DuplicateTable(f"table {name!r} is already registered by another dltrace session on this "
+                                 "connection (pass replace=True to replace it)")
+        raise DuplicateTable(f"{name!r} already exists on the connection and is not dltrace's: dltrace does "
+                             f"not replace it; pick another name, or trace it as it is with adopt({name!r})")
+
+    def claim_view(self, name: str, replace: bool = False) -> None:
+        """Check that dltrace may create view ``name`` (see :meth:`add_view`)."""
+        self._check_name(name)
+        if name.lower() in self.tables:
+            raise DuplicateTable(f"{name!r} is a registered table; choose another name for the view")
+        self._claim(name, replace)
+
+    def add_view(self, name: str, body: pa.Table | exp.Expression) -> None:
+        """Create relation ``name`` for plain SQL (an Arrow table without row ids, or a query): readable in
+        :meth:`check_known_tables` with ``views``, dropped with the session."""
+        if isinstance(body, pa.Table):
+            self.engine.register(name.lower(), ArrowSource(body))
         else:
-            self.origins.pop(key, None)
+            self.engine.create_view(name.lower(), body)
+        self.views.add(name.lower())
+
+    def _forget(self, key: str) -> None:
+        """Drop what was known about a previous registration of ``key``."""
+        self._counts.pop(key, None)
+        self._derived.pop(key, None)
+        self.origins.pop(key, None)
 
     def schema(self) -> dict[str, dict[str, str]]:
         """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot."""
@@ -62,9 +129,10 @@ class Catalog:
         n = getattr(self.tables[key], "num_rows", None)
         if n is not None:
             return int(n)
-        if key not in self._counts:  # a Spark DataFrame: counted once, every run asks (64-bit bitmaps?)
-            sql = f"SELECT count(*) AS n FROM {exp.to_identifier(key).sql(self.dialect)}"
-            self._counts[key] = int(self.engine.sql(sql)[0][0].as_py())
+        if key not in self._counts:  # frozen rows in the engine: counted once, every run asks (64-bit bitmaps?)
+            count = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_(
+                exp.Table(this=exp.to_identifier(rows_relation(key), quoted=True)))
+            self._counts[key] = int(self.engine.sql(count.sql(self.dialect))[0][0].as_py())
         return self._counts[key]
 
     def derived(self, name: str, kind: str, compute: Callable[[Any], T]) -> T:
@@ -76,15 +144,24 @@ class Catalog:
             per_table[kind] = compute(self.tables[name.lower()])
         return per_table[kind]
 
-    def check_known_tables(self, tree: exp.Expression) -> None:
-        """Raise :class:`UnknownTable` when the query reads a table that is neither registered nor its own CTE."""
+    def check_known_tables(self, tree: exp.Expression, views: bool = False) -> None:
+        """Raise :class:`UnknownTable` when the query reads a table that is neither registered nor its own CTE
+        (nor, with ``views``, one of dltrace's lineage views or a table's rows relation: plain SQL reads them,
+        lineage cannot)."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
             name = table.name.lower()
             if not name or name in ctes or name in self.tables or table.args.get("db"):
                 continue
+            if views and (name in self.views or name in {rows_relation(t) for t in self.tables}):
+                continue
+            if name in self.views:
+                raise UnknownTable(f"{table.name!r} is a lineage view: query it with s.sql(...); lineage is traced "
+                                   "through registered tables only")
             if isinstance(table.this, exp.Identifier):
                 raise UnknownTable(f"unknown table {table.name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
 
     def close(self) -> None:
+        """Release the engine: dltrace's own relations go; a connection or SparkSession passed in stays open
+        with everything of the user's as it was."""
         self.engine.close()

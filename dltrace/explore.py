@@ -205,6 +205,10 @@ def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndar
     _check_rids_lineage(result, "forward")
     key = _table_key(result, table)
     q = as_rids(rids)
+    if q.size and key in result.session.tables:
+        n = result.session.num_rows(key)
+        if q[0] < 0 or q[-1] >= n:
+            raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {key!r} (it has {n} rows)")
     if q.size == 0 or result.num_rows == 0:
         return []
     p = _probe(result, key)
@@ -312,7 +316,7 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
         lines.append("  (no lineage captured)")
         return "\n".join(lines)
     if result.on_values is not None:
-        values = result.lineage(i)
+        values = [v for per_table in result.lineage(i).values() for v in per_table]
         lines.append(f"  lineage on values: {len(values)} distinct value tuples")
         for v in values[:samples]:
             lines.append("    " + ", ".join(_short(x) for x in v))

@@ -45,7 +45,23 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
         return np.array([int(rids)], dtype=np.int64)
     if isinstance(rids, (pa.Array, pa.ChunkedArray)):
         rids = rids.to_numpy(zero_copy_only=False)
-    arr = np.asarray(rids if isinstance(rids, np.ndarray) else list(rids), dtype=np.int64)
+    if isinstance(rids, (str, bytes, float)) or (
+            isinstance(rids, np.ndarray) and rids.size and rids.dtype.kind not in "iu"):
+        raise DltraceError(f"rids must be integers, got {type(rids).__name__} {rids!r:.60}")
+    try:
+        if isinstance(rids, np.ndarray):
+            return as_sorted(rids.astype(np.int64, copy=False))
+        values = list(rids)
+        if any(isinstance(v, (bool, str, bytes, float)) for v in values):
+            raise TypeError
+        arr = np.asarray(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise DltraceError(f"rids must be integers, got {rids!r:.60}") from None
+    return as_sorted(arr)
+
+
+def as_sorted(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as sorted distinct rids (returned as is when it already is)."""
     if arr.ndim == 1 and (arr.size < 2 or bool(np.all(arr[1:] > arr[:-1]))):
         return arr  # already sorted and distinct (lineage values are)
     return np.unique(arr)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from dltrace.catalog import Catalog
+from dltrace.errors import DltraceError
 from dltrace.names import value_order
 from dltrace.udafs import decode
 
@@ -53,25 +55,35 @@ class LineageData:
         """Whether row ``i``'s lineage is known (backward tracing of some rows only knows theirs)."""
         return True
 
-    def lineage(self, i: int):
+    def lineage(self, i: int) -> dict[str, list]:
         """``{table: [dl_rid, ...]}`` for output row ``i`` (every base table read; empty lists included).
 
-        Under ``LINEAGE ON (e1, ...)``: the sorted list of distinct value tuples ``(e1, ...)`` instead.
+        Under ``LINEAGE ON (e1, ...)``: ``{table: [(e1, ...), ...]}``, the sorted distinct value tuples of the
+        table the expressions read, instead of its row ids.
         """
-        if not 0 <= i < self.num_rows:
-            raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
+        i = self.check_row(i)
         found = {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
         return self._decoded(found)
+
+    def check_row(self, i: Any) -> int:
+        """``i`` as a row index of this result, or a one-line error naming what is wrong with it."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
+        if not 0 <= i < self.num_rows:
+            raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
+        if self.strategy is None:
+            raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (), or "
+                               "reads no table; run it with lineage='set' or 'bitmap'")
+        return int(i)
 
     def lineage_all(self) -> list:
         cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
         return [self._decoded({t: decode_ids(v[i]) for t, v in cols.items()}) for i in range(self.num_rows)]
 
-    def _decoded(self, found: dict[str, list[int]]):
+    def _decoded(self, found: dict[str, list[int]]) -> dict[str, list]:
         if self.on_values is None:
             return found
-        ids = [i for ids in found.values() for i in ids]
-        return sorted((self.on_values[i] for i in ids), key=value_order)
+        return {t: sorted((self.on_values[i] for i in ids), key=value_order) for t, ids in found.items()}
 
     def row(self, i: int) -> dict[str, Any]:
         return {name: self.table.column(name)[i].as_py() for name in self.table.column_names}

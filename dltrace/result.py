@@ -10,15 +10,16 @@ as a :class:`BackwardResult`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace import explore, oracle, save_folder
+from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
@@ -44,6 +45,8 @@ class LineageResult(LineageData):
         match, and restricting them away can let other rows through; name such tables in
         ``unrestricted`` to keep them whole while the others are restricted.
         """
+        if self.on_values is not None:
+            raise DltraceError("verify needs row ids: this result's lineage is LINEAGE ON value tuples")
         lineage = self.lineage(i)
         for t in unrestricted:
             lineage.pop(t.lower(), None)
@@ -68,6 +71,43 @@ class LineageResult(LineageData):
         """Save rows, lineage and a manifest (with base table fingerprints) to folder ``path``, atomically."""
         return save_folder.save(self, path)
 
+    # -- lineage as relations (:mod:`dltrace.lineage_relations`) ---------------------------------------
+    def lineage_batches(self, table: str | None = None,
+                        batch_rows: int = lineage_relations.BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """The lineage as ``(row, table, rid)`` record batches (``(row, rid)`` of one ``table``), expanded
+        ``batch_rows`` output rows at a time: a large set is decoded only when its batch is reached."""
+        return lineage_relations.lineage_batches(self, table, batch_rows)
+
+    def lineage_table(self, table: str | None = None) -> pa.Table:
+        """Every lineage triple ``(row, table, rid)`` as Arrow (``(row, rid)`` with ``table``): all of it at
+        once; :meth:`lineage_batches` streams it."""
+        return lineage_relations.lineage_table(self, table)
+
+    def to_pandas(self, lineage: str | None = "count") -> Any:
+        """The rows as a pandas DataFrame with, per base table ``t``: ``dl_count_<t>`` (``lineage="count"``,
+        the size of the row's lineage in ``t``), ``dl_<t>`` (``"ids"``: the list of rids, decoded for every
+        row), or nothing (``None``). Under LINEAGE ON, ``"ids"`` gives the value tuples."""
+        if lineage == "count":
+            return lineage_relations.with_counts(self).to_pandas()
+        frame = self.table.to_pandas()
+        if lineage == "ids":
+            every = self.lineage_all()
+            for t in self.lineage_columns:
+                frame[f"dl_{t}"] = [None if row is None else row[t] for row in every]
+        elif lineage is not None:
+            raise DltraceError(f"to_pandas(lineage=...) takes 'count', 'ids' or None, not {lineage!r}")
+        return frame
+
+    def register(self, name: str, replace: bool = False) -> dict[str, str]:
+        """Expose this result as views of its session, so its lineage is plain SQL: ``<name>`` (the rows, with
+        their index ``row``), ``<name>_lineage`` ``(row, table, rid)`` and ``<name>_lineage_<table>``
+        ``(row, rid)``. Returns ``{"rows": ..., "lineage": ..., <table>: ...}``. See the README for joining a
+        rid to its base row."""
+        return lineage_relations.register_views(self.session, self, name, replace=replace)
+
+    def _repr_html_(self) -> str:
+        return lineage_relations.to_html(self)
+
 
 @dataclass
 class BackwardResult(LineageResult):
@@ -89,7 +129,8 @@ class BackwardResult(LineageResult):
         return self._traced is None or i in self._traced
 
     def lineage(self, i: int) -> dict[str, list[int]]:
-        if 0 <= i < self.num_rows and not self.is_traced(i):
+        i = self.check_row(i)
+        if not self.is_traced(i):
             shown = ", ".join(map(str, sorted(self._traced)[:10]))
             raise DltraceError(f"row {i} was not traced (traced rows: {shown}); trace it with rows=[{i}] or rows=None")
         return super().lineage(i)
@@ -125,7 +166,9 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
     own = own.rename_columns(engine_names(catalog, sql, read))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
-    result = LineageResult(catalog, sql, read, own, sets, lineage if sets else None, semantics, text)
+    # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
+    off = rewritten.on is not None and rewritten.on.off
+    result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text)
     on = rewritten.on
     if on is not None and on.table:
         words = catalog.engine.sql(generate(on.dictionary(), catalog.dialect))

@@ -4,7 +4,9 @@ A save is a folder::
 
     manifest.json       what was run, how, when, and a fingerprint of every base table it read
     rows.parquet        the query's own rows (column names as in the result; positional names if duplicated)
-    lineage.parquet     one column per base table, ``dl_<table>``: list<int64> rid sets or roaring bitmap bytes
+    lineage.parquet     ``row`` (the output row's index in rows.parquet), then one column per base table,
+                        ``dl_<table>``: list<int64> rid sets or roaring bitmap bytes (saves before ``row``
+                        existed have the lineage columns only, row i at position i: they load as before)
     lineage_on.parquet  LINEAGE ON results only: the dictionary id -> value tuple (typed, so it round-trips)
 
 Writing is atomic: everything goes into a hidden temporary sibling folder (``.<name>.tmp-*``), manifest last,
@@ -31,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlglot import exp
@@ -49,6 +52,7 @@ MANIFEST = "manifest.json"
 ROWS = "rows.parquet"
 LINEAGE = "lineage.parquet"
 LINEAGE_ON = "lineage_on.parquet"
+ROW = "row"  # lineage.parquet's output row index
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -241,7 +245,8 @@ def _write_contents(result: LineageData, folder: Path, manifest: dict[str, Any])
     rows = rows.replace_schema_metadata(None)
     files = {ROWS: rows}
     if result.lineage_columns:
-        files[LINEAGE] = pa.table({f"dl_{t}": col for t, col in result.lineage_columns.items()})
+        row = pa.array(np.arange(result.num_rows, dtype=np.int64))  # explicit: readers other than dltrace join on it
+        files[LINEAGE] = pa.table({ROW: row, **{f"dl_{t}": col for t, col in result.lineage_columns.items()}})
     if result.on_values is not None:
         manifest["lineage_on"] = {"file": LINEAGE_ON, "size": len(result.on_values)}
         files[LINEAGE_ON] = _on_values_table(result.on_values)
@@ -342,6 +347,10 @@ def read_contents(folder: Path, manifest: dict[str, Any]
     lineage: dict[str, pa.ChunkedArray] = {}
     if manifest.get("lineage"):
         lt = pq.read_table(folder / LINEAGE)
+        if ROW in lt.column_names:  # a save with the explicit row column: put the rows in their order
+            lt = lt.sort_by(ROW)
+            if not np.array_equal(lt.column(ROW).to_numpy(), np.arange(rows.num_rows)):
+                raise DltraceError(f"saved lineage at {str(folder)!r} is damaged: its rows do not match rows.parquet")
         for t, info in manifest["lineage"].items():
             lineage[t] = lt.column(info["column"])
     on_values = None

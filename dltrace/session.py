@@ -13,9 +13,9 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource
-from dltrace.errors import ParseError
+from dltrace.errors import DltraceError, ParseError, UnknownTable
 from dltrace.impact import Impact, impact
-from dltrace.names import RID
+from dltrace.names import RID, rows_relation
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.rewriter.parse import parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
@@ -46,7 +46,7 @@ class Session(Catalog):
         if len(statements) != 1:
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
-        self.check_known_tables(tree)
+        self.check_known_tables(tree, views=True)
         if any(c.name.lower() == RID for c in tree.find_all(exp.Column)):  # row ids live in the rows relations
             return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
         if read == self.dialect:
@@ -79,6 +79,26 @@ class Session(Catalog):
         """
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
 
+    # -- lineage as plain SQL ------------------------------------------------------------------------
+    def lineage_view(self, result: LineageResult, name: str, replace: bool = False) -> dict[str, str]:
+        """Expose ``result`` as views of this session (``result.register(name)``): ``<name>`` (its rows with
+        their index ``row``), ``<name>_lineage`` ``(row, table, rid)``, ``<name>_lineage_<table>`` ``(row, rid)``.
+        Query them with :meth:`sql`; a query naming ``dl_rid`` of a base table joins rids to its rows."""
+        if result.session is not self:
+            raise DltraceError("the result belongs to another session: register it there")
+        return result.register(name, replace=replace)
+
+    def rows(self, table: str) -> str:
+        """The engine relation that holds registered ``table``'s rows with their row id ``dl_rid``, quoted for
+        SQL you run on the engine yourself (``s.sql`` finds it when a query names ``dl_rid``)."""
+        key = table.lower()
+        if key not in self.tables:
+            raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
+        return self.engine.quote(rows_relation(key))
+
+    def _repr_html_(self) -> str:
+        return f"<p>dltrace session on {self.dialect}: {len(self.tables)} tables</p>"
+
     def __enter__(self) -> "Session":
         return self
 
@@ -87,7 +107,13 @@ class Session(Catalog):
 
 
 def connect(engine: str = "duckdb", **options: Any) -> Session:
-    """Open a session on ``engine``: "duckdb" (in-process) or "spark" (``spark=``, ``master=``)."""
+    """Open a session on ``engine``: "duckdb" (in-process; ``connection=`` your own DuckDB connection) or
+    "spark" (``spark=`` your own SparkSession, or ``master=``).
+
+    On your own connection or SparkSession dltrace is a guest: it sees your tables and views (trace one as it
+    is with ``s.adopt(name)``), refuses to register a table over one of them (:class:`DuplicateTable`), and
+    ``close()`` drops only the relations it made, leaving the connection open and your objects as they were.
+    """
     return Session(make_engine(engine, **options))
 
 

@@ -223,7 +223,8 @@ def test_rowstore_lifecycle(tmp_path, monkeypatch):
 def test_forward_edge_cases(small):
     r = small.run(SMALL_QUERIES["spj"], lineage="bitmap")
     assert r.forward("sales", []) == []
-    assert r.forward("SALES", 10**6) == []
+    with pytest.raises(dltrace.DltraceError, match="rid 1000000 is outside table 'sales'"):
+        r.forward("SALES", 10**6)
     some = r.lineage(0)["sales"][0]
     assert r.forward("sales", some) == r.forward("sales", [some]) == r.forward("sales", np.array([some])) == [0]
     with pytest.raises(dltrace.UnknownTable):

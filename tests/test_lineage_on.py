@@ -85,7 +85,7 @@ def test_paper_experiment_duckdb(duck, n):
     per_tuple = duck.run(query_sql(n))
     assert r.table.equals(per_tuple.table)
     assert r.tables == ["lineitem"]
-    assert [r.lineage(i) for i in range(r.num_rows)] == _projection(duck, per_tuple, n)
+    assert [r.lineage(i)["lineitem"] for i in range(r.num_rows)] == _projection(duck, per_tuple, n)
 
 
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])

@@ -101,7 +101,7 @@ def test_round_trip_lineage_on(sales, tmp_path):
     back = dltrace.load(tmp_path / "on", s)
     same_result(r, back)
     assert back.lineage(0) == r.lineage(0)
-    assert isinstance(back.lineage(0)[0][0], date) and isinstance(back.lineage(0)[0][1], Decimal)
+    assert isinstance(back.lineage(0)["sales"][0][0], date) and isinstance(back.lineage(0)["sales"][0][1], Decimal)
 
 
 def test_round_trip_arrow_source_and_trace(tmp_path):

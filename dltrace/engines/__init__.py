@@ -92,8 +92,17 @@ def install_functions_on(target: Any) -> None:
     raise DltraceError(f"cannot install dl_* functions on a {type(target).__name__}")
 
 
+def add_rids_on(target: Any, table: str) -> None:
+    """Give the user's own ``table`` on a DuckDB connection or SparkSession its row id column ``dl_rid``."""
+    for adapter in (duckdb_adapter, spark_adapter):
+        if adapter.owns(target):
+            adapter.add_rids(target, table)
+            return
+    raise DltraceError(f"cannot add row ids on a {type(target).__name__}: pass a DuckDB connection or SparkSession")
+
+
 __all__ = [
     "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
-    "LineageFunctions", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
+    "LineageFunctions", "add_rids_on", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
     "resolve_source",
 ]

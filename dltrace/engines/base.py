@@ -70,6 +70,10 @@ def resolve_source(source: Any) -> Source:
         return ArrowSource(with_rid(pa.Table.from_pandas(source, preserve_index=False)))
     if type(source).__module__.startswith("pyspark"):
         return NativeSource(source)
+    if isinstance(source, pa.RecordBatchReader):  # a stream is read once: its rows, in order
+        return ArrowSource(with_rid(source.read_all()))
+    if type(source).__module__.split(".")[0] in ("duckdb", "_duckdb") and hasattr(source, "to_arrow_table"):
+        return ArrowSource(with_rid(source.to_arrow_table()))  # a DuckDB relation: its rows, as it gives them
     if isinstance(source, (str, os.PathLike)):
         text = str(source)
         if any(ch in text for ch in "*?["):
@@ -87,8 +91,8 @@ def resolve_source(source: Any) -> Source:
         files = [f for p in paths for f in _parquet_files(p)]
         return _parquet_source(files)
     raise SourceError(
-        f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table, "
-        "a pandas DataFrame or a Spark DataFrame"
+        f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table or "
+        "RecordBatchReader, a pandas DataFrame, a DuckDB relation or a Spark DataFrame"
     )
 
 
@@ -98,9 +102,14 @@ def _read_csv(paths: list[Path]) -> pa.Table:
     for p in paths:
         opts = pacsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
         try:
-            tables.append(pacsv.read_csv(p, parse_options=opts))
+            table = pacsv.read_csv(p, parse_options=opts)
         except (pa.ArrowInvalid, OSError) as e:
             raise SourceError(f"cannot read CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
+        if table.num_rows == 0 and table.num_columns and all(pa.types.is_null(t) for t in table.schema.types):
+            # every column would be typed NULL: comparisons and joins with it would silently match nothing
+            raise SourceError(f"CSV {str(p)!r} has a header but no rows: its column types cannot be inferred; "
+                              "register an empty pyarrow Table with the types instead")
+        tables.append(table)
     return pa.concat_tables(tables, promote_options="default")
 
 
@@ -140,6 +149,20 @@ class Engine(Protocol):
 
     def register(self, name: str, source: Source) -> None:
         """Expose ``source`` as table ``name`` with its columns plus ``dl_rid`` (BIGINT, 0..n-1)."""
+
+    def exists(self, name: str) -> bool:
+        """Is there a relation ``name`` in the engine (the user's or dltrace's)?"""
+
+    def created(self, name: str) -> bool:
+        """Did this adapter make relation ``name``? Only those it replaces or drops: it is a guest on a
+        connection or SparkSession the user passed in."""
+
+    def create_view(self, name: str, query: Any) -> None:
+        """A temporary view ``name`` over ``query`` (a sqlglot expression), owned by the adapter."""
+
+    def adopt(self, name: str) -> None:
+        """Give the user's existing relation ``name`` a rows relation with ``dl_rid`` (rows frozen once, in the
+        relation's own order), leaving ``name`` itself as it is."""
 
     def columns(self, name: str) -> dict[str, str]:
         """The table's own columns (without ``dl_rid``) and their SQL types, in order."""

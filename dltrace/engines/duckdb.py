@@ -31,6 +31,11 @@ def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
     duckdb_udfs.install(con)
 
 
+def _table(name: str) -> exp.Table:
+    """A relation named ``name`` exactly (quoted: any case, any character)."""
+    return exp.Table(this=exp.to_identifier(name, quoted=True))
+
+
 def _one_line(e: Exception) -> str:
     text = str(e).strip()
     first = text.splitlines()[0] if text else type(e).__name__
@@ -43,10 +48,14 @@ class DuckDBEngine:
     name = "duckdb"
 
     def __init__(self, connection: duckdb.DuckDBPyConnection | None = None, threads: int | None = None) -> None:
+        # A connection passed in is the user's: dltrace is its guest. It creates its own relations beside the
+        # user's (never over them), drops only those on close, and leaves the connection open.
+        self._owned = connection is None
         self.con = connection if connection is not None else duckdb.connect(":memory:")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
         self._arrow: dict[str, pa.Table] = {}
+        self._created: set[str] = set()  # every relation this engine made (and so may replace or drop)
         self._installed = False
 
     def quote(self, name: str) -> str:
@@ -62,9 +71,11 @@ class DuckDBEngine:
             if RID not in source.table.column_names:
                 self._arrow[name] = source.table
                 self.con.register(name, source.table)
+                self._created.add(name)
                 return
             self._arrow[rows_relation(name)] = source.table
             self.con.register(rows_relation(name), source.table)
+            self._created.add(rows_relation(name))
             self._user_view(name)
             return
         assert isinstance(source, ParquetSource)
@@ -84,8 +95,7 @@ class DuckDBEngine:
         for part in parts[1:]:
             body = exp.union(body, part, distinct=False)
         try:
-            self.con.execute(exp.Create(this=exp.to_table(rows_relation(name), quoted=True), kind="VIEW",
-                                        replace=True, expression=body).sql(self.name))
+            self.create_view(rows_relation(name), body)
             names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows_relation(name))}").fetchall()]
             check_columns([n for n in names if n != RID])
             self._user_view(name)
@@ -95,9 +105,44 @@ class DuckDBEngine:
     def _user_view(self, name: str) -> None:
         """``name`` as the user sees it: every column of its rows relation but ``dl_rid``."""
         view = exp.select(exp.Star(except_=[exp.column(RID, quoted=True)])).from_(
-            exp.to_table(rows_relation(name), quoted=True))
-        self.con.execute(exp.Create(this=exp.to_table(name, quoted=True), kind="VIEW", replace=True,
-                                    expression=view).sql(self.name))
+            _table(rows_relation(name)))
+        self.create_view(name, view)
+
+    # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
+    def exists(self, name: str) -> bool:
+        """Is there a relation ``name`` (a table, a view, a registered Arrow object or reader) on the connection,
+        whoever made it? Case-insensitive, like DuckDB's identifiers."""
+        return bool(self._relation_kinds(name))
+
+    def created(self, name: str) -> bool:
+        """Did this engine make relation ``name`` (so that it may replace or drop it)?"""
+        return name in self._created
+
+    def _relation_kinds(self, name: str) -> list[str]:
+        found = self.con.execute(
+            "SELECT table_type FROM information_schema.tables WHERE lower(table_name) = lower(?)", [name]
+        ).fetchall()
+        return [kind for (kind,) in found]
+
+    def create_view(self, name: str, query: exp.Expression) -> None:
+        """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
+        self.con.execute(exp.Create(this=_table(name), kind="VIEW", replace=True, expression=query,
+                                    properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
+        self._created.add(name)
+
+    def adopt(self, name: str) -> None:
+        """Give the user's relation ``name`` a rows relation with row ids, leaving ``name`` itself alone.
+
+        The rows are copied once into a temporary table (ids numbered in the relation's scan order, then
+        frozen): a view or a stream may give its rows in another order, or only once, on a later read."""
+        if not self.exists(name):
+            raise SourceError(f"no table, view or registered object named {name!r} on this DuckDB connection")
+        names = list(self.con.sql(exp.select("*").from_(_table(name)).sql(self.name)).columns)
+        check_columns(names)
+        rid = exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)), RID,
+                         quoted=True)
+        body = exp.select("*", rid).from_(_table(name))
+        self.materialize(rows_relation(name), body.sql(self.name))
 
     def columns(self, name: str) -> dict[str, str]:
         rows = self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()
@@ -126,9 +171,14 @@ class DuckDBEngine:
 
     def materialize(self, name: str, text: str) -> None:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
+        self._created.add(name)
 
     def drop(self, name: str) -> None:
+        """Drop relation ``name`` and its rows relation, when this engine made them (never a user's)."""
         for relation in (name, rows_relation(name)):
+            if relation not in self._created:
+                continue
+            self._created.discard(relation)
             if self._arrow.pop(relation, None) is not None:
                 self.con.unregister(relation)
                 continue
@@ -146,4 +196,45 @@ class DuckDBEngine:
         self._installed = True
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection dltrace opened; on a user's connection, drop only what this engine made."""
+        if self._owned:
+            self.con.close()
+            return
+        for relation in sorted(self._created, key=lambda r: r.startswith("_dl_rows_")):
+            self.drop(relation)  # views first (they read the rows relations)
+
+
+def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Add the row id column ``dl_rid`` to the user's own DuckDB table ``table``: its rows numbered 0..n-1 in
+    insertion order (DuckDB's ``rowid`` order), so SQL from ``dltrace.rewrite`` can run on ``con`` as it is.
+
+    Only a table can take a column: a view or a registered object is refused (copy it into a table first).
+    Rows inserted later get no id (NULL): call it on a finished table, or drop the column and call it again.
+    """
+    kinds = [k for (k,) in con.execute(
+        "SELECT table_type FROM information_schema.tables WHERE lower(table_name) = lower(?)", [table]).fetchall()]
+    if not kinds:
+        raise SourceError(f"no table named {table!r} on this DuckDB connection")
+    if kinds != ["BASE TABLE"]:
+        raise SourceError(f"{table!r} is a {kinds[0].lower()}, not a table: add_rids adds a column, so copy it "
+                          f"into a table first (CREATE TABLE ... AS SELECT * FROM {table})")
+    target = _table(table)
+    columns = [c.lower() for c in con.sql(exp.select("*").from_(target).limit(0).sql("duckdb")).columns]
+    if RID in columns:
+        raise SourceError(f"table {table!r} already has a {RID} column")
+    rid = exp.column(RID, quoted=True)
+    con.execute(exp.Alter(this=target, kind="TABLE", actions=[
+        exp.ColumnDef(this=exp.to_identifier(RID, quoted=True), kind=exp.DataType.build("BIGINT"))]).sql("duckdb"))
+    numbered = exp.select(
+        exp.alias_(exp.column("rowid"), "pos"),
+        exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=[
+            exp.Ordered(this=exp.column("rowid"))])), expression=exp.Literal.number(1)), "n"),
+    ).from_(target).subquery("numbered")
+    update = exp.Update(this=target, expressions=[exp.EQ(this=rid, expression=exp.column("n", "numbered"))],
+                        from_=exp.From(this=numbered),
+                        where=exp.Where(this=exp.EQ(this=exp.column("rowid", table=table, quoted=True),
+                                                    expression=exp.column("pos", "numbered"))))
+    try:
+        con.execute(update.sql("duckdb"))
+    except duckdb.Error as e:
+        raise QueryError(f"DuckDB: {_one_line(e)}") from None

@@ -195,6 +195,39 @@ class SparkEngine:
             self._views.add(name)
             _unpersist(old)
 
+    # -- the user's relations: dltrace is a guest on a SparkSession passed in -----------------------------
+    def exists(self, name: str) -> bool:
+        """Is there a temp view or table ``name`` in this SparkSession, whoever made it?"""
+        try:
+            with _quiet():
+                return bool(self.spark.catalog.tableExists(self.quote(name)))
+        except _spark_errors():
+            return False
+
+    def created(self, name: str) -> bool:
+        """Did this engine make temp view ``name`` (so that it may replace or drop it)?"""
+        return name in self._views
+
+    def create_view(self, name: str, query: exp.Expression) -> None:
+        """A temp view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
+        self.sql(exp.Create(this=exp.Table(this=exp.to_identifier(name, quoted=True)), kind="VIEW", replace=True,
+                            expression=query, properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+                 .sql(self.name))
+        self._views.add(name)
+
+    def adopt(self, name: str) -> None:
+        """Give the user's temp view or table ``name`` a rows relation with row ids (numbered in the DataFrame's
+        partition order, then frozen like a registered DataFrame), leaving ``name`` itself alone."""
+        if not self.exists(name):
+            raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
+        with _quiet():
+            df = self._native(name, self.spark.table(self.quote(name)))
+            old = self._frames.pop(rows_relation(name), None)
+            self._frames[rows_relation(name)] = df
+            df.createOrReplaceTempView(self.quote(rows_relation(name)))
+            self._views.add(rows_relation(name))
+            _unpersist(old)
+
     def _parquet(self, name: str, source: ParquetSource):
         from pyspark.sql import functions as F
 
@@ -324,11 +357,30 @@ class SparkEngine:
         self._installed = True
 
     def close(self) -> None:
+        """Stop the SparkSession dltrace built; on a user's session, drop only the temp views this engine made."""
         for name in list(self._frames):
             _unpersist(self._frames.pop(name))
         if self._owned:
             self.spark.stop()
             self._owned = False
+            return
+        for view in list(self._views):
+            self.drop(view)
+
+
+def add_rids(spark: Any, table: str) -> None:
+    """Give the user's temp view or table ``table`` the row id column ``dl_rid``: the view ``table`` is replaced
+    by the same rows plus their ids (0..n-1 in the DataFrame's partition order, frozen with a local
+    checkpoint), so SQL from ``dltrace.rewrite`` runs on ``spark`` as it is. A persistent table is shadowed by
+    the temp view for this SparkSession only (the table itself is not written)."""
+    engine = SparkEngine(spark)
+    if not engine.exists(table):
+        raise SourceError(f"no table or temp view named {table!r} in this SparkSession")
+    with _quiet():
+        df = spark.table(engine.quote(table))
+        if RID in [c.lower() for c in df.columns]:
+            raise SourceError(f"table {table!r} already has a {RID} column")
+        engine._native(table, df).createOrReplaceTempView(engine.quote(table))
 
 
 def _unpersist(df: Any) -> None:

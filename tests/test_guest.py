@@ -1,0 +1,142 @@
+"""dltrace is a guest on a connection or SparkSession the user passes in: it sees the user's objects (adopt),
+never registers over them, and on close drops only what it made -- the user's tables, views and their contents
+are the same before and after. ``dltrace.add_rids`` gives a user's own table the row ids ``rewrite()`` reads."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import dltrace
+
+SALES = pa.table({"region": ["n", "s", "n", "e", "s"], "amount": [10, 20, 30, 40, 50]})
+BY_REGION = "SELECT region, sum(amount) AS total FROM {t} GROUP BY region ORDER BY region"
+WANT = [("e", 40, [3]), ("n", 40, [0, 2]), ("s", 70, [1, 4])]
+
+
+def per_region(r, table: str) -> list[tuple]:
+    return [(row["region"], row["total"], r.lineage(i)[table]) for i, row in enumerate(r.table.to_pylist())]
+
+
+# -- DuckDB -----------------------------------------------------------------------------------------------------
+
+
+def duckdb_state(con: duckdb.DuckDBPyConnection) -> dict:
+    """Every relation of the connection with its kind and sorted contents."""
+    state = {}
+    for name, kind in con.sql("SELECT table_name, table_type FROM information_schema.tables").fetchall():
+        state[name] = (kind, sorted(con.sql(f'SELECT * FROM "{name}"').fetchall(), key=repr))
+    return state
+
+
+@pytest.fixture
+def user_con():
+    con = duckdb.connect()
+    con.sql("CREATE TABLE sales AS SELECT * FROM (VALUES ('n', 10), ('s', 20), ('n', 30), ('e', 40), ('s', 50)) "
+            "AS v(region, amount)")
+    con.sql("CREATE VIEW big_sales AS SELECT * FROM sales WHERE amount >= 30")
+    con.register("arrow_sales", SALES)
+    yield con
+    con.close()
+
+
+def test_duckdb_connection_is_unchanged_after_a_session(user_con):
+    before = duckdb_state(user_con)
+    s = dltrace.connect("duckdb", connection=user_con)
+    for name in ("sales", "big_sales", "arrow_sales"):
+        with pytest.raises(dltrace.DuplicateTable, match=f"'{name}' already exists on the connection"):
+            s.register(name, SALES)
+        with pytest.raises(dltrace.DuplicateTable, match=f"'{name}'"):
+            s.register(name, SALES, replace=True)
+    s.adopt("sales")
+    s.adopt("big_sales")
+    s.register("mine", SALES)
+    assert per_region(s.run(BY_REGION.format(t="sales")), "sales") == WANT
+    big = s.run("SELECT count(*) AS n FROM big_sales")
+    assert big.table.column(0).to_pylist() == [3] and big.lineage(0) == {"big_sales": [0, 1, 2]}
+    assert s.sql("SELECT * FROM sales").num_rows == 5  # plain SQL reads the user's own table
+    assert s.run(BY_REGION.format(t="sales")).backward(1)["sales"].column("amount").to_pylist() == [10, 30]
+    s.run(BY_REGION.format(t="mine")).register("q")
+    with pytest.raises(dltrace.DuplicateTable, match="adopted"):
+        s.register("sales", SALES, replace=True)
+    s.close()
+    assert duckdb_state(user_con) == before  # nothing of dltrace's left, nothing of the user's changed
+    assert user_con.sql("SELECT count(*) FROM sales").fetchall() == [(5,)]  # still open
+
+
+def test_duckdb_relations_and_readers_are_sources(user_con):
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        s.register("rel", user_con.sql("SELECT * FROM sales"))
+        s.register("stream", pa.RecordBatchReader.from_batches(SALES.schema, SALES.to_batches()))
+        assert per_region(s.run(BY_REGION.format(t="rel")), "rel") == WANT
+        assert per_region(s.run(BY_REGION.format(t="stream")), "stream") == WANT
+        user_con.register("user_stream", pa.RecordBatchReader.from_batches(SALES.schema, SALES.to_batches()))
+        s.adopt("user_stream")  # a one-shot stream: adopting reads it into dltrace's rows relation
+        assert per_region(s.run(BY_REGION.format(t="user_stream")), "user_stream") == WANT
+    assert {r[0] for r in user_con.sql("SELECT table_name FROM information_schema.tables").fetchall()} == {
+        "sales", "big_sales", "arrow_sales", "user_stream"}
+
+
+def test_adopt_unknown_and_reserved(user_con):
+    s = dltrace.connect("duckdb", connection=user_con)
+    with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'nope'"):
+        s.adopt("nope")
+    with pytest.raises(dltrace.ReservedName):
+        s.adopt("_dl_rows_sales")
+
+
+def test_add_rids_then_rewrite_on_the_users_connection(user_con):
+    dltrace.add_rids(user_con, "sales")
+    assert user_con.sql("SELECT dl_rid FROM sales ORDER BY dl_rid").fetchall() == [(i,) for i in range(5)]
+    dltrace.install(user_con)
+    sql = dltrace.rewrite(BY_REGION.format(t="sales"), schema={"sales": {"region": "VARCHAR", "amount": "INT"}})
+    got = user_con.sql(sql).fetchall()
+    assert [(region, total, list(ids)) for region, total, ids in got] == WANT
+    with pytest.raises(dltrace.SourceError, match="already has a dl_rid"):
+        dltrace.add_rids(user_con, "sales")
+    with pytest.raises(dltrace.SourceError, match="is a view, not a table"):
+        dltrace.add_rids(user_con, "big_sales")
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+
+
+def spark_state(spark) -> dict:
+    return {t.name: (t.isTemporary, sorted(map(tuple, spark.table(f"`{t.name}`").collect())))
+            for t in spark.catalog.listTables()}
+
+
+@pytest.mark.spark
+def test_spark_session_is_unchanged_after_a_session(spark_session):
+    spark = spark_session.newSession()
+    spark.createDataFrame(SALES.to_pandas()).createOrReplaceTempView("sales")
+    spark.sql("CREATE TEMPORARY VIEW big_sales AS SELECT * FROM sales WHERE amount >= 30")
+    before = spark_state(spark)
+    s = dltrace.connect("spark", spark=spark)
+    with pytest.raises(dltrace.DuplicateTable, match="'sales' already exists on the connection"):
+        s.register("sales", SALES, replace=True)
+    s.adopt("sales")
+    s.register("mine", SALES)
+    assert per_region(s.run(BY_REGION.format(t="sales")), "sales") == WANT
+    r = s.run(BY_REGION.format(t="mine"), lineage="bitmap")
+    r.register("q")
+    got = s.sql("SELECT row, rid FROM q_lineage_mine ORDER BY row, rid").to_pydict()
+    assert list(zip(got["row"], got["rid"])) == [(i, rid) for i, (_, _, ids) in enumerate(WANT) for rid in ids]
+    every = s.sql("SELECT row, `table`, rid FROM q_lineage ORDER BY row, rid").to_pylist()
+    assert every == [{"row": i, "table": "mine", "rid": rid} for i, (_, _, ids) in enumerate(WANT) for rid in ids]
+    s.close()
+    assert spark_state(spark) == before
+    spark.sql("SELECT 1").collect()  # the session still runs
+
+
+@pytest.mark.spark
+def test_spark_add_rids(spark_session):
+    spark = spark_session.newSession()
+    spark.createDataFrame(SALES.to_pandas()).createOrReplaceTempView("sales")
+    dltrace.add_rids(spark, "sales")
+    dltrace.install(spark)
+    sql = dltrace.rewrite(BY_REGION.format(t="sales"), dialect="spark",
+                          schema={"sales": {"region": "STRING", "amount": "BIGINT"}})
+    got = [(r[0], r[1], sorted(r[2])) for r in spark.sql(sql).collect()]
+    assert got == WANT
