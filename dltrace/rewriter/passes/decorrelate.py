@@ -113,7 +113,9 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     if kind == "exists":
         return correlated
     if kind in ("in", "any"):
-        return comparison == "=" and _positive_filter(predicate)
+        # sqlglot groups the subquery by its value: not a window function's value (computed after grouping)
+        windowed = isinstance(query, exp.Select) and any(e.find(exp.Window) for e in query.expressions)
+        return comparison == "=" and _positive_filter(predicate) and not windowed
     if kind == "all":
         return False
     return _one_value(query, correlated)
