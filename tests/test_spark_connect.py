@@ -4,9 +4,9 @@ The fixture starts a Connect server from the pyspark package (``sbin/start-conne
 free loopback port, its own local[2] Spark) and stops it afterwards. The client runs in a subprocess
 (tests/spark_lineage_run.py with ``--remote``): PySpark's builder refuses a remote session
 (SESSION_ALREADY_EXIST) in a process that already runs a classic SparkContext, as the test process does
-(tests/conftest.py), and a process that made one is marked Connect-only (SPARK_CONNECT_MODE_ENABLED). It registers parquet, Arrow
-and DataFrame sources, runs set and bitmap lineage and backward tracing, saves and loads; this test compares
-the saves with DuckDB's lineage.
+(tests/conftest.py), and a process that made one is marked Connect-only (SPARK_CONNECT_MODE_ENABLED). The
+client registers parquet, Arrow and DataFrame sources, runs set and bitmap lineage and backward tracing, saves
+and loads; this test compares the saves with DuckDB's lineage.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ as the "set" strategy's native arrays (``collect_list``, ``array_distinct``, ``s
 JVM code), and the driver encodes each returned set as a portable roaring bitmap
 (:func:`dltrace.udafs.encode_bitmaps`, called by ``run_forward``), so results, saves and lookups get the same
 bitmaps as on DuckDB. The alternative, Python arrow UDFs (:mod:`dltrace.engines.spark_udfs`) that build and
-merge bitmaps on the executors, needs dltrace and pyroaring in every executor's Python and was slower in
-every query measured (README "Spark: bitmaps without Python on the executors";
-``benchmarks/spark_bitmap_routes.py``). Spark's own ``bitmap_construct_agg`` / ``bitmap_or_agg`` do not fit a
+merge bitmaps on the executors, needs dltrace and pyroaring in every executor's Python and measured slower
+(TPC-H SF 1, local[2], ``benchmarks/spark_bitmap_routes.py``: geometric mean over Q1, Q3, Q9, Q13, Q18 of time
+over the original query 1.19x native, 1.27x UDFs; native faster on 4 of the 5, the UDFs 8% faster on Q18;
+README "Spark"). Spark's own ``bitmap_construct_agg`` / ``bitmap_or_agg`` do not fit a
 lineage set: each builds one fixed 4 KiB bitmap of one 32,768-id bucket, so a set spanning several buckets
 needs a second GROUP BY level (keys and bucket) inside the user's aggregation, and a sparse set of a few ids
 costs 4 KiB per bucket it touches.

@@ -1,8 +1,8 @@
 """The dl_* functions users call on Spark: scalar Arrow UDFs (``pyspark.sql.functions.arrow_udf``, Spark >= 4.1).
 
-In SQL, DLUNION over bitmaps is ``dl_bitmap_build(collect_list(t.dl_rid))`` / ``dl_bitmap_merge(collect_list(sub.dl_x))``:
-``collect_list`` aggregates on the JVM (with partial aggregation before the shuffle) and one vectorised UDF call
-per Arrow batch finishes the job. A grouped-aggregate pandas/arrow UDF is not usable for us: Spark refuses to mix
+In SQL, DLUNION over bitmaps is ``dl_bitmap_build(collect_list(t.dl_rid))`` /
+``dl_bitmap_merge(collect_list(sub.dl_x))``: ``collect_list`` aggregates on the JVM (with partial aggregation
+before the shuffle) and one vectorised UDF call per Arrow batch finishes the job. A grouped-aggregate pandas/arrow UDF is not usable for us: Spark refuses to mix
 it with built-in aggregates in one aggregation (``INVALID_PANDAS_UDF_PLACEMENT``), and rewritten queries always
 have ``sum``/``count``/... next to the lineage column; it would also ship every row of a group to Python
 without partial aggregation. Of the scalar routes, ``arrow_udf`` (the batch as a ``pyarrow`` array, handed to the
