@@ -22,7 +22,7 @@ from sqlglot import exp
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
-from dltrace.engines import lineage_functions
+from dltrace.engines import BITS64, lineage_functions
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
@@ -31,6 +31,7 @@ from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.udafs import encode_bitmaps
 
 
 @dataclass
@@ -155,7 +156,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if lineage is None:
         table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
         return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-    if lineage == "bitmap":
+    engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
+    if engine_bitmaps:
         catalog.engine.install_functions()
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows,
@@ -163,9 +165,12 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     text = rewritten.sql()
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
+    sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
+    if lineage == "bitmap" and not engine_bitmaps:
+        # the engine built the bitmaps' ids as sets: encode them here, so every engine returns the same bytes
+        sets = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in sets.items()}
     # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
     own = own.rename_columns(engine_names(catalog, sql, read))
-    sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
     off = rewritten.on is not None and rewritten.on.off
     result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text)

@@ -1,7 +1,8 @@
-"""Forward lineage (set strategy) on all 22 TPC-H queries at SF 0.01, on DuckDB and Spark."""
+"""Forward lineage (set, and bitmap on Spark) on all 22 TPC-H queries at SF 0.01, on DuckDB and Spark."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -59,3 +60,16 @@ def test_spark_lineage_equals_duckdb(duck, sparks, n):
 def test_spark_verify(sparks):
     r = sparks.run(query_sql(3, "spark"), lineage="set")
     assert r.verify(0)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("n", QUERY_NUMBERS)
+def test_spark_bitmap_lineage_equals_duckdb_set(duck, sparks, n):
+    """Spark's bitmap lineage is built with JVM functions only (no dl_* Python UDF in the SQL, so nothing to
+    install on executors) and comes back as portable roaring bitmaps with exactly the set lineage."""
+    r_spark = sparks.run(query_sql(n, "spark"), lineage="bitmap")
+    calls = {f.name.lower() for f in sqlglot.parse_one(r_spark.rewritten_sql, read="spark").find_all(exp.Anonymous)}
+    assert not {c for c in calls if c.startswith("dl_")}, calls
+    for column in r_spark.lineage_columns.values():
+        assert column.type == pa.binary()
+    assert_same_rows_and_lineage(r_spark, duck_run(duck, n))

@@ -1,7 +1,9 @@
 """The SQL that builds lineage sets, as sqlglot expressions: the builders every engine shares.
 
 Strategy "set": native arrays of BIGINT, sorted and distinct. Strategy "bitmap": portable roaring bitmaps
-built and merged by the engine's dl_bitmap_* functions (the codec is :mod:`dltrace.udafs.bitmap`). Every
+built and merged by the engine's dl_bitmap_* functions (the codec is :mod:`dltrace.udafs.bitmap`), or, on an
+engine whose :attr:`LineageFunctions.builds_bitmaps` is false, built as the set strategy's native arrays and
+encoded as portable roaring bitmaps on the driver when the result is read (``run_forward``). Every
 builder returns an expression; NULL parts mean "contributes nothing" (the null-padded side of an outer join)
 and are ignored by every union.
 
@@ -61,6 +63,12 @@ class LineageFunctions:
             raise DltraceError(f"unknown lineage strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
         self.dialect = dialect
         self.strategy = strategy
+
+    @property
+    def builds_bitmaps(self) -> bool:
+        """Does the engine's SQL build the "bitmap" strategy's bitmaps itself? When false (Spark) the SQL is the
+        "set" strategy's and the driver encodes the sets it returns (:func:`dltrace.udafs.encode_bitmaps`)."""
+        return self.strategy == "bitmap"
 
     @property
     def scalar_subquery_arguments(self) -> bool:
@@ -124,7 +132,7 @@ class LineageFunctions:
     def set_of_rids(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
         """The lineage set of one row that carries the scalar rids ``rids`` (NULLs ignored)."""
         arr = self.array(*rids)
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("build", wide), arr)
         return self.rid_array_set(arr, single=len(rids) == 1)
 
@@ -132,39 +140,39 @@ class LineageFunctions:
         """Row-level union of several lineage sets of one table."""
         if len(sets) == 1:
             return sets[0]
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("merge", wide), self.array(*sets))
         return self.sorted_distinct(self.concat(sets, nullable))
 
     def dlunion_rids(self, rid: exp.Expression, wide: bool = False) -> exp.Expression:
         """DLUNION (an aggregate) of scalar rids: the set of the group's rids."""
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("build", wide), self.agg_list(rid))
         return self.group_rid_set(rid)
 
     def dlunion_rid_lists(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
         """DLUNION of several scalar rid columns of one table (a self-join below an aggregation)."""
         lists = [self.agg_list(r) for r in rids]
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("build", wide), self.concat(lists, [False] * len(lists)))
         return self.sorted_distinct(self.concat(lists, [False] * len(lists)))
 
     def dlunion_sets(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """DLUNION (an aggregate) of lineage sets: bitmaps are merged, arrays flattened."""
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("merge", wide), self.agg_list(s))
         return self.sorted_distinct(call("flatten", self.agg_list(s)))
 
     def finish(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """A final lineage column: never NULL (an empty set instead)."""
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             # the empty bitmap as a constant: Spark would call a UDF for every row, even in an untaken branch
             empty = exp.Literal.string(EMPTY_BITMAP64 if wide else EMPTY_BITMAP32)
             return exp.func("coalesce", s, call(self.from_hex, empty))
         return exp.func("coalesce", s, self.empty_ids())
 
     def null_set(self) -> exp.Expression:
-        kind = self.set_type if self.strategy == "set" else self.bitmap_type
+        kind = self.bitmap_type if self.builds_bitmaps else self.set_type
         return exp.cast(exp.Null(), exp.DataType.build(kind, dialect=self.dialect))
 
     def null_rid(self) -> exp.Expression:
@@ -172,6 +180,6 @@ class LineageFunctions:
 
     def ids_to_set(self, ids: exp.Expression, wide: bool = False) -> exp.Expression:
         """An array of rids (maybe with duplicates) as a lineage set."""
-        if self.strategy == "bitmap":
+        if self.builds_bitmaps:
             return call(self._bitmap("build", wide), ids)
         return self.sorted_distinct(ids)

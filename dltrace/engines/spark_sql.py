@@ -1,7 +1,20 @@
-"""Spark SQL's lineage SQL: array functions, ``collect_list``, ARRAY<BIGINT> sets and BINARY bitmaps.
+"""Spark SQL's lineage SQL: array functions, ``collect_list``, ARRAY<BIGINT> sets -- for both strategies.
 
 Pure sqlglot (no pyspark import): the rewriter builds Spark SQL with no Spark running. The Spark-family
 dialects (spark2, databricks) get the same lineage SQL.
+
+Bitmap lineage on Spark needs no Python on the executors: the engine builds the "bitmap" strategy's lineage
+as the "set" strategy's native arrays (``collect_list``, ``array_distinct``, ``sort_array``, ``flatten``, all
+JVM code), and the driver encodes each returned set as a portable roaring bitmap
+(:func:`dltrace.udafs.encode_bitmaps`, called by ``run_forward``), so results, saves and lookups get the same
+bitmaps as on DuckDB. The alternative, Python arrow UDFs (:mod:`dltrace.engines.spark_udfs`) that build and
+merge bitmaps on the executors, needs dltrace and pyroaring in every executor's Python and measured slower
+(TPC-H SF 1, local[2], ``benchmarks/spark_bitmap_routes.py``: geometric mean over Q1, Q3, Q9, Q13, Q18 of time
+over the original query 1.19x native, 1.27x UDFs; native faster on 4 of the 5, the UDFs 8% faster on Q18;
+README "Spark"). Spark's own ``bitmap_construct_agg`` / ``bitmap_or_agg`` do not fit a
+lineage set: each builds one fixed 4 KiB bitmap of one 32,768-id bucket, so a set spanning several buckets
+needs a second GROUP BY level (keys and bucket) inside the user's aggregation, and a sparse set of a few ids
+costs 4 KiB per bucket it touches.
 """
 
 from __future__ import annotations
@@ -27,10 +40,9 @@ class SparkFunctions(LineageFunctions):
     from_hex = "unhex"
 
     @property
-    def scalar_subquery_arguments(self) -> bool:
-        """Not to a Python UDF on Spark 4.3: the subquery is then evaluated inside the task, where
-        SparkPlan.session() is null (a NullPointerException)."""
-        return self.strategy != "bitmap"
+    def builds_bitmaps(self) -> bool:
+        """Never: bitmap lineage is built as native arrays (the module docstring says why)."""
+        return False
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``collect_list`` drops NULL rows."""

@@ -1,8 +1,8 @@
-"""The dl_* functions on Spark: scalar Arrow UDFs (``pyspark.sql.functions.arrow_udf``, Spark >= 4.1).
+"""The dl_* functions users call on Spark: scalar Arrow UDFs (``pyspark.sql.functions.arrow_udf``, Spark >= 4.1).
 
-DLUNION over bitmaps is ``dl_bitmap_build(collect_list(t.dl_rid))`` / ``dl_bitmap_merge(collect_list(sub.dl_x))``:
-``collect_list`` aggregates on the JVM (with partial aggregation before the shuffle) and one vectorised UDF call
-per Arrow batch finishes the job. A grouped-aggregate pandas/arrow UDF is not usable for us: Spark refuses to mix
+In SQL, DLUNION over bitmaps is ``dl_bitmap_build(collect_list(t.dl_rid))`` /
+``dl_bitmap_merge(collect_list(sub.dl_x))``: ``collect_list`` aggregates on the JVM (with partial aggregation
+before the shuffle) and one vectorised UDF call per Arrow batch finishes the job. A grouped-aggregate pandas/arrow UDF is not usable for us: Spark refuses to mix
 it with built-in aggregates in one aggregation (``INVALID_PANDAS_UDF_PLACEMENT``), and rewritten queries always
 have ``sum``/``count``/... next to the lineage column; it would also ship every row of a group to Python
 without partial aggregation. Of the scalar routes, ``arrow_udf`` (the batch as a ``pyarrow`` array, handed to the
@@ -39,8 +39,10 @@ pulled out of the expression into its own ArrowEvalPython operator): do not guar
 bad input away from it (e.g. ``CASE WHEN big THEN dl_bitmap_build64(x) ELSE dl_bitmap_build(x) END`` fails on
 the big rows).
 
-The executors' Python workers import ``dltrace.udafs.bitmap_arrow``, so dltrace (with pyroaring) must be installed
-where they run.
+dltrace's own lineage queries on Spark call none of these (bitmap lineage is built with JVM functions and encoded
+on the driver: :mod:`dltrace.engines.spark_sql`); they are for users' SQL over saved or returned lineage
+(``dltrace.install(spark)``). The executors' Python workers then import ``dltrace.udafs.bitmap_arrow``, so dltrace
+and pyroaring (a compiled wheel) must be installed in the executors' Python.
 """
 
 from __future__ import annotations
