@@ -240,3 +240,9 @@ def test_lineage_of_a_global_unknown_aggregate(s):
     r = s.run("SELECT product(b) AS p FROM t")
     assert r.lineage(0)["t"] == [0, 1, 2, 3]
     assert with_lineage(s.trace("SELECT product(b) AS p FROM t")) == with_lineage(r)
+
+
+def test_a_subquery_the_parser_hides_in_a_function_call_is_refused(s):
+    """DuckDB's ALL ((SELECT ...) UNION ...) parses as a call of a function ALL: the rules would not see it."""
+    with pytest.raises(dltrace.UnsupportedQuery, match="ALL"):
+        s.run("SELECT a FROM t WHERE a < ALL ((SELECT a FROM u LIMIT 1) UNION SELECT c FROM u)")

@@ -60,6 +60,10 @@ _UNSUPPORTED = {
 }
 
 
+# where a query may sit inside another one (every other position hides it from the lineage rules)
+_QUERY_HOLDERS = (exp.Subquery, exp.Exists, exp.All, exp.Any, exp.SetOperation, exp.CTE, exp.In)
+
+
 def check_query(tree: exp.Expression) -> None:
     """Refuse reserved names and constructs without a lineage rule, naming the construct and position."""
     for node in tree.walk():
@@ -76,6 +80,12 @@ def check_query(tree: exp.Expression) -> None:
                 raise UnsupportedQuery(f"DISTINCT ON is not supported, at {position(node)}")
         if isinstance(node, exp.Join) and node.args.get("kind") in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
+        if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
+                and not isinstance(node.parent, _QUERY_HOLDERS):
+            # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it
+            parent = node.parent
+            inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
+            raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
 
 
