@@ -217,7 +217,9 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
     out = []
     for clause, holder, query in direct_subqueries(select):
         kind, predicate, comparison = subquery_kind(holder)
-        negative = negated(predicate, select) if clause != "expressions" else False
+        # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
+        # value is no predicate: only a comparison of it is (its condition, below)
+        negative = kind != "scalar" and negated(predicate, select)
         if negative and not control:
             continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty
         if is_correlated(query):
