@@ -47,6 +47,7 @@ from dltrace.rewriter.analysis import (
     witness_condition,
 )
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.decorrelate import is_correlated
 
 TID = "_dl_tid"
 PRESENT = "_dl_x"
@@ -141,6 +142,13 @@ class Builder:
                 present = exp.true() if use.condition is None else exp.Case(ifs=[exp.If(this=use.condition.copy(), true=exp.true())])
                 provs.append(Prov("const", [present], node=self.node_for(use.query, env, None)))
         for sub in nested_queries(new):
+            if is_correlated(sub):
+                # (a negated one, kept in place for its value only): it cannot be materialised on its own, so the
+                # engine evaluates it where it stands, as the forward rewrite does
+                if any(t.name in env for t in sub.find_all(exp.Table)):
+                    raise UnsupportedQuery(f"a correlated subquery reading a CTE cannot be traced backward, at "
+                                           f"{position(sub)}")
+                continue
             sub.replace(self.eval_query(sub, env))
         from_ = new.args.get("from_")
         if from_ is not None:
