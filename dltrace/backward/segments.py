@@ -182,7 +182,11 @@ def make_node(query: exp.Expression, env: dict, names: list[str] | None = None) 
         node.keys = group_keys(query)
         outputs = [e.unalias() for e in query.expressions]
         node.key_pos = [next((i for i, o in enumerate(outputs) if o == k), None) for k in node.keys]
-        node.mode = "values" if query.args.get("distinct") is not None else "groups"
+        # by group key, unless DISTINCT merged groups or a LIMIT chose among them: a LIMIT that cuts through
+        # tied groups keeps some the engine picks (another run may pick others), so a kept row is traced by its
+        # values to every group that gives them (the derivation pool)
+        limited = any(query.args.get(k) is not None for k in ("limit", "offset", "fetch"))
+        node.mode = "values" if query.args.get("distinct") is not None or limited else "groups"
     return node
 
 
