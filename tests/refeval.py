@@ -393,10 +393,10 @@ class Evaluator:
             else:
                 v = False if False in results else (None if None in results else True)
                 wit = frozenset().union(*rel.lins)
+            # NOT IN is a NOT around IN: it flips the polarity (so `(x NOT IN S) IS FALSE` is a positive IN)
             negated = t is InSub and e.negated
-            if negated:
-                v = _not(v)
-            return v, w | (wit if v is True and pos and not negated else EMPTY)
+            witnessed = v is True and pos != negated
+            return (_not(v) if negated else v), w | (wit if witnessed else EMPTY)
         raise EvalError(f"cannot evaluate {t.__name__}")
 
     def _bin(self, e: Bin, env, ctes, pos, group):
