@@ -13,7 +13,7 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
 from dltrace.names import RID, rows_relation
-from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.parse import mentions_rid, parse_query
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -37,7 +37,7 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
     """``sql`` with every base table ``t`` replaced by its rows whose rid is in relation ``keep[t]``."""
     tree = parse_query(sql, dialect)
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    reads_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
+    reads_rid = mentions_rid(tree)
     for table in list(tree.find_all(exp.Table)):
         name = table.name.lower()
         if name in ctes or name not in keep:

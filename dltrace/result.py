@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from sqlglot import exp
 
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
@@ -25,11 +24,10 @@ from dltrace.catalog import Catalog
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import LineageData
-from dltrace.names import RID
 from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
-from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.udafs import encode_bitmaps
 
@@ -188,7 +186,7 @@ def engine_names(catalog: Catalog, sql: str, read: str) -> list[str]:
     results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``)."""
     tree = parse_query(sql, read)
     clause = take_clause(tree)
-    reads_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
+    reads_rid = mentions_rid(tree)
     if clause is None and not reads_rid and read == catalog.dialect:
         return catalog.engine.column_names(sql)  # the text itself: a round trip through sqlglot may respell it
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),

@@ -8,16 +8,15 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import sqlglot
-from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource
 from dltrace.errors import DltraceError, ParseError, UnknownTable
 from dltrace.impact import Impact, impact
-from dltrace.names import RID, rows_relation
+from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
-from dltrace.rewriter.parse import parse_error_text
+from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
@@ -47,7 +46,7 @@ class Session(Catalog):
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
         self.check_known_tables(tree, views=True)
-        if any(c.name.lower() == RID for c in tree.find_all(exp.Column)):  # row ids live in the rows relations
+        if mentions_rid(tree):  # row ids live in the rows relations
             return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
         if read == self.dialect:
             return text

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.names import RID
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
-from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
@@ -68,7 +67,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
 def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:
     """A query run without lineage: exactly as written, except that a query reading ``dl_rid`` reads its
     tables' rows relations (the user's tables do not have the column)."""
-    if any(c.name.lower() == RID for c in tree.find_all(exp.Column)):
+    if mentions_rid(tree):
         return read_rows_relations(tree, context)
     return tree
 

@@ -110,3 +110,8 @@ def _check_reserved(node: exp.Expression) -> None:
         if prefix:
             raise ReservedName(f"name {name!r} starts with {prefix!r}, a prefix dltrace reserves for its own names "
                                f"({', '.join(RESERVED_PREFIXES)}); choose another name, at {position(node)}")
+
+
+def mentions_rid(tree: exp.Expression) -> bool:
+    """Does the query read the row id ``dl_rid`` (which only a table's rows relation carries)?"""
+    return any(c.name.lower() == RID for c in tree.find_all(exp.Column))

@@ -12,7 +12,7 @@ from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
-from dltrace.rewriter.parse import position
+from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
 
 
@@ -33,7 +33,7 @@ def schema_for(tree: exp.Expression, schema: dict | None) -> dict | None:
     """The schema qualify sees: ``dl_rid`` only when the query reads it."""
     if schema is None:
         return None
-    with_rid = any(c.name.lower() == RID for c in tree.find_all(exp.Column))
+    with_rid = mentions_rid(tree)
     out = {}
     for table, cols in schema.items():
         cols = {c: t for c, t in cols.items() if c.lower() != RID}
