@@ -25,6 +25,7 @@ from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.qualify import qualify
+from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
 SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
@@ -41,6 +42,7 @@ PASSES = {
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),
+    "reduce_subqueries.sql": (_prepared, reduce_subqueries, "duckdb", "set"),
     "dictionary_ids.sql": (None, use_dictionary_ids, "duckdb", "set"),
     "dictionary.sql": (None, add_dictionary, "duckdb", "set"),
     "instrument.sql": (_prepared, instrument, "duckdb", "set"),

@@ -9,6 +9,7 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.names import RID
 from dltrace.rewriter.analysis import is_decorrelated
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.decorrelate import REDUCTION
 from dltrace.rewriter.passes.dictionary_ids import ON_TABLE
 from dltrace.rewriter.rules.subqueries import decorrelated_slots
 from dltrace.rewriter.slots import Context, Slot
@@ -23,6 +24,8 @@ def from_slots(select: exp.Select, ctx: Context) -> list[Slot]:
     entries = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
     for source, join in entries:
         side = (join.side or "").upper() if join is not None else ""
+        if source.meta.get(REDUCTION):
+            continue  # a key list of dltrace's (passes/reduce_subqueries.py): it only removes rows, no lineage
         if is_decorrelated(source):
             found = decorrelated_slots(source, select, ctx)
         else:
