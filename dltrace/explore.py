@@ -64,9 +64,13 @@ def is_bitmap_type(t: pa.DataType) -> bool:
 
 
 def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:
-    """Row ``i``'s lineage in ``table`` as a sorted int64 numpy array."""
+    """Row ``i``'s lineage in ``table`` as a sorted int64 numpy array (the shared part included)."""
     col = result.lineage_columns[table]
-    return _value_ids(col[i])
+    own = _value_ids(col[i])
+    shared = result.shared_ids(table) if result.shared_lineage else ()
+    if not len(shared):
+        return own
+    return np.union1d(own, np.asarray(shared, dtype=np.int64))
 
 
 def _check_row(result: LineageData, i: int) -> int:
@@ -211,6 +215,9 @@ def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndar
             raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {key!r} (it has {n} rows)")
     if q.size == 0 or result.num_rows == 0:
         return []
+    shared = result.shared_ids(key) if result.shared_lineage else ()
+    if len(shared) and np.isin(q, np.asarray(shared, dtype=np.int64)).any():
+        return list(range(result.num_rows))  # in every row's lineage
     p = _probe(result, key)
     cand = np.flatnonzero((p.lo <= q[-1]) & (p.hi >= q[0]))
     if cand.size == 0:

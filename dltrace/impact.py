@@ -128,8 +128,9 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
             catalog.engine.sql(f"DROP VIEW IF EXISTS {qi(view)}")
         if keep_name:
             catalog.engine.drop(keep_name)
-    col = r.lineage_columns.get(temp)
+    col = r.sets(temp) if temp in r.lineage_columns else None  # (the shared part included: it reaches every row)
     r.lineage_columns = {name: col} if col is not None else {}
+    r.shared_lineage = {}
     r.sql, r.dialect = sql, read
     rows = _nonempty_rows(col) if col is not None else []
     return Impact(rows, r, name, q.tolist(), "run")

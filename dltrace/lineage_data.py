@@ -1,7 +1,9 @@
 """The rows of a query and their lineage, as data: what lookups, the completeness oracle and persistence read.
 
 :class:`LineageData` holds a query's own rows as Arrow and one lineage column per base table (a set of rids
-per row: a list, or roaring bitmap bytes); it decodes them. The questions one asks of it (``backward``,
+per row: a list, or roaring bitmap bytes); it decodes them. Lineage that every row has (an uncorrelated scalar
+subquery's: a HAVING threshold) is kept once, in ``shared_lineage``, and is part of every row's lineage:
+``lineage(i)`` and ``sets(table)`` include it, ``lineage_columns`` holds the rows' own part only. The questions one asks of it (``backward``,
 ``forward``, ``explain``, ``verify``, ``save``) are methods of :class:`dltrace.result.LineageResult`, which is
 this data plus those methods, one layer up.
 """
@@ -18,6 +20,7 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.names import value_order
 from dltrace.udafs import decode
+from dltrace.udafs.bitmap_arrow import set_union_arrow, union_arrow
 
 
 def decode_ids(value: Any) -> list[int]:
@@ -42,6 +45,8 @@ class LineageData:
     semantics: str = "witness"
     rewritten_sql: str | None = None
     on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
+    # base table -> the lineage every row has besides its column's (a length-1 array of the column's type)
+    shared_lineage: dict[str, pa.ChunkedArray] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -62,8 +67,33 @@ class LineageData:
         table the expressions read, instead of its row ids.
         """
         i = self.check_row(i)
-        found = {t: decode_ids(col[i].as_py()) for t, col in self.lineage_columns.items()}
+        found = {t: self._with_shared(t, decode_ids(col[i].as_py())) for t, col in self.lineage_columns.items()}
         return self._decoded(found)
+
+    def shared_ids(self, table: str) -> list[int]:
+        """The rids of ``table`` in every row's lineage (sorted; decoded once)."""
+        cache = self.__dict__.setdefault("_shared_ids", {})
+        if table not in cache:
+            value = self.shared_lineage.get(table)
+            cache[table] = decode_ids(value[0].as_py()) if value is not None else []
+        return cache[table]
+
+    def _with_shared(self, table: str, ids: list[int]) -> list[int]:
+        shared = self.shared_ids(table) if self.shared_lineage else ()
+        if not shared:
+            return ids
+        return sorted(set(ids).union(shared)) if ids else list(shared)
+
+    def sets(self, table: str) -> pa.ChunkedArray:
+        """Every row's whole lineage of ``table``, as a column (its own part merged with the shared part: built
+        on each call, for readers that want one column; ``lineage(i)`` merges one row)."""
+        col = self.lineage_columns[table]
+        shared = self.shared_lineage.get(table)
+        if shared is None or not len(col):
+            return col
+        union = union_arrow if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type) else set_union_arrow
+        merged = union(col.combine_chunks(), shared.combine_chunks())
+        return pa.chunked_array([merged.cast(col.type)], type=col.type)
 
     def check_row(self, i: Any) -> int:
         """``i`` as a row index of this result, or a one-line error naming what is wrong with it."""
@@ -78,7 +108,8 @@ class LineageData:
 
     def lineage_all(self) -> list:
         cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
-        return [self._decoded({t: decode_ids(v[i]) for t, v in cols.items()}) for i in range(self.num_rows)]
+        return [self._decoded({t: self._with_shared(t, decode_ids(v[i])) for t, v in cols.items()})
+                for i in range(self.num_rows)]
 
     def _decoded(self, found: dict[str, list[int]]) -> dict[str, list]:
         if self.on_values is None:

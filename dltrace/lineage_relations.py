@@ -83,7 +83,7 @@ def lineage_batches(data: LineageData, table: str | None = None,
     _check(data, "lineage_table")
     tables = _tables(data, table)
     batch_rows = max(1, int(batch_rows))
-    columns = {t: data.lineage_columns[t].combine_chunks() for t in tables}
+    columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
     for start in range(0, data.num_rows, batch_rows):
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]
         rows = np.concatenate([p[1] for p in parts]) + start
@@ -112,8 +112,8 @@ def lineage_counts(data: LineageData) -> dict[str, pa.Array]:
     """``{table: int64 array}``: per output row, how many rows of each base table its lineage holds (sets are
     counted, not expanded; a bitmap's cardinality is in its header)."""
     counts = {}
-    for t, col in data.lineage_columns.items():
-        arr = col.combine_chunks()
+    for t in data.lineage_columns:
+        arr = data.sets(t).combine_chunks()
         if is_bitmap_type(arr.type):
             counts[t] = pa.array([len(load_bitmap(memoryview(v.as_buffer()))) if v.is_valid else 0 for v in arr],
                                  pa.int64())
@@ -164,6 +164,19 @@ def _sets_relation(name: str) -> str:
     return f"_dl_lineage_{name.lower()}"
 
 
+def _shared_relation(name: str) -> str:
+    """The private one-row relation holding a result's shared lineage (see :class:`LineageData`)."""
+    return f"_dl_shared_{name.lower()}"
+
+
+def _ids(data: LineageData, table: str) -> exp.Expression:
+    """The column ``dl_<table>`` as an array of rids (bitmaps decoded by the engine, only when a view is read)."""
+    ids = exp.column(f"dl_{table}", quoted=True)
+    if is_bitmap_type(data.lineage_columns[table].type):
+        ids = exp.Anonymous(this="dl_to_list", expressions=[ids])
+    return ids
+
+
 def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool = False) -> dict[str, str]:
     """Expose ``data`` as views of ``catalog``'s engine (see the module docstring); returns their names."""
     _check(data, "register")
@@ -183,13 +196,20 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):
         engine.install_functions()  # dl_to_list decodes the bitmaps
     source = exp.Table(this=exp.to_identifier(_sets_relation(name), quoted=True))
+    shared = [t for t in tables if t in data.shared_lineage]
+    if shared:  # every row's common lineage, kept once: one row, crossed with the rows when a view is read
+        catalog.add_view(_shared_relation(name), pa.table({f"dl_{t}": data.shared_lineage[t] for t in shared}))
     per_table = []
     for t in tables:
-        ids = exp.column(f"dl_{t}", quoted=True)
-        if is_bitmap_type(data.lineage_columns[t].type):  # decoded by the engine, only when the view is read
-            ids = exp.Anonymous(this="dl_to_list", expressions=[ids])
-        one = exp.select(exp.column(ROW, quoted=True), exp.alias_(exp.Explode(this=ids), RID_COLUMN, quoted=True))
-        catalog.add_view(names[t], one.from_(source.copy()))
+        one = exp.select(exp.column(ROW, quoted=True),
+                         exp.alias_(exp.Explode(this=_ids(data, t)), RID_COLUMN, quoted=True)).from_(source.copy())
+        if t in data.shared_lineage:
+            common = exp.select(exp.column(ROW, quoted=True),
+                                exp.alias_(exp.Explode(this=_ids(data, t)), RID_COLUMN, quoted=True)).from_(
+                exp.Table(this=exp.to_identifier(names["rows"], quoted=True))).join(
+                exp.Table(this=exp.to_identifier(_shared_relation(name), quoted=True)), join_type="CROSS")
+            one = exp.union(one, common, distinct=True)  # a rid in both parts is one triple
+        catalog.add_view(names[t], one)
         per_table.append(exp.select(exp.column(ROW, quoted=True),
                                     exp.alias_(exp.Literal.string(t), TABLE, quoted=True),
                                     exp.column(RID_COLUMN, quoted=True))

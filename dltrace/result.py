@@ -159,19 +159,25 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         catalog.engine.install_functions()
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows,
-                             rows_relations=plain.rows_relations)
+                             rows_relations=plain.rows_relations, shared_lineage=True)
     text = rewritten.sql()
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
     sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
+    shared = {}
+    if rewritten.shared is not None:  # every row's common lineage: one row, kept once
+        common = catalog.engine.sql(rewritten.shared_sql())
+        shared = {t: common.column(name) for t, name in rewritten.lineage.items() if name in common.column_names}
     if lineage == "bitmap" and not engine_bitmaps:
         # the engine built the bitmaps' ids as sets: encode them here, so every engine returns the same bytes
         sets = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in sets.items()}
+        shared = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in shared.items()}
     # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
     own = own.rename_columns(engine_names(catalog, sql, read))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
     off = rewritten.on is not None and rewritten.on.off
-    result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text)
+    result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text,
+                           shared_lineage=shared)
     on = rewritten.on
     if on is not None and on.table:
         words = catalog.engine.sql(generate(on.dictionary(), catalog.dialect))

@@ -8,6 +8,8 @@ A save is a folder::
                         ``dl_<table>``: list<int64> rid sets or roaring bitmap bytes (saves before ``row``
                         existed have the lineage columns only, row i at position i: they load as before)
     lineage_on.parquet  LINEAGE ON results only: the dictionary id -> value tuple (typed, so it round-trips)
+    shared_lineage.parquet  results with lineage every row has (an uncorrelated scalar subquery's) only: one row,
+                        ``dl_<table>`` per table; part of every row's lineage, stored once
 
 Writing is atomic: everything goes into a hidden temporary sibling folder (``.<name>.tmp-*``), manifest last,
 each file fsync-ed; then the previous save (if any) is renamed aside (``.<name>.old-*``), the new folder is
@@ -52,6 +54,7 @@ MANIFEST = "manifest.json"
 ROWS = "rows.parquet"
 LINEAGE = "lineage.parquet"
 LINEAGE_ON = "lineage_on.parquet"
+SHARED = "shared_lineage.parquet"
 ROW = "row"  # lineage.parquet's output row index
 
 
@@ -232,6 +235,7 @@ def _manifest(result: LineageData) -> dict[str, Any]:
         "columns": names,
         "lineage": lineage,
         "lineage_on": None,
+        "shared_lineage": None,
         "tables": tables,
         "files": {},
     }
@@ -247,6 +251,9 @@ def _write_contents(result: LineageData, folder: Path, manifest: dict[str, Any])
     if result.lineage_columns:
         row = pa.array(np.arange(result.num_rows, dtype=np.int64))  # explicit: readers other than dltrace join on it
         files[LINEAGE] = pa.table({ROW: row, **{f"dl_{t}": col for t, col in result.lineage_columns.items()}})
+    if result.shared_lineage:
+        manifest["shared_lineage"] = {"file": SHARED, "tables": list(result.shared_lineage)}
+        files[SHARED] = pa.table({f"dl_{t}": col for t, col in result.shared_lineage.items()})
     if result.on_values is not None:
         manifest["lineage_on"] = {"file": LINEAGE_ON, "size": len(result.on_values)}
         files[LINEAGE_ON] = _on_values_table(result.on_values)
@@ -333,9 +340,10 @@ def stale_tables(catalog: Catalog, manifest: dict[str, Any]) -> list[tuple[str, 
     return problems
 
 
-def read_contents(folder: Path, manifest: dict[str, Any]
-                  ) -> tuple[pa.Table, dict[str, pa.ChunkedArray], dict[int, tuple] | None]:
-    """The saved rows, lineage columns and LINEAGE ON dictionary of the save in ``folder`` (checked whole first)."""
+def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
+        pa.Table, dict[str, pa.ChunkedArray], dict[int, tuple] | None, dict[str, pa.ChunkedArray]]:
+    """The saved rows, lineage columns, LINEAGE ON dictionary and shared lineage of the save in ``folder``
+    (checked whole first)."""
     for name, info in manifest.get("files", {}).items():
         f = folder / name
         if not f.is_file() or f.stat().st_size != info.get("bytes"):
@@ -359,4 +367,8 @@ def read_contents(folder: Path, manifest: dict[str, Any]
         ids = ot.column("dl_on_id").to_pylist()
         vals = [ot.column(c).to_pylist() for c in ot.column_names[1:]]
         on_values = {int(i): tuple(v[j] for v in vals) for j, i in enumerate(ids)}
-    return rows, lineage, on_values
+    shared: dict[str, pa.ChunkedArray] = {}
+    if manifest.get("shared_lineage"):
+        st = pq.read_table(folder / manifest["shared_lineage"].get("file", SHARED))
+        shared = {t: st.column(f"dl_{t}") for t in manifest["shared_lineage"]["tables"]}
+    return rows, lineage, on_values, shared

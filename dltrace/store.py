@@ -37,7 +37,7 @@ def load(path: str | os.PathLike, session: Catalog, allow_stale: bool = False) -
         raise StaleLineage(f"saved lineage at {str(folder)!r} is stale: {what} (pass allow_stale=True to load anyway)")
     if problems:
         warnings.warn(f"loading stale lineage: tables {', '.join(t for t, _ in problems)} changed", stacklevel=2)
-    rows, lineage, on_values = read_contents(folder, manifest)
+    rows, lineage, on_values, shared = read_contents(folder, manifest)
     return SavedLineageResult(
         session=session,
         sql=manifest["query"],
@@ -48,6 +48,7 @@ def load(path: str | os.PathLike, session: Catalog, allow_stale: bool = False) -
         semantics=manifest.get("semantics", "witness"),
         rewritten_sql=manifest.get("rewritten_sql"),
         on_values=on_values,
+        shared_lineage=shared,
         path=str(folder),
         manifest=manifest,
         stale=[t for t, _ in problems],

@@ -86,7 +86,7 @@ def lineage_rows(r, sh: Shape, indices: Sequence[int]) -> list[dict[str, list]]:
     take = pa.array(indices, type=pa.int64())
     out: list[dict[str, list]] = [{} for _ in indices]
     for t, key in zip(sh.tables, sh.keys):
-        for j, v in enumerate(r.lineage_columns[t].take(take).to_pylist()):
+        for j, v in enumerate(r.sets(t).take(take).to_pylist()):
             ids = decode_ids(v)
             if sh.on_values is not None:
                 ids = sorted((tuple(sh.on_values[k]) for k in ids), key=value_order)

@@ -2,7 +2,7 @@
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
     -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
-    -> FORWARD_PASSES: use_dictionary_ids -> instrument (rules/: one rule per operator) -> add_dictionary
+    -> FORWARD_PASSES: reduce_subqueries -> use_dictionary_ids -> instrument (rules/: one rule per operator) -> add_dictionary
     -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
@@ -24,10 +24,11 @@ from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
-from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
+from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
+from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (use_dictionary_ids, instrument, add_dictionary, read_rows_relations)
+FORWARD_PASSES = (reduce_subqueries, use_dictionary_ids, instrument, add_dictionary, read_rows_relations)
 
 
 @dataclass
@@ -37,19 +38,25 @@ class Rewritten:
     columns: list[str]  # the query's own output columns
     lineage: dict[str, str]  # base table -> its lineage column
     on: OnSpec | None = None  # the LINEAGE ON clause, resolved
+    shared: exp.Expression | None = None  # with shared_lineage: the one-row query of every row's common lineage
 
     def sql(self, pretty: bool = False) -> str:
         return generate(self.tree, self.dialect, pretty=pretty)
 
+    def shared_sql(self) -> str | None:
+        return None if self.shared is None else generate(self.shared, self.dialect)
+
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
-                 rows_relations: frozenset = frozenset()) -> Rewritten:
+                 rows_relations: frozenset = frozenset(), shared_lineage: bool = False) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
     (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more. ``rows_relations``: a
     session's tables, whose row ids live in their private rows relations (others carry ``dl_rid`` themselves).
+    ``shared_lineage``: lineage common to every output row comes apart, as ``Rewritten.shared`` (a one-row
+    query), instead of inside every row's lineage columns.
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide,
@@ -57,11 +64,16 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
-    context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations)
-    out = prepared.tree
+    context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
+                          shared_lineage)
+    out, shared = prepared.tree, None
     for forward_pass in FORWARD_PASSES:
         out = forward_pass(out, context)
-    return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on)
+        if shared is not None:  # the passes after the one that made it apply to it too
+            shared = forward_pass(shared, context)
+        elif SHARED_LINEAGE in out.meta:
+            shared = out.meta.pop(SHARED_LINEAGE)
+    return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared)
 
 
 def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:

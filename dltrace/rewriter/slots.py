@@ -55,6 +55,9 @@ class Context:
     names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
     hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
+    # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's
+    # meta[SHARED_LINEAGE]) and kept once, instead of being merged into every output row
+    shared: bool = False
     root: exp.Expression | None = None  # the query being instrumented
     # the instrument pass's entry points, handed to the rules so that they can recurse into nested queries
     # and FROM clauses without importing the pass (rules sit below it)
@@ -74,8 +77,11 @@ class Context:
         return replace(self, ctes=dict(self.ctes))
 
     def take_hoisted(self) -> dict[str, list[exp.Expression]]:
-        """The hoisted constant lineage, per table, for the final lineage columns (taken once)."""
+        """The hoisted constant lineage, per table, for the final lineage columns (taken once; nothing when
+        it is kept as the result's shared lineage)."""
         out: dict[str, list[exp.Expression]] = {}
+        if self.shared:
+            return out
         for table, sub in self.hoisted:
             out.setdefault(table, []).append(sub)
         self.hoisted.clear()

@@ -160,18 +160,19 @@ class Worker:
                 ids += sum(len(v) for v in found.values()) if isinstance(found, dict) else len(found)
             record["lineage_ids"] = ids
             record["bytes_raw"] = ls.BYTES_PER_RAW_ID * ids
-            record["bytes_stored"] = ls.bytes_stored(result.lineage_columns)
+            record["bytes_stored"] = ls.bytes_stored(result.lineage_columns) + ls.bytes_stored(result.shared_lineage)
             return
         rows = None
         if strategy == "reverse-one":
             # the trace may return the traced row only, or every row with lineage for the traced one
             rows = None if result.num_rows == 1 else [REVERSE_ONE_ROW]
-        canon = ls.canonical_rows(result.table, result.lineage_columns, rows)
+        canon = ls.canonical_rows(result.table, {t: result.sets(t) for t in result.lineage_columns}, rows)
         record["output_rows"] = len(canon)
         ids = ls.lineage_ids(canon)
         record["lineage_ids"] = ids
         record["bytes_raw"] = ls.BYTES_PER_RAW_ID * ids
-        record["bytes_stored"] = ls.bytes_stored(result.lineage_columns, rows)
+        # the shared lineage is stored once, whatever the number of rows
+        record["bytes_stored"] = ls.bytes_stored(result.lineage_columns, rows) + ls.bytes_stored(result.shared_lineage)
         if strategy == "set":
             record["agrees"] = True
             extra["digests"] = ls.digests(canon)

@@ -17,6 +17,9 @@ class PassContext:
     on: OnSpec | None = None  # the query's LINEAGE ON clause, resolved
     wide: frozenset = frozenset()  # tables with >= 2^32 rows (64-bit bitmaps)
     rows_relations: frozenset = frozenset()  # a session's tables: read their rids from their rows relations
+    # lineage every output row has (an uncorrelated scalar subquery's) as a separate one-row query, kept once by
+    # the result, rather than merged into each row's columns (see passes/instrument.py)
+    shared_lineage: bool = False
 
     @property
     def control(self) -> bool:

@@ -6,6 +6,11 @@ projection, then DISTINCT. Set operations align and group their sides. At the ro
 gets one final ``dl_<table>`` column (an empty one where the table is read only where witnesses are empty,
 under negation), and the hoisted constant lineage's CTEs join the query's WITH.
 
+With ``context.shared_lineage`` the hoisted lineage -- the same for every output row -- is not merged into each
+row: ``meta[SHARED_LINEAGE]`` is a one-row query of its own giving it per base table (same column names), and
+the result keeps it once. Valid because hoisting is (:func:`.rules.subqueries.reaches_every_output_row`):
+every output row's lineage is its row-level lineage plus exactly this.
+
 The result's ``meta[LINEAGE_COLUMNS]`` maps each base table to its lineage column.
 """
 
@@ -27,13 +32,14 @@ from dltrace.rewriter.rules.subqueries import predicate_slots
 from dltrace.rewriter.slots import Context, Exported
 
 LINEAGE_COLUMNS = "dl_lineage_columns"  # meta key of the rewritten root: {base table: lineage column}
+SHARED_LINEAGE = "dl_shared_lineage"  # meta key of the rewritten root: the one-row query of the shared lineage
 
 
 def instrument(expression: exp.Expression, context: PassContext) -> exp.Expression:
     root = expression.copy()
     on = context.on
     ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
-                  instrument=instrument_node, from_slots=from_slots)
+                  instrument=instrument_node, from_slots=from_slots, shared=context.shared_lineage)
     if on is not None:
         ctx.only_tables = on.tables
         if on.table:
@@ -47,7 +53,9 @@ def instrument(expression: exp.Expression, context: PassContext) -> exp.Expressi
             empty = exp.alias_(ctx.fns.finish(ctx.fns.null_set(), table in ctx.wide), lineage[table], quoted=True)
             for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
                 select.select(empty.copy(), append=True, copy=False)
-    if ctx.hoisted_ctes:
+    if ctx.shared and ctx.hoisted:
+        out.meta[SHARED_LINEAGE] = _shared_query(out, ctx, lineage)
+    elif ctx.hoisted_ctes:
         if out is not root and root.args.get("with_"):  # the wrapper must see the user's CTEs too
             out.set("with_", root.args["with_"])
             root.set("with_", None)
@@ -56,6 +64,23 @@ def instrument(expression: exp.Expression, context: PassContext) -> exp.Expressi
         out.set("with_", with_)
     out.meta[LINEAGE_COLUMNS] = lineage
     return out
+
+
+def _shared_query(out: exp.Expression, ctx: Context, lineage: dict[str, str]) -> exp.Select:
+    """``WITH <the query's CTEs>, <the hoisted aggregates> SELECT <union per table>``: one row."""
+    found: dict[str, list[exp.Expression]] = {}
+    for table, sub in ctx.hoisted:
+        found.setdefault(table, []).append(sub)
+    fns = ctx.fns
+    shared = exp.select(*[
+        exp.alias_(fns.finish(fns.union(subs, [True] * len(subs), table in ctx.wide), table in ctx.wide),
+                   lineage[table], quoted=True)
+        for table, subs in found.items()
+    ])
+    user = out.args.get("with_")
+    ctes = [c.copy() for c in user.expressions] if user else []
+    shared.set("with_", exp.With(expressions=[*ctes, *ctx.hoisted_ctes]))
+    return shared
 
 
 def instrument_node(node: exp.Expression, ctx: Context, final: bool = False) -> tuple[exp.Expression, list[Exported]]:

@@ -105,8 +105,8 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
     a global aggregate either. Lineage that is constant over such a select can be computed once and added to
     every output row, instead of being copied into each of its rows (the cost Perm's rewrites pay).
     """
-    if not ctx.fns.scalar_subquery_arguments:
-        return False
+    if not ctx.fns.scalar_subquery_arguments and not ctx.shared:
+        return False  # (kept apart, the shared lineage needs no scalar subquery as an argument)
     if per_input_row and _global_aggregate(select):
         return False
     node = select
