@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rewriter", ("dltrace.rewriter",)),
     ("backward", ("dltrace.backward",)),
     ("results", ("dltrace.lineage_data", "dltrace.rowstore", "dltrace.fetch", "dltrace.explore", "dltrace.oracle",
-                 "dltrace.lineage_relations",
+                 "dltrace.lineage_relations", "dltrace.compose",
                  "dltrace.save_folder", "dltrace.result", "dltrace.store", "dltrace.impact")),
     ("session", ("dltrace.session", "dltrace")),  # "dltrace": the package's own __init__, not its submodules
     ("tpch", ("dltrace.tpch",)),
