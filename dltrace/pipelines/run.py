@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from dltrace.compose import composed_sources
 from dltrace.engines import resolve_source
-from dltrace.engines.base import ArrowSource, ParquetSource
+from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
 from dltrace.errors import DltraceError, PipelineError
 from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.pipelines.graph import Pipeline, read_pipeline
@@ -177,8 +177,13 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     return result
 
 
+def _plain(table: pa.Table) -> LineageSource:
+    """A dataset of a run without lineage: its rows and row ids, no lineage columns (yet a pipeline's own)."""
+    return LineageSource(with_rid(table), lineage=(), strategy="set")
+
+
 def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str) -> PipelineResult:
-    ours = set(composed_sources(session)) | set(pipeline.names)
+    ours = set(composed_sources(session))  # an earlier run's datasets (a plain run's carry no lineage columns)
     known = {t for t in session.tables if t not in pipeline.names}
     pipeline.check_sources(known)
     for s in pipeline.steps:  # a step must not replace a table the user registered as a source
@@ -195,7 +200,7 @@ def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str)
                 r: LineageResult = session.trace(step.query, dialect=step.dialect)
             else:
                 r = session.run(step.query, lineage=lineage, dialect=step.dialect)
-            session.register(step.name, r if lineage is not None else r.table, replace=True)
+            session.register(step.name, r if lineage is not None else _plain(r.table), replace=True)
         except DltraceError as e:
             text = " ".join(str(e).split())
             raise PipelineError(f"{step.where} failed: {text}") from None
