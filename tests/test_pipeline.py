@@ -93,7 +93,8 @@ def _session(engine: str, spark=None) -> dltrace.Session:
     return s
 
 
-def check_pipeline(s: dltrace.Session, folder: Path, steps, lineage: str, backward: bool = False) -> None:
+def check_pipeline(s: dltrace.Session, folder: Path, steps, lineage: str, backward: bool = False,
+                   backward_run: bool = True) -> None:
     p = dltrace.pipeline(folder, session=s, lineage=lineage)
     final = p[steps[-1][0]]
     assert final.composed_from or len(steps) == 1
@@ -102,6 +103,8 @@ def check_pipeline(s: dltrace.Session, folder: Path, steps, lineage: str, backwa
     if backward:
         traced = s.trace(inlined(steps))
         assert pairs(p.trace(steps[-1][0])) == pairs(traced)
+        if not backward_run:
+            return
         b = dltrace.pipeline(folder, session=s, method="backward")
         assert pairs(b[steps[-1][0]]) == pairs(traced)
 
@@ -119,13 +122,13 @@ def test_pipeline_equals_inlined_query_duckdb(tmp_path, name, lineage):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("lineage,name,backward", [
-    ("set", "distinct_and_subquery", True), ("bitmap", "distinct_and_subquery", False), ("set", "four_steps", False),
-    ("bitmap", "join_then_aggregate", False),
+    ("set", "join_then_aggregate", True), ("bitmap", "distinct_and_subquery", False), ("set", "four_steps", False),
 ])
 def test_pipeline_equals_inlined_query_spark(tmp_path, spark_session, lineage, name, backward):
     s = _session("spark", spark_session)
     try:
-        check_pipeline(s, write_folder(tmp_path / name, PIPELINES[name]), PIPELINES[name], lineage, backward)
+        check_pipeline(s, write_folder(tmp_path / name, PIPELINES[name]), PIPELINES[name], lineage, backward,
+                       backward_run=False)  # every step traced by reverse queries: on DuckDB (Spark: slow)
     finally:
         s.close()
 
