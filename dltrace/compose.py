@@ -40,7 +40,7 @@ def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
     if result.on_values is not None:
         raise UnsupportedQuery("a result with LINEAGE ON values cannot be a source with lineage: its sets hold "
                                "value ids, not row ids")
-    if not all(result.is_traced(i) for i in range(result.num_rows)):
+    if getattr(result, "traced", None) is not None:  # a backward result of some rows only
         raise DltraceError("only some rows of this backward result were traced: trace every row (rows=None) "
                            "to register it as a source with lineage")
     names = list(result.table.column_names)
