@@ -12,7 +12,8 @@ it). Bottom to top:
 * results: :mod:`~dltrace.lineage_data`, :mod:`~dltrace.rowstore`, :mod:`~dltrace.fetch`,
   :mod:`~dltrace.explore`, :mod:`~dltrace.oracle`, :mod:`~dltrace.save_folder`, :mod:`~dltrace.result`,
   :mod:`~dltrace.store`, :mod:`~dltrace.impact`
-* :mod:`~dltrace.session` and this package's functions
+* :mod:`~dltrace.session`, :mod:`~dltrace.pipelines` (lineage through a pipeline of steps) and this package's
+  functions
 * :mod:`dltrace.tpch` (the benchmark, which uses the library) and :mod:`dltrace.cli`
 """
 
@@ -27,6 +28,7 @@ from dltrace.errors import (
     DltraceError,
     DuplicateTable,
     ParseError,
+    PipelineError,
     QueryError,
     ReservedName,
     SourceError,
@@ -36,6 +38,7 @@ from dltrace.errors import (
     UnsupportedQuery,
 )
 from dltrace.rewriter import rewrite as _rewrite
+from dltrace.pipelines import PipelineResult, run_pipeline
 from dltrace.session import Session, connect
 from dltrace.store import SavedLineageResult
 from dltrace.version import __version__
@@ -62,6 +65,20 @@ def load(path: str | os.PathLike, session: Session, allow_stale: bool = False) -
     return store.load(path, session, allow_stale=allow_stale)
 
 
+def pipeline(path: str | os.PathLike, session: Session | None = None, engine: str = "duckdb",
+             lineage: str | None = "set", method: str = "forward", tables: dict[str, Any] | None = None,
+             tpch: float | None = None, **engine_options: Any) -> PipelineResult:
+    """Run the pipeline at ``path`` -- a Spark Declarative Pipelines project (``spark-pipeline.yml`` and its SQL
+    libraries) or a folder of ``CREATE ... AS SELECT`` files -- step by step with end-to-end lineage.
+
+    Sources: the tables of ``session``, or a new session on ``engine`` with ``tables`` ({name: source}) and/or
+    TPC-H at ``tpch``. Returns every dataset (``p["name"]``: a result whose lineage is in the sources' row
+    ids), ``p.impact(table, rids)`` across the graph, ``p.trace(name)`` and ``p.stale()``.
+    """
+    return run_pipeline(path, session=session, engine=engine, lineage=lineage, method=method, tables=tables,
+                        tpch=tpch, **engine_options)
+
+
 def install(target: Any) -> None:
     """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
     install_functions_on(target)
@@ -80,6 +97,6 @@ def add_rids(target: Any, table: str) -> None:
 
 __all__ = [
     "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "SourceError",
-    "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "Session", "connect", "rewrite",
-    "install", "add_rids", "load", "__version__",
+    "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "PipelineError", "Session", "connect",
+    "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
 ]

@@ -41,3 +41,7 @@ class QueryError(DltraceError):
 
 class StaleLineage(DltraceError):
     """Saved lineage refers to base tables that have changed since it was saved."""
+
+
+class PipelineError(DltraceError):
+    """A pipeline cannot be read or run: a cycle, an unknown dataset, a streaming table, a failing step."""

@@ -21,10 +21,12 @@ import pyarrow as pa
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
+from dltrace.compose import composed_sources, compose_traced, converted
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import DltraceError
+from dltrace.engines.base import LineageSource
+from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.lineage_data import LineageData
-from dltrace.rewriter import plain_query, rewrite_tree
+from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import mentions_rid, parse_query
@@ -34,7 +36,12 @@ from dltrace.udafs import encode_bitmaps
 
 @dataclass
 class LineageResult(LineageData):
-    """Rows of a query (``table``) and, per row, the base rows they came from (``lineage(i)``)."""
+    """Rows of a query (``table``) and, per row, the base rows they came from (``lineage(i)``).
+
+    ``composed_from``: the sources carrying lineage (earlier steps' results) the query read end to end; its
+    lineage is then in their base tables' row ids."""
+
+    composed_from: tuple[str, ...] = ()
 
     def verify(self, i: int, unrestricted: tuple[str, ...] = ()) -> bool:
         """The completeness oracle: restrict every base table to row ``i``'s lineage, rerun the query,
@@ -46,6 +53,9 @@ class LineageResult(LineageData):
         """
         if self.on_values is not None:
             raise DltraceError("verify needs row ids: this result's lineage is LINEAGE ON value tuples")
+        if self.composed_from:
+            raise DltraceError(f"verify reruns one query, and this one reads {', '.join(self.composed_from)}, an "
+                               "earlier step's result: verify the steps inlined as CTEs, or run with end_to_end=False")
         lineage = self.lineage(i)
         for t in unrestricted:
             lineage.pop(t.lower(), None)
@@ -141,8 +151,11 @@ class BackwardResult(LineageResult):
 
 
 def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect: str | None = None,
-                semantics: str = "witness") -> LineageResult:
-    """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query)."""
+                semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+    """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
+
+    A source registered from a result with lineage (an earlier step) contributes its rows' stored lineage when
+    ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step)."""
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree)
@@ -158,8 +171,10 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if engine_bitmaps:
         catalog.engine.install_functions()
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
+    composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows,
-                             rows_relations=plain.rows_relations, shared_lineage=True)
+                             rows_relations=plain.rows_relations, shared_lineage=True,
+                             composed={t: src.lineage for t, src in composed.items()})
     text = rewritten.sql()
     out = catalog.engine.sql(text)
     own = out.select(list(range(len(rewritten.columns))))
@@ -177,7 +192,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
     off = rewritten.on is not None and rewritten.on.off
     result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text,
-                           shared_lineage=shared)
+                           shared_lineage=shared, composed_from=tuple(composed))
     on = rewritten.on
     if on is not None and on.table:
         words = catalog.engine.sql(generate(on.dictionary(), catalog.dialect))
@@ -185,6 +200,23 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         cols = [words.column(k).to_pylist() for k in keys]
         result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}
     return result
+
+
+def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageSource]:
+    """The composed sources ``tree`` reads, their lineage columns in ``form`` ("set" arrays or "bitmap" bytes,
+    what the engine's lineage SQL unions): a source stored in the other form is converted, exactly, and
+    registered again."""
+    read = set(base_tables(tree))
+    found = {}
+    for name, src in composed_sources(catalog).items():
+        if name not in read:
+            continue
+        if src.strategy != form:
+            src = converted(src, form, catalog)
+            catalog.engine.register(name, src)
+            catalog.tables[name] = src
+        found[name] = src
+    return found
 
 
 def engine_names(catalog: Catalog, sql: str, read: str) -> list[str]:
@@ -201,13 +233,23 @@ def engine_names(catalog: Catalog, sql: str, read: str) -> list[str]:
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,
-                   semantics: str = "witness") -> BackwardResult:
+                   semantics: str = "witness", end_to_end: bool = True) -> BackwardResult:
     """Backward lineage of ``sql``'s output rows by Cui-Widom reverse queries: all of them (``rows=None``,
-    reverse-all) or ``rows`` (reverse-one), as a result whose row ``i`` is the query's row ``i``."""
+    reverse-all) or ``rows`` (reverse-one), as a result whose row ``i`` is the query's row ``i``.
+
+    A source registered from a result with lineage is traced to its own rows; with ``end_to_end`` each of them
+    then contributes its stored lineage (the composition of this step's trace with the earlier steps')."""
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
     table = found.table.rename_columns(engine_names(catalog, sql, dialect or catalog.dialect))
+    lineage, through = found.lineage_columns, ()
+    if end_to_end:
+        through = tuple(t for t in lineage if t in composed_sources(catalog))
+        if through and found.on_values is not None:
+            raise UnsupportedQuery(f"LINEAGE ON over {', '.join(through)}, a source carrying its own lineage, is "
+                                   "not supported: ask for one-step lineage (end_to_end=False)")
+        lineage = compose_traced(catalog, lineage)
     return BackwardResult(
-        catalog, sql, dialect or catalog.dialect, table, found.lineage_columns,
+        catalog, sql, dialect or catalog.dialect, table, lineage,
         "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,
-        traced=found.traced, queries=found.queries,
+        composed_from=through, traced=found.traced, queries=found.queries,
     )

@@ -10,9 +10,10 @@ import pyarrow as pa
 import sqlglot
 
 from dltrace.catalog import Catalog
+from dltrace.compose import definition, lineage_source
 from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource
-from dltrace.errors import DltraceError, ParseError, UnknownTable
+from dltrace.errors import DltraceError, ParseError, UnknownTable, UnsupportedQuery
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
@@ -28,6 +29,17 @@ class Session(Catalog):
     :func:`dltrace.connect`."""
 
     # -- tables ---------------------------------------------------------------------------------
+    def register(self, name: str, source: Any, replace: bool = False) -> None:
+        """Register ``source`` (parquet file/folder/glob, CSV, Arrow, pandas, Spark DataFrame) as ``name``.
+
+        Every row gets the stable dense id ``dl_rid`` in ``[0, n)``: its position in the source. A
+        :class:`LineageResult` (a step of a pipeline) registers its rows with their lineage: a query reading
+        ``name`` then gets lineage in the original tables' row ids (``end_to_end=False``: in ``name``'s own).
+        """
+        if isinstance(source, LineageResult):
+            source = lineage_source(source, self)
+        super().register(name, source, replace=replace)
+
     def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None) -> None:
         """Generate (once, cached) and register the 8 TPC-H tables at scale factor ``sf``."""
         folder = ensure_tpch(sf, progress=progress)
@@ -58,14 +70,28 @@ class Session(Catalog):
 
     # -- lineage --------------------------------------------------------------------------------
     def run(self, sql: str, lineage: str | None = "set", dialect: str | None = None,
-            semantics: str = "witness") -> LineageResult:
-        """Run ``sql`` with forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query)."""
-        return run_forward(self, sql, lineage=lineage, dialect=dialect, semantics=semantics)
+            semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+        """Run ``sql`` with forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
+
+        ``CREATE [OR REPLACE] TABLE|VIEW name AS query`` runs the query and registers its result with its
+        lineage as ``name`` (a source of the next step). A source with lineage read by ``sql`` contributes its
+        rows' lineage (``end_to_end``, in the original tables' row ids) or its own row ids (one step)."""
+        made = definition(sql, dialect or self.dialect) if _creates(sql) else None
+        if made is not None:
+            if made.kind == "streaming table":
+                raise UnsupportedQuery(f"CREATE STREAMING TABLE {made.name}: streaming is not supported; "
+                                       "define it as a materialized view")
+            r = run_forward(self, made.query, lineage=lineage, dialect=made.dialect, semantics=semantics,
+                            end_to_end=end_to_end)
+            self.register(made.name, r if r.strategy is not None else r.table, replace=made.replace)
+            return r
+        return run_forward(self, sql, lineage=lineage, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
     def trace(self, sql: str, rows: list[int] | None = None, dialect: str | None = None,
-              semantics: str = "witness") -> BackwardResult:
-        """Backward lineage by Cui-Widom reverse queries: all rows (``rows=None``) or the given ones."""
-        return trace_backward(self, sql, rows=rows, dialect=dialect, semantics=semantics)
+              semantics: str = "witness", end_to_end: bool = True) -> BackwardResult:
+        """Backward lineage by Cui-Widom reverse queries: all rows (``rows=None``) or the given ones; through
+        a source with lineage (``end_to_end``) composed with its rows' stored lineage."""
+        return trace_backward(self, sql, rows=rows, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
     def impact(self, sql: str, table: str, rids: int | Iterable[int],
                saved: str | os.PathLike | LineageResult | None = None, lineage: str = "set",
@@ -103,6 +129,11 @@ class Session(Catalog):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _creates(sql: str) -> bool:
+    """Does ``sql`` start with CREATE (a cheap test before parsing it as a definition)?"""
+    return sql.lstrip().lstrip("(").upper().startswith("CREATE")
 
 
 def connect(engine: str = "duckdb", **options: Any) -> Session:

@@ -12,7 +12,7 @@ engines      engine adapters, the dl_* SQL functions, the catalog of tables regi
 rewriter     the forward-lineage rewriter (sqlglot)
 backward     backward tracing by reverse queries
 results      lineage results, fetching base tuples, lookups, the completeness oracle, persistence, impact
-session      ``Session`` and the package's public functions
+session      ``Session``, pipelines of steps run on one, and the package's public functions
 tpch         the TPC-H benchmark: uses the library, never the reverse
 cli          the command line (the only library module that reaches ``dltrace.tpch``: it launches the runner)
 """
@@ -33,9 +33,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rewriter", ("dltrace.rewriter",)),
     ("backward", ("dltrace.backward",)),
     ("results", ("dltrace.lineage_data", "dltrace.rowstore", "dltrace.fetch", "dltrace.explore", "dltrace.oracle",
-                 "dltrace.lineage_relations",
+                 "dltrace.lineage_relations", "dltrace.compose",
                  "dltrace.save_folder", "dltrace.result", "dltrace.store", "dltrace.impact")),
-    ("session", ("dltrace.session", "dltrace")),  # "dltrace": the package's own __init__, not its submodules
+    # "dltrace": the package's own __init__, not its submodules; pipelines run steps on a session
+    ("session", ("dltrace.session", "dltrace.pipelines", "dltrace")),
     ("tpch", ("dltrace.tpch",)),
     ("cli", ("dltrace.cli",)),
 ]

@@ -28,7 +28,9 @@ from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
-SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
+SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}, "s": {"a": "BIGINT", "n": "BIGINT"}}
+# in the *_composed fixtures, "s" is an earlier step's result carrying lineage of t and u (not its own rids)
+COMPOSED = {"s": (("t", "dl_t"), ("u", "dl_u"))}
 
 
 def _prepared(tree, context):
@@ -48,6 +50,8 @@ PASSES = {
     "instrument.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "instrument_spark.sql": (_prepared, instrument, "spark", "set"),
+    "instrument_composed.sql": (_prepared, instrument, "duckdb", "set"),
+    "instrument_composed_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
 }
 
 
@@ -70,7 +74,8 @@ def run_pass(name: str, query: str) -> exp.Expression:
     tree = parse(query, dialect)[0]
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
-    context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA, on=on)
+    context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA, on=on,
+                          composed=COMPOSED if "composed" in name else {})
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)

@@ -4,7 +4,8 @@ The rule:
 
 * A ```python block runs in its own fresh namespace (``exec``), in one temporary working folder shared by all
   blocks (so ``r.save("out/q5")`` in one block is there for the next); TPC-H data comes from the cache at
-  SF 0.01, the scale the README's examples use on DuckDB.
+  SF 0.01, the scale the README's examples use on DuckDB. The repository's ``examples/`` folder is linked
+  there, so ``examples/...`` paths work as in a clone.
 * A ```bash block runs with ``bash -e`` in that folder, with ``dltrace`` on ``PATH`` being the real command
   line of this source tree (``python -m dltrace.cli`` with ``PYTHONPATH`` set to it).
 * A block right after the HTML comment ``<!-- readme-test: skip (why) -->`` is not run: installation into a new
@@ -52,6 +53,7 @@ def workdir(tmp_path_factory, tpch_folder):
     shim = bin_dir / "dltrace"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dltrace.cli "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    (folder / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
     return folder
 
 

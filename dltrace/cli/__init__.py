@@ -1,7 +1,7 @@
 """The ``dltrace`` command line: run queries with lineage, rewrite them, trace them, query saved lineage, and run
 the TPC-H comparison.
 
-One module per subcommand (``run``, ``rewrite``, ``trace``, ``lineage``; ``tpch`` is
+One module per subcommand (``run``, ``rewrite``, ``trace``, ``lineage``, ``pipeline``; ``tpch`` is
 :mod:`dltrace.tpch.runner`), the shared options and session in :mod:`.common`, every printed row in
 :mod:`.output`. :func:`main` turns every error into one ``dltrace: error:`` line on stderr.
 """
@@ -15,7 +15,7 @@ import traceback
 import warnings
 
 import dltrace
-from dltrace.cli import common, lineage, rewrite, run, trace
+from dltrace.cli import common, lineage, pipeline, rewrite, run, trace
 from dltrace.errors import DltraceError
 from dltrace.tpch import runner as tpch_runner
 
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_parser(sub)
     trace.add_parser(sub)
     lineage.add_parser(sub)
+    pipeline.add_parser(sub)
     p = sub.add_parser("tpch", help="the TPC-H comparison: original / set / bitmap / reverse-one / reverse-all")
     tpch_runner.add_arguments(p)
     common.add_debug(p)

@@ -41,6 +41,28 @@ class ArrowSource:
     def num_rows(self) -> int:
         return self.table.num_rows
 
+    @property
+    def private(self) -> tuple[str, ...]:
+        """Columns besides ``dl_rid`` that only the rows relation shows (the user's relation leaves them out)."""
+        return ()
+
+
+@dataclass(frozen=True)
+class LineageSource(ArrowSource):
+    """Rows that carry lineage already: a step's result registered as a source of the next step.
+
+    ``table`` holds the user's columns, ``dl_rid`` and one lineage column per base table the rows came from
+    (``lineage``: (base table, column) pairs; ``strategy`` "set": list<int64>, "bitmap": portable roaring
+    bytes). The lineage columns live in the rows relation only, like ``dl_rid``.
+    """
+
+    lineage: tuple[tuple[str, str], ...] = ()
+    strategy: str = "set"
+
+    @property
+    def private(self) -> tuple[str, ...]:
+        return tuple(column for _, column in self.lineage)
+
 
 @dataclass(frozen=True)
 class NativeSource:
@@ -64,6 +86,8 @@ def _parquet_files(path: Path) -> list[str]:
 
 def resolve_source(source: Any) -> Source:
     """Turn what a user passes to ``register`` into a :data:`Source` (rids assigned, files ordered)."""
+    if isinstance(source, (ParquetSource, ArrowSource, NativeSource)):
+        return source  # resolved already (dltrace's own sources, e.g. a step's rows with their lineage)
     if isinstance(source, pa.Table):
         return ArrowSource(with_rid(source))
     if type(source).__module__.startswith("pandas"):

@@ -76,7 +76,7 @@ class DuckDBEngine:
             self._arrow[rows_relation(name)] = source.table
             self.con.register(rows_relation(name), source.table)
             self._created.add(rows_relation(name))
-            self._user_view(name)
+            self._user_view(name, source.private)
             return
         assert isinstance(source, ParquetSource)
         # The rid of a row is its position in the source: file offset + row number within the file,
@@ -102,9 +102,9 @@ class DuckDBEngine:
         except duckdb.Error as e:
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
 
-    def _user_view(self, name: str) -> None:
-        """``name`` as the user sees it: every column of its rows relation but ``dl_rid``."""
-        view = exp.select(exp.Star(except_=[exp.column(RID, quoted=True)])).from_(
+    def _user_view(self, name: str, private: tuple[str, ...] = ()) -> None:
+        """``name`` as the user sees it: every column of its rows relation but ``dl_rid`` (and ``private``)."""
+        view = exp.select(exp.Star(except_=[exp.column(c, quoted=True) for c in (RID, *private)])).from_(
             _table(rows_relation(name)))
         self.create_view(name, view)
 

@@ -190,7 +190,7 @@ class SparkEngine:
             if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
                 df.createOrReplaceTempView(self.quote(rows_relation(name)))  # parsed: quoted
                 self._views.add(rows_relation(name))
-                df = df.drop(RID)
+                df = df.drop(RID, *getattr(source, "private", ()))
             df.createOrReplaceTempView(self.quote(name))
             self._views.add(name)
             _unpersist(old)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dltrace.engines import BITS64, lineage_functions
+from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
@@ -49,7 +50,8 @@ class Rewritten:
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
-                 rows_relations: frozenset = frozenset(), shared_lineage: bool = False) -> Rewritten:
+                 rows_relations: frozenset = frozenset(), composed: dict | None = None,
+                 shared_lineage: bool = False) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -57,6 +59,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     session's tables, whose row ids live in their private rows relations (others carry ``dl_rid`` themselves).
     ``shared_lineage``: lineage common to every output row comes apart, as ``Rewritten.shared`` (a one-row
     query), instead of inside every row's lineage columns.
+    ``composed``: sources whose rows carry lineage already (table -> ((base table, lineage column), ...)): their
+    lineage is expressed in those base tables' row ids, not in the source's own.
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide,
@@ -64,8 +68,10 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
+    composed = {t.lower(): tuple(pairs) for t, pairs in (composed or {}).items()}
+    _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
-                          shared_lineage)
+                          composed=composed, shared_lineage=shared_lineage)
     out, shared = prepared.tree, None
     for forward_pass in FORWARD_PASSES:
         out = forward_pass(out, context)
@@ -74,6 +80,14 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared)
+
+
+def _check_on_composed(on: OnSpec | None, composed: dict) -> None:
+    """LINEAGE ON names the tables a query reads; a composed source's lineage is in other tables' row ids."""
+    named = set(on.tables or ()) if on is not None else set()
+    if named & set(composed):
+        raise UnsupportedQuery(f"LINEAGE ON over {', '.join(sorted(named & set(composed)))}, a source carrying "
+                               "its own lineage, is not supported: ask for one-step lineage (end_to_end=False)")
 
 
 def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:

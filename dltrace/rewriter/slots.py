@@ -53,6 +53,7 @@ class Context:
     counter: list = field(default_factory=lambda: [0])
     only_tables: frozenset | None = None  # LINEAGE ON: lineage only for these base tables
     names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
+    composed: dict = field(default_factory=dict)  # source -> ((base table, lineage column), ...): see PassContext
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
     hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
     # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dltrace.engines import LineageFunctions
 from dltrace.rewriter.lineage_on import OnSpec
@@ -17,6 +17,8 @@ class PassContext:
     on: OnSpec | None = None  # the query's LINEAGE ON clause, resolved
     wide: frozenset = frozenset()  # tables with >= 2^32 rows (64-bit bitmaps)
     rows_relations: frozenset = frozenset()  # a session's tables: read their rids from their rows relations
+    # sources whose rows carry lineage already (a pipeline step's result): table -> ((base table, column), ...)
+    composed: dict = field(default_factory=dict)
     # lineage every output row has (an uncorrelated scalar subquery's) as a separate one-row query, kept once by
     # the result, rather than merged into each row's columns (see passes/instrument.py)
     shared_lineage: bool = False

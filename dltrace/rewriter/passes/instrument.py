@@ -39,12 +39,15 @@ def instrument(expression: exp.Expression, context: PassContext) -> exp.Expressi
     root = expression.copy()
     on = context.on
     ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
-                  instrument=instrument_node, from_slots=from_slots, shared=context.shared_lineage)
+                  instrument=instrument_node, from_slots=from_slots, composed=context.composed,
+                  shared=context.shared_lineage)
     if on is not None:
         ctx.only_tables = on.tables
         if on.table:
             ctx.names = {on.table: ON_COLUMN}
-    read = [t for t in base_tables(root) if ctx.only_tables is None or t in ctx.only_tables]
+    # a composed source stands for the base tables its rows came from
+    bases = [b for t in base_tables(root) for b in ([b for b, _ in ctx.composed[t]] if t in ctx.composed else [t])]
+    read = [t for t in dict.fromkeys(bases) if ctx.only_tables is None or t in ctx.only_tables]
     out, exported = instrument_node(root, ctx, final=True)
     lineage = {e.table: e.name for e in exported}
     for table in read:

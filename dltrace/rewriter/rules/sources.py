@@ -1,5 +1,9 @@
 """FROM and JOIN: base tables carry ``{dl_rid}``; derived tables and CTEs carry their own slots; a join's
-row carries the union of its inputs' slots (the null-padded side of an outer join contributes nothing)."""
+row carries the union of its inputs' slots (the null-padded side of an outer join contributes nothing).
+
+A composed source (an earlier step's result, ``ctx.composed``) carries its rows' lineage already: one set per
+base table it came from, read from its rows relation as "set" slots -- joins union them and aggregations
+DLUNION them like the sets of a derived table that aggregates -- instead of its own ``dl_rid``."""
 
 from __future__ import annotations
 
@@ -57,6 +61,9 @@ def _relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
             return [e.via(alias) for e in ctx.ctes[name]]
         if not isinstance(source.this, exp.Identifier):
             raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
+        if not source.args.get("db") and name.lower() in ctx.composed:
+            return [Slot(base, exp.column(column, table=alias, quoted=True), "set")
+                    for base, column in ctx.composed[name.lower()]]
         return [Slot(name.lower(), exp.column(RID, table=alias, quoted=True), "rid")]
     if isinstance(source, exp.Subquery):
         inner, exported = ctx.instrument(source.this, ctx, final=False)

@@ -1,0 +1,101 @@
+"""``dltrace pipeline PATH``: run a pipeline (an SDP project or a folder of CREATE ... AS files) with end-to-end
+lineage; print its datasets, a row's source rows (--row), the rows a source row reaches in every step
+(--forward), or the datasets a changed source makes stale (--stale, after a run)."""
+
+from __future__ import annotations
+
+import argparse
+
+import dltrace
+from dltrace.cli import common, output
+from dltrace.cli.lineage import parse_rids
+from dltrace.pipelines import METHODS
+
+HELP = "run a pipeline of SQL steps (a Spark Declarative Pipelines project or a folder of CREATE ... AS files) " \
+       "with end-to-end lineage"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("pipeline", help=HELP, description=HELP + ". Lineage of every dataset is in the source "
+                       "tables' row ids (dl_rid), through every step.")
+    p.add_argument("path", help="folder with a spark-pipeline.yml, the spec file itself, or a folder of .sql files")
+    common.add_sources(p)
+    p.add_argument("--lineage", choices=[*common.STRATEGIES, "none"], default="set",
+                   help="how lineage is computed: set (default), bitmap, or none for the plain pipeline")
+    p.add_argument("--method", choices=METHODS, default="forward",
+                   help="forward (rewritten queries, default) or backward (reverse queries per step, composed)")
+    p.add_argument("--row", action="append", metavar="DATASET:N",
+                   help="row N of DATASET: its source rows through every step, and their tuples (repeatable)")
+    p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
+                   help="the rows of every dataset these source rows reach, e.g. orders:42 or orders:10-20 (repeatable)")
+    p.add_argument("--show", metavar="DATASET", help="print DATASET's rows with their lineage")
+    p.add_argument("--tuples", type=common.whole_number, default=5, metavar="K",
+                   help="source tuples to print per table with --row (default 5)")
+    common.add_output(p)
+    common.add_debug(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    s = common.session(args)
+    lineage = None if args.lineage == "none" else args.lineage
+    result = dltrace.pipeline(args.path, session=s, lineage=lineage, method=args.method)
+    p = common.printer(args)
+    if not args.row and not args.forward and not args.show:
+        _summary(p, result)
+    if args.show:
+        r = result[args.show]
+        p.rows(r, range(r.num_rows))
+    for spec in args.row or []:
+        name, i = _row_spec(spec)
+        r = result[name]
+        rows = common.check_rows([i], r.num_rows)
+        if p.is_table:
+            p.line(f"{name}:")
+            output.detail(p, r, rows, args.tuples)
+        else:
+            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples))
+    for spec in args.forward or []:
+        _forward(p, result, spec)
+    return 0
+
+
+def _row_spec(spec: str) -> tuple[str, int]:
+    name, sep, n = spec.rpartition(":")
+    if not sep or not name:
+        raise common.CliError(f"--row expects DATASET:N, got {spec!r}")
+    try:
+        return name, common.whole_number(n)
+    except argparse.ArgumentTypeError as e:
+        raise common.CliError(f"--row {spec}: {e}") from None
+
+
+def _summary(p: output.Printer, result) -> None:
+    pipe = result.pipeline
+    p.line(f"pipeline {pipe.name!r} ({'Spark Declarative Pipelines' if pipe.layout == 'sdp' else 'folder'}), "
+           f"{len(pipe.steps)} steps over {', '.join(pipe.sources)}; lineage {result.strategy or 'none'} "
+           f"({result.method})")
+    for step in pipe.steps:
+        r = result[step.name]
+        reach = ", ".join(r.lineage_columns) or "no lineage"
+        p.line(f"  {step.name:<20} {step.kind:<18} {r.num_rows:>9,} rows  from {reach}  [{step.file}]")
+    if not p.is_table:  # JSON / CSV: the last dataset's rows
+        last = result[pipe.steps[-1].name]
+        p.rows(last, range(last.num_rows))
+
+
+def _forward(p: output.Printer, result, spec: str) -> None:
+    table, sep, text = spec.partition(":")
+    if not sep or not table:
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got {spec!r}")
+    if result.strategy is None:
+        raise common.CliError("--forward needs lineage: run with --lineage set or bitmap")
+    rids = parse_rids(text)
+    ids = "{" + output.rids_text(rids, 10, counted=False) + "}"
+    p.line(f"{table} rids {ids} reach:")
+    for name, rows in result.impact(table, rids).items():
+        r = result[name]
+        hits = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
+        p.line(f"  {name}: {len(rows):,} of {r.num_rows:,} rows{hits}")
+        if rows and not p.is_table:  # JSON / CSV: the rows themselves
+            p.rows(r, rows)

@@ -1,0 +1,174 @@
+"""Composition: a step's result registered as a source of the next step, so lineage spans a whole pipeline.
+
+A result that carries lineage becomes a :class:`~dltrace.engines.base.LineageSource`: its rows, their own
+``dl_rid`` (positions, for one-step lineage) and one lineage column per base table they came from, all in the
+source's private rows relation; the user's relation shows only the result's columns. A forward query reading
+it (end to end) takes those columns as its rows' lineage (:mod:`dltrace.rewriter.rules.sources`), so its
+lineage is in the original tables' row ids. A backward trace reads it as a base table and then maps each of
+its rids to the stored lineage of that row (:func:`compose_traced`).
+
+Also here: :func:`definition`, which reads ``CREATE [TEMPORARY|MATERIALIZED] TABLE|VIEW name AS query``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import exp
+
+from dltrace.catalog import Catalog
+from dltrace.engines import BITS64
+from dltrace.engines.base import LineageSource
+from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
+from dltrace.lineage_data import LineageData, decode_ids
+from dltrace.names import RID, reserved_prefix
+from dltrace.rewriter.parse import parse_error_text
+from dltrace.udafs import encode_bitmaps
+
+SET_TYPE = pa.list_(pa.int64())
+
+
+def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
+    """``result``'s rows with their lineage, as a source ``catalog`` can register (checked first)."""
+    if result.strategy is None:
+        raise DltraceError("this result has no lineage (run with lineage='set' or 'bitmap'): register its "
+                           "rows, r.table, as a plain table instead")
+    if result.on_values is not None:
+        raise UnsupportedQuery("a result with LINEAGE ON values cannot be a source with lineage: its sets hold "
+                               "value ids, not row ids")
+    if getattr(result, "traced", None) is not None:  # a backward result of some rows only
+        raise DltraceError("only some rows of this backward result were traced: trace every row (rows=None) "
+                           "to register it as a source with lineage")
+    names = list(result.table.column_names)
+    for n in names:
+        if reserved_prefix(n):
+            raise ReservedName(f"result column {n!r} uses a reserved prefix: alias it in the query")
+    dupes = sorted({n for n in names if [m.lower() for m in names].count(n.lower()) > 1})
+    if dupes:
+        raise DltraceError(f"the result has two columns named {dupes[0]!r}: alias them in the query")
+    missing = sorted(t for t in result.lineage_columns if t not in catalog.tables)
+    if missing:
+        raise DltraceError(f"the result's lineage is in table {missing[0]!r}, which is not registered here")
+    strategy = "bitmap" if result.strategy == "bitmap" else "set"
+    table = result.table.append_column(RID, pa.array(np.arange(result.num_rows), type=pa.int64()))
+    pairs = []
+    for base in result.lineage_columns:
+        col = result.sets(base)  # each row's whole lineage (the part every row shares included)
+        column = f"dl_{base}"
+        table = table.append_column(column, _as_strategy(col, strategy, _wide(catalog, base)))
+        pairs.append((base, column))
+    return LineageSource(table, lineage=tuple(pairs), strategy=strategy)
+
+
+def converted(source: LineageSource, strategy: str, catalog: Catalog) -> LineageSource:
+    """``source`` with its lineage columns in ``strategy``'s form (exact: the same ids)."""
+    if source.strategy == strategy:
+        return source
+    table = source.table
+    for base, column in source.lineage:
+        i = table.column_names.index(column)
+        table = table.set_column(i, column, _as_strategy(table.column(column), strategy, _wide(catalog, base)))
+    return LineageSource(table, lineage=source.lineage, strategy=strategy)
+
+
+def _wide(catalog: Catalog, table: str) -> bool:
+    return catalog.num_rows(table) >= BITS64
+
+
+def _as_strategy(col: pa.ChunkedArray | pa.Array, strategy: str, wide: bool) -> pa.ChunkedArray:
+    """A lineage column as sorted distinct list<int64> sets (NULL: empty) or as portable roaring bitmaps."""
+    col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    is_bitmap = pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)
+    if strategy == "bitmap":
+        return col.cast(pa.binary()) if is_bitmap else encode_bitmaps(_as_sets(col, False), wide=wide)
+    return _as_sets(col, is_bitmap)
+
+
+def _as_sets(col: pa.ChunkedArray, is_bitmap: bool) -> pa.ChunkedArray:
+    if is_bitmap:
+        return pa.chunked_array([pa.array([decode_ids(v) for v in col.to_pylist()], type=SET_TYPE)], type=SET_TYPE)
+    col = col.cast(SET_TYPE)
+    if col.null_count:
+        col = pa.chunked_array([pa.array([v or [] for v in col.to_pylist()], type=SET_TYPE)], type=SET_TYPE)
+    return col
+
+
+def composed_sources(catalog: Catalog) -> dict[str, LineageSource]:
+    """The registered sources whose rows carry lineage, by name."""
+    return {name: src for name, src in catalog.tables.items() if isinstance(src, LineageSource)}
+
+
+def compose_traced(catalog: Catalog, lineage: dict[str, pa.ChunkedArray]) -> dict[str, pa.ChunkedArray]:
+    """Backward lineage that names composed sources, re-expressed in their base tables' row ids: a composed row
+    reached by an output row contributes its stored lineage (``None`` rows, not traced, stay ``None``)."""
+    composed = composed_sources(catalog)
+    through = [t for t in lineage if t in composed]
+    if not through:
+        return lineage
+    n = len(next(iter(lineage.values())))
+    known = {t: lineage[t].to_pylist() for t in lineage}
+    out: dict[str, list] = {t: v for t, v in known.items() if t not in composed}
+    for t in through:
+        src = composed[t]
+        stored = {base: _as_sets(src.table.column(col), src.strategy == "bitmap").combine_chunks()
+                  for base, col in src.lineage}
+        for base, sets in stored.items():
+            mine = out.setdefault(base, [[] if known[t][i] is not None else None for i in range(n)])
+            for i, rids in enumerate(known[t]):
+                if rids is None:
+                    continue
+                reached = pc.list_flatten(sets.take(pa.array(rids, type=pa.int64()))).to_numpy()
+                mine[i] = sorted(set(mine[i] or ()) | set(reached.tolist()))
+    return {t: pa.chunked_array([pa.array([None if v is None else sorted(set(v)) for v in vals], type=SET_TYPE)])
+            for t, vals in out.items()}
+
+
+# -- CREATE ... AS -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Definition:
+    """``CREATE <kind> name AS query``: kind "table", "view", "materialized view", "temporary view" or
+    "streaming table"; ``query`` is the query's SQL in ``dialect``."""
+
+    name: str
+    kind: str
+    query: str
+    dialect: str
+    replace: bool = False
+
+
+def definition(statement: exp.Expression | str, dialect: str) -> Definition | None:
+    """The ``CREATE ... AS query`` in ``statement``, or None when it is another kind of statement."""
+    if isinstance(statement, str):
+        try:
+            trees = [t for t in sqlglot.parse(statement, read=dialect) if t is not None]
+        except sqlglot.errors.ParseError as e:
+            raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
+        if len(trees) != 1:
+            return None
+        statement = trees[0]
+    if not isinstance(statement, exp.Create) or statement.kind not in ("TABLE", "VIEW"):
+        return None
+    query = statement.expression
+    if isinstance(query, exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Query):
+        return None
+    target = statement.this
+    if isinstance(target, exp.Schema):
+        raise UnsupportedQuery(f"CREATE {statement.kind} {target.this.name} (columns) AS ...: a column list is not "
+                               "supported; name the columns in the query")
+    props = {type(p).__name__ for p in (statement.args.get("properties") or exp.Properties()).expressions}
+    kind = statement.kind.lower()
+    if "StreamingTableProperty" in props:
+        kind = "streaming table"
+    elif "MaterializedProperty" in props:
+        kind = "materialized view"
+    elif "TemporaryProperty" in props:
+        kind = "temporary " + kind
+    return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")))

@@ -1,0 +1,208 @@
+"""Running a pipeline with end-to-end lineage, and the questions a pipeline user asks of it.
+
+Every step runs in dependency order on one session; its result is registered under the step's name with its
+lineage (:mod:`dltrace.compose`), so the next step's lineage is in the original sources' row ids. Forward
+(``method="forward"``, the rewritten queries) or backward (``"backward"``: every step traced by reverse
+queries, composed with the earlier steps' traced lineage). A pipeline run without lineage (``lineage=None``)
+registers plain rows: what the lineage costs is measured against it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from dltrace.compose import composed_sources
+from dltrace.engines import resolve_source
+from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
+from dltrace.errors import DltraceError, PipelineError
+from dltrace.fingerprints import arrow_hash, file_hash
+from dltrace.pipelines.graph import Pipeline, read_pipeline
+from dltrace.result import BackwardResult, LineageResult
+from dltrace.session import Session, connect
+
+METHODS = ("forward", "backward")
+
+
+@dataclass
+class PipelineResult:
+    """Every dataset of a pipeline run (``datasets``, in run order) with lineage in the sources' row ids."""
+
+    pipeline: Pipeline
+    session: Session
+    strategy: str | None  # "set" | "bitmap" | None (the plain pipeline)
+    method: str
+    datasets: dict[str, LineageResult] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)  # source table -> its content when the run began
+    owns_session: bool = False
+
+    def __getitem__(self, name: str) -> LineageResult:
+        key = name.lower()
+        if key not in self.datasets:
+            raise DltraceError(f"the pipeline has no dataset {name!r}; its datasets: {', '.join(self.datasets)}")
+        return self.datasets[key]
+
+    def __iter__(self):
+        return iter(self.datasets)
+
+    @property
+    def sources(self) -> list[str]:
+        return self.pipeline.sources
+
+    # -- which source rows produced this row (backward through every step) ----------------------------------
+    def lineage(self, dataset: str, row: int) -> dict[str, list[int]]:
+        """``{source table: [dl_rid, ...]}``: the source rows behind row ``row`` of ``dataset``."""
+        return self[dataset].lineage(row)
+
+    def backward(self, dataset: str, row: int, **options: Any) -> dict[str, pa.Table]:
+        """The source tuples behind row ``row`` of ``dataset`` (``LineageResult.backward``'s options)."""
+        return self[dataset].backward(row, **options)
+
+    def trace(self, dataset: str, rows: list[int] | None = None) -> BackwardResult:
+        """Backward tracing by reverse queries of ``dataset``'s step, composed with the stored lineage of the
+        earlier steps' rows it reaches: lineage in the sources' row ids, row ``i`` being ``dataset``'s row
+        ``i`` as this run stored it."""
+        step = self.pipeline.step(dataset)
+        stored = self[dataset]
+        traced = self.session.trace(step.query, dialect=step.dialect)
+        # the reverse queries run the step again: its rows may come in another order than the stored ones
+        where: dict[tuple, list[int]] = {}
+        for j, values in enumerate(zip(*[c.to_pylist() for c in traced.table.columns])):
+            where.setdefault(values, []).append(j)
+        order = []
+        for values in zip(*[c.to_pylist() for c in stored.table.columns]):
+            if not where.get(values):
+                raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
+                                    "changed (see stale())")
+            order.append(where[values].pop(0))
+        take = pa.array(order, type=pa.int64())
+        wanted = None if rows is None else sorted({stored.check_row(i) for i in rows})
+        lineage = {}
+        for t, col in traced.lineage_columns.items():
+            col = col.take(take)
+            if wanted is not None:
+                keep = set(wanted)
+                col = pa.chunked_array([pa.array([v if i in keep else None for i, v in enumerate(col.to_pylist())],
+                                                 type=col.type)])
+            lineage[t] = col
+        return BackwardResult(self.session, step.query, step.dialect, stored.table, lineage,
+                              "reverse-all" if wanted is None else "reverse-one", traced.semantics, None,
+                              composed_from=traced.composed_from,
+                              traced=None if wanted is None else tuple(wanted), queries=traced.queries)
+
+    # -- which outputs of every step does this source row reach (forward impact across the graph) -----------
+    def impact(self, table: str, rids: int | Iterable[int]) -> dict[str, list[int]]:
+        """``{dataset: [row, ...]}``: the rows of every dataset whose lineage holds any of ``rids`` of source
+        ``table`` (datasets not reading it, directly or through other steps, map to ``[]``)."""
+        key = table.lower()
+        if key not in self.sources:
+            raise DltraceError(f"{table!r} is not a source of the pipeline; its sources: {', '.join(self.sources)}")
+        out = {}
+        for name, r in self.datasets.items():
+            out[name] = r.forward(key, rids) if key in r.lineage_columns else []
+        return out
+
+    # -- what changed downstream after a source changes (stale datasets) -----------------------------------
+    def stale(self) -> dict[str, list[str]]:
+        """``{dataset: [changed sources]}`` for every dataset that reads (through any step) a source whose
+        content changed since the run: its file(s) on disk for a table registered from a path, the registered
+        table otherwise. Datasets not listed are up to date."""
+        changed = [t for t, fp in self.fingerprints.items() if source_fingerprint(self.session, t) != fp]
+        out = {}
+        for name in self.datasets:
+            hit = sorted(set(changed) & self.pipeline.upstream(name))
+            if hit:
+                out[name] = hit
+        return out
+
+    def close(self) -> None:
+        """Close the session when the run opened it."""
+        if self.owns_session:
+            self.session.close()
+
+
+def source_fingerprint(session: Session, table: str) -> str:
+    """A digest of source ``table``'s content now: of the files its path names today (a file rewritten or
+    added counts), else of the registered table."""
+    origin = session.origins.get(table)
+    src = session.tables.get(table)
+    if origin is not None:
+        try:
+            src = resolve_source(origin)
+        except DltraceError:
+            return "gone"
+    if src is None:
+        return "unregistered"
+    if isinstance(src, ParquetSource):
+        return ";".join(f"{os.path.basename(f)}:{file_hash(f)}" for f in src.files)
+    if isinstance(src, ArrowSource):
+        return arrow_hash(src.table)
+    n, h = session.engine.content_hash(table)
+    return f"{n}:{h}"
+
+
+def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = None, engine: str = "duckdb",
+                 lineage: str | None = "set", method: str = "forward", tables: dict[str, Any] | None = None,
+                 tpch: float | None = None, **engine_options: Any) -> PipelineResult:
+    """Read the pipeline at ``path`` and run every step with end-to-end lineage.
+
+    The sources come from ``session`` (a dltrace session with the tables the pipeline reads), or from a new
+    session on ``engine`` with ``tables`` ({name: path or table}) and/or TPC-H at scale ``tpch``. ``lineage``:
+    "set" | "bitmap" | None (the plain pipeline); ``method``: "forward" (rewritten queries) or "backward"
+    (reverse queries). Each step's dataset is registered in the session under its name (replacing an earlier
+    run's). Errors are one-line :class:`PipelineError` naming the step and its file.
+    """
+    if method not in METHODS:
+        raise DltraceError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    owns = session is None
+    if session is None:
+        session = connect(engine, **engine_options)
+    try:
+        if tpch is not None:
+            session.load_tpch(tpch)
+        for name, src in (tables or {}).items():
+            session.register(name, src, replace=True)
+        pipeline = path if isinstance(path, Pipeline) else read_pipeline(Path(path), dialect=session.dialect)
+        result = _run(pipeline, session, lineage, method)
+    except BaseException:
+        if owns:
+            session.close()
+        raise
+    result.owns_session = owns
+    return result
+
+
+def _plain(table: pa.Table) -> LineageSource:
+    """A dataset of a run without lineage: its rows and row ids, no lineage columns (yet a pipeline's own)."""
+    return LineageSource(with_rid(table), lineage=(), strategy="set")
+
+
+def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str) -> PipelineResult:
+    ours = set(composed_sources(session))  # an earlier run's datasets (a plain run's carry no lineage columns)
+    known = {t for t in session.tables if t not in pipeline.names}
+    pipeline.check_sources(known)
+    for s in pipeline.steps:  # a step must not replace a table the user registered as a source
+        if s.name in session.tables and s.name not in ours or s.name in session.adopted:
+            raise PipelineError(f"{s.where} defines {s.name!r}, a table registered in the session: rename the "
+                                "step or the table")
+    for s in pipeline.steps:  # forget an earlier run's datasets, so no step reads a stale one
+        session.tables.pop(s.name, None)
+    result = PipelineResult(pipeline, session, lineage, method)
+    result.fingerprints = {t: source_fingerprint(session, t) for t in pipeline.sources}
+    for step in pipeline.steps:
+        try:
+            if method == "backward" and lineage is not None:
+                r: LineageResult = session.trace(step.query, dialect=step.dialect)
+            else:
+                r = session.run(step.query, lineage=lineage, dialect=step.dialect)
+            session.register(step.name, r if lineage is not None else _plain(r.table), replace=True)
+        except DltraceError as e:
+            text = " ".join(str(e).split())
+            raise PipelineError(f"{step.where} failed: {text}") from None
+        result.datasets[step.name] = r
+    return result

@@ -1,0 +1,342 @@
+"""Lineage through a pipeline of steps (dltrace.compose, dltrace.pipelines).
+
+The oracle: a pipeline's end-to-end lineage of every final row equals the lineage of the one query that inlines
+the steps as CTEs (forward and backward, set and bitmap, DuckDB and Spark); forward impact across steps equals
+the rows that change when the pipeline is rerun without the source row.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+from dltrace import PipelineError
+from dltrace.pipelines import read_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "tpch_pipeline"
+
+
+def _tables() -> dict[str, pa.Table]:
+    regions = ["north", "south", "east", "west"]
+    items = ["apple", "pear", "plum", "fig", "kiwi"]
+    rows = [(i, regions[(i * 7) % 4], items[(i * 3) % 5], (i * 5) % 11 + 1, i % 10) for i in range(48)]
+    sales = pa.table({"id": [r[0] for r in rows], "region": [r[1] for r in rows], "item": [r[2] for r in rows],
+                      "amount": [r[3] for r in rows], "day": [r[4] for r in rows]})
+    catalog = pa.table({"item": items, "category": ["tree", "tree", "tree", "vine", "vine"], "price": [3, 4, 2, 7, 5]})
+    where = pa.table({"region": ["north", "south", "east"], "country": ["NO", "ZA", "JP"]})
+    return {"p_sales": sales, "p_items": catalog, "p_regions": where}
+
+
+PIPELINES = {
+    "join_then_aggregate": [
+        ("p_clean", "SELECT s.id, s.region, s.amount, i.category FROM p_sales AS s JOIN p_items AS i "
+                    "ON i.item = s.item WHERE s.amount > 2"),
+        ("p_totals", "SELECT c.region, c.category, count(*) AS n, sum(c.amount) AS total FROM p_clean AS c "
+                     "JOIN p_regions AS r ON r.region = c.region GROUP BY c.region, c.category"),
+    ],
+    "distinct_and_subquery": [
+        ("p_pairs", "SELECT DISTINCT s.region, s.item FROM p_sales AS s WHERE s.day < 8"),
+        ("p_busy", "SELECT s.region, count(*) AS n FROM p_sales AS s "
+                   "WHERE s.item IN (SELECT p.item FROM p_pairs AS p WHERE p.region = 'north') GROUP BY s.region"),
+        ("p_report", "SELECT b.region, b.n, r.country FROM p_busy AS b JOIN p_regions AS r ON r.region = b.region "
+                     "WHERE b.n > 1"),
+    ],
+    "four_steps": [
+        ("p_day", "SELECT s.day, s.region, sum(s.amount) AS amount FROM p_sales AS s GROUP BY s.day, s.region"),
+        ("p_big", "SELECT d.day, d.region, d.amount FROM p_day AS d "
+                  "WHERE d.amount > (SELECT avg(x.amount) FROM p_day AS x)"),
+        ("p_join", "SELECT b.region, r.country, count(*) AS days, sum(b.amount) AS amount FROM p_big AS b "
+                   "LEFT JOIN p_regions AS r ON r.region = b.region GROUP BY b.region, r.country"),
+        ("p_top", "SELECT j.region, j.country, j.amount FROM p_join AS j ORDER BY j.amount DESC, j.region LIMIT 2"),
+    ],
+}
+
+
+def inlined(steps: list[tuple[str, str]]) -> str:
+    """The pipeline as one query: every step but the last a CTE."""
+    *ctes, (_, last) = steps
+    if not ctes:
+        return last
+    return "WITH " + ", ".join(f"{name} AS ({sql})" for name, sql in ctes) + " " + last
+
+
+def write_folder(folder: Path, steps: list[tuple[str, str]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, (name, sql) in enumerate(steps):
+        (folder / f"{k:02d}_{name}.sql").write_text(f"CREATE TABLE {name} AS\n{sql};\n")
+    return folder
+
+
+def pairs(r) -> list:
+    """(row values, lineage) of every row, as a sorted list: results compared as multisets."""
+    rows = [tuple(map(_plain, row.values())) for row in r.table.to_pylist()]
+    lin = [tuple(sorted((t, tuple(ids)) for t, ids in r.lineage(i).items())) for i in range(r.num_rows)]
+    return sorted(zip(rows, lin), key=repr)
+
+
+def _plain(v):
+    return int(v) if hasattr(v, "as_integer_ratio") and float(v).is_integer() else v
+
+
+def _session(engine: str, spark=None) -> dltrace.Session:
+    s = dltrace.connect(engine, spark=spark) if spark is not None else dltrace.connect(engine)
+    for name, table in _tables().items():
+        s.register(name, table, replace=True)
+    return s
+
+
+def check_pipeline(s: dltrace.Session, folder: Path, steps, lineage: str, backward: bool = False,
+                   backward_run: bool = True) -> None:
+    p = dltrace.pipeline(folder, session=s, lineage=lineage)
+    final = p[steps[-1][0]]
+    assert final.composed_from or len(steps) == 1
+    one = s.run(inlined(steps), lineage=lineage)
+    assert pairs(final) == pairs(one)
+    if backward:
+        traced = s.trace(inlined(steps))
+        assert pairs(p.trace(steps[-1][0])) == pairs(traced)
+        if not backward_run:
+            return
+        b = dltrace.pipeline(folder, session=s, method="backward")
+        assert pairs(b[steps[-1][0]]) == pairs(traced)
+
+
+@pytest.mark.parametrize("lineage", ["set", "bitmap"])
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_pipeline_equals_inlined_query_duckdb(tmp_path, name, lineage):
+    s = _session("duckdb")
+    try:
+        check_pipeline(s, write_folder(tmp_path / name, PIPELINES[name]), PIPELINES[name], lineage,
+                       backward=lineage == "set")
+    finally:
+        s.close()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("lineage,name,backward", [
+    ("set", "join_then_aggregate", True), ("bitmap", "distinct_and_subquery", False), ("set", "four_steps", False),
+])
+def test_pipeline_equals_inlined_query_spark(tmp_path, spark_session, lineage, name, backward):
+    s = _session("spark", spark_session)
+    try:
+        check_pipeline(s, write_folder(tmp_path / name, PIPELINES[name]), PIPELINES[name], lineage, backward,
+                       backward_run=False)  # every step traced by reverse queries: on DuckDB (Spark: slow)
+    finally:
+        s.close()
+
+
+def test_one_step_lineage_and_create_table_through_a_session():
+    s = _session("duckdb")
+    try:
+        first = s.run("CREATE TABLE p_clean AS " + PIPELINES["join_then_aggregate"][0][1])
+        assert s.sql("SELECT * FROM p_clean").column_names == ["id", "region", "amount", "category"]
+        sql = PIPELINES["join_then_aggregate"][1][1]
+        end = s.run(sql)
+        one = s.run(sql, end_to_end=False)
+        assert set(end.lineage_columns) == {"p_sales", "p_items", "p_regions"} and end.composed_from == ("p_clean",)
+        assert set(one.lineage_columns) == {"p_clean", "p_regions"} and not one.composed_from
+        for i in range(one.num_rows):  # one step, then the stored lineage of the p_clean rows it reached
+            via = sorted({rid for row in one.lineage(i)["p_clean"] for rid in first.lineage(row)["p_sales"]})
+            assert end.lineage(i)["p_sales"] == via
+        assert s.trace(sql, end_to_end=False).lineage(0).keys() == {"p_clean", "p_regions"}
+        with pytest.raises(dltrace.DltraceError, match="p_clean"):
+            end.verify(0)
+        assert one.verify(0)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("first,second", [("set", "bitmap"), ("bitmap", "set")])
+def test_mixed_strategies_convert_exactly(first, second):
+    steps = PIPELINES["join_then_aggregate"]
+    s = _session("duckdb")
+    try:
+        s.run(f"CREATE TABLE {steps[0][0]} AS {steps[0][1]}", lineage=first)
+        mixed = s.run(steps[1][1], lineage=second)
+        assert pairs(mixed) == pairs(s.run(inlined(steps), lineage=second))
+    finally:
+        s.close()
+
+
+@pytest.mark.spark
+def test_mixed_strategies_spark(spark_session):
+    steps = PIPELINES["join_then_aggregate"]
+    s = _session("spark", spark_session)
+    try:
+        s.run(f"CREATE TABLE {steps[0][0]} AS {steps[0][1]}", lineage="bitmap")
+        assert pairs(s.run(steps[1][1], lineage="set")) == pairs(s.run(inlined(steps), lineage="set"))
+    finally:
+        s.close()
+
+
+# -- the example pipeline -------------------------------------------------------------------------------------
+
+def _tpch_arrow(folder: Path, drop: dict[str, int] | None = None) -> dict[str, pa.Table]:
+    out = {}
+    for t in ("orders", "customer", "nation"):
+        table = pq.read_table(folder / f"{t}.parquet")
+        if drop and t in drop:
+            table = pa.concat_tables([table.slice(0, drop[t]), table.slice(drop[t] + 1)])
+        out[t] = table
+    return out
+
+
+def test_example_reads_as_sdp_project():
+    p = read_pipeline(EXAMPLE)
+    assert p.layout == "sdp" and p.names == ["clean_orders", "daily_revenue", "nation_totals", "top_nations"]
+    assert p.sources == ["orders", "customer", "nation"]
+    assert p.step("nation_totals").kind == "temporary view"
+    assert p.upstream("top_nations") == {"nation_totals", "daily_revenue", "clean_orders", "orders", "customer",
+                                         "nation"}
+
+
+@pytest.mark.parametrize("table,rid", [("orders", 93), ("customer", 4), ("nation", 3)])
+def test_forward_impact_equals_brute_force(tpch_folder, table, rid):
+    p = dltrace.pipeline(EXAMPLE, tables=_tpch_arrow(tpch_folder), lineage="bitmap")
+    without = dltrace.pipeline(EXAMPLE, tables=_tpch_arrow(tpch_folder, {table: rid}), lineage=None)
+    try:
+        impact = p.impact(table, [rid])
+        assert any(impact.values())
+        for name, r in p.datasets.items():
+            before = Counter(map(repr, r.table.to_pylist()))
+            after = Counter(map(repr, without[name].table.to_pylist()))
+            changed = before - after  # rows of the run that are gone or changed without the source row
+            hit = Counter(repr(r.table.slice(i, 1).to_pylist()[0]) for i in impact[name])
+            assert hit == changed, name
+    finally:
+        p.close()
+        without.close()
+
+
+def test_stale_datasets_after_a_source_file_changes(tmp_path, tpch_folder):
+    nation = tmp_path / "nation.parquet"
+    pq.write_table(pq.read_table(tpch_folder / "nation.parquet"), nation)
+    tables = {"orders": str(tpch_folder / "orders.parquet"), "customer": str(tpch_folder / "customer.parquet"),
+              "nation": str(nation)}
+    p = dltrace.pipeline(EXAMPLE, tables=tables)
+    try:
+        assert p.stale() == {}
+        t = pq.read_table(nation)
+        names = t.column("n_name").to_pylist()
+        names[0] = "ATLANTIS"
+        pq.write_table(t.set_column(1, "n_name", pa.array(names)), nation)
+        assert p.stale() == {"daily_revenue": ["nation"], "nation_totals": ["nation"], "top_nations": ["nation"]}
+    finally:
+        p.close()
+
+
+def test_example_backward_equals_forward(tpch_folder):
+    p = dltrace.pipeline(EXAMPLE, tpch=0.01)
+    try:
+        assert p.trace("top_nations", rows=[0]).lineage(0) == p.lineage("top_nations", 0)
+        assert p.backward("top_nations", 0, tables="nation")["nation"].column("n_name").to_pylist() == \
+            [p["top_nations"].table.column("nation")[0].as_py()]
+    finally:
+        p.close()
+
+
+# -- bad input: one line naming the step and the file -------------------------------------------------------
+
+BAD = {
+    "cycle": ({"a.sql": "CREATE TABLE a AS SELECT * FROM b", "b.sql": "CREATE TABLE b AS SELECT * FROM a"},
+              r"step 'a' \(a.sql\): cycle a -> b -> a \(files a.sql, b.sql\)"),
+    "unknown": ({"a.sql": "CREATE TABLE a AS SELECT * FROM nowhere"},
+                r"step 'a' \(a.sql\) reads unknown dataset 'nowhere'"),
+    "streaming": ({"s.sql": "CREATE STREAMING TABLE s AS SELECT * FROM STREAM(p_sales)"},
+                  r"step 's' \(s.sql\): streaming tables are not supported"),
+    "stream read": ({"s.sql": "CREATE MATERIALIZED VIEW s AS SELECT * FROM STREAM(p_sales)"},
+                    r"step 's' \(s.sql\): it reads a STREAM"),
+    "fails": ({"a.sql": "CREATE TABLE a AS SELECT 1 AS x", "b.sql": "CREATE TABLE b AS SELECT no_such FROM a"},
+              r"step 'b' \(b.sql\) failed: .*no_such"),
+    "twice": ({"a.sql": "CREATE TABLE a AS SELECT 1 AS x", "b.sql": "CREATE VIEW a AS SELECT 2 AS x"},
+              r"step 'a' \(b.sql\): dataset 'a' is also defined in a.sql"),
+    "not a definition": ({"a.sql": "CREATE TABLE a AS SELECT 1 AS x; INSERT INTO a VALUES (2)"},
+                         r"a.sql: only CREATE ... AS SELECT statements define datasets"),
+    "replaces a source": ({"a.sql": "CREATE TABLE p_sales AS SELECT 1 AS x"},
+                          r"step 'p_sales' \(a.sql\) defines 'p_sales', a table registered in the session"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_pipelines_are_one_line_errors(tmp_path, case):
+    files, message = BAD[case]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text + ";\n")
+    s = _session("duckdb")
+    try:
+        with pytest.raises(PipelineError, match=message) as e:
+            dltrace.pipeline(tmp_path, session=s)
+        assert "\n" not in str(e.value)
+    finally:
+        s.close()
+
+
+def test_sdp_python_library_is_refused(tmp_path):
+    (tmp_path / "spark-pipeline.yml").write_text("name: x\nstorage: s\nlibraries:\n  - glob:\n      include: t/**\n")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.py").write_text("")
+    with pytest.raises(PipelineError, match=r"t/a.py: Python pipeline libraries are not supported"):
+        read_pipeline(tmp_path)
+
+
+def test_cli_pipeline(tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "dltrace.cli", "pipeline", *args], capture_output=True,
+                              text=True, cwd=ROOT)
+
+    out = cli(str(EXAMPLE), "--tpch", "0.01", "--forward", "nation:3", "--row", "top_nations:0", "--tuples", "1")
+    assert out.returncode == 0, out.stderr
+    assert "top_nations:" in out.stdout and "nation    1 tuple; rids 3" in out.stdout
+    assert "  nation_totals: 1 of 25 rows" in out.stdout
+    (tmp_path / "a.sql").write_text("CREATE TABLE a AS SELECT * FROM b; CREATE TABLE b AS SELECT * FROM a;")
+    bad = cli(str(tmp_path), "--tpch", "0.01")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("dltrace: error: step 'a' (a.sql): cycle a -> b -> a")
+
+
+# -- the same SQL under Spark's own spark-pipelines -----------------------------------------------------------
+
+@pytest.mark.sdp
+def test_example_runs_under_spark_pipelines(tmp_path, tpch_folder):
+    """The example project's SQL, run by `spark-pipelines run` (Spark Declarative Pipelines, a Spark Connect
+    server in a subprocess on loopback), gives the rows dltrace's run gives."""
+    import shutil
+
+    import pyspark
+
+    tool = Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
+    if not tool.exists():
+        pytest.skip(f"this pyspark ({pyspark.__version__}) ships no bin/spark-pipelines (Spark 4.1+ does)")
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE, project)
+    # the sources, as Spark temporary views over the same parquet files dltrace reads
+    sources = "\n".join(f"CREATE TEMPORARY VIEW {t} AS SELECT * FROM parquet.`{tpch_folder / (t + '.parquet')}`;"
+                        for t in ("orders", "customer", "nation"))
+    (project / "transformations" / "00_sources.sql").write_text(sources + "\n")
+    spec = (project / "spark-pipeline.yml").read_text().replace("storage: pipeline-storage",
+                                                               f"storage: file://{project / 'storage'}")
+    (project / "spark-pipeline.yml").write_text(spec + "configuration:\n  spark.sql.shuffle.partitions: \"2\"\n")
+    env = {**__import__("os").environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ.get('PATH', '')}"}
+    run = subprocess.run([str(tool), "run", "--spec", str(project / "spark-pipeline.yml")], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=600)
+    if run.returncode != 0 and "Run is COMPLETED" not in run.stdout + run.stderr:
+        lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "Error" in ln or "Exception" in ln]
+        pytest.fail("spark-pipelines run failed: " + (lines[-1] if lines else run.stderr[-500:]))
+    p = dltrace.pipeline(EXAMPLE, tpch=0.01)
+    try:
+        for name in ("clean_orders", "daily_revenue", "top_nations"):  # the materialized views Spark stores
+            spark_rows = pq.read_table(project / "spark-warehouse" / name).to_pylist()
+            mine = p[name].table.to_pylist()
+            norm = lambda rows: sorted(repr({k: _plain(v) for k, v in r.items()}) for r in rows)  # noqa: E731
+            assert norm(spark_rows) == norm(mine), name
+    finally:
+        p.close()
