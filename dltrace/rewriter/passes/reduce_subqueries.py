@@ -38,7 +38,7 @@ from sqlglot import exp
 
 from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.decorrelate import REDUCTION
+from dltrace.rewriter.passes.decorrelate import REDUCTION, is_correlated
 
 _VOLATILE = (exp.Rand, exp.Anonymous, exp.Subquery, exp.Exists, exp.Select)
 
@@ -56,6 +56,8 @@ def reduce_subqueries(expression: exp.Expression, context: PassContext) -> exp.E
         hidden = {j.this.alias_or_name for j in decorrelated}
         if any(not _inner(j) or _reads(j.args.get("on"), hidden) for j in others):
             continue
+        if not all(_standalone(item) for item in [from_.this, *[j.this for j in others]]):
+            continue  # an item reading another (LATERAL, DuckDB's implicit lateral subquery) cannot be copied alone
         visible = {from_.this.alias_or_name} | {j.this.alias_or_name for j in others}
         filters = [c for c in _conjuncts(select.args.get("where")) if _over(c, visible)]
         filters += [c for j in others for c in _conjuncts(j.args.get("on")) if _over(c, visible)]
@@ -161,6 +163,13 @@ def _reducible(inner: exp.Select) -> bool:
     if any(inner.args.get(k) for k in ("limit", "offset", "qualify", "distinct")):
         return False
     return inner.find(exp.Window) is None
+
+
+def _standalone(item: exp.Expression) -> bool:
+    """A base table or a derived table that reads nothing of the query around it."""
+    if isinstance(item, exp.Table):
+        return isinstance(item.this, exp.Identifier)
+    return isinstance(item, exp.Subquery) and isinstance(item.this, exp.Query) and not is_correlated(item.this)
 
 
 def _inner(join: exp.Join) -> bool:
