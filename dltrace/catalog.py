@@ -14,7 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
-from dltrace.engines.base import ArrowSource, NativeSource
+from dltrace.engines.base import ArrowSource, NativeSource, check_storage
 from dltrace.errors import DuplicateTable, ReservedName, UnknownTable
 from dltrace.names import reserved_prefix, rows_relation
 
@@ -32,25 +32,32 @@ class Catalog:
         self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
         self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
         self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
+        self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
 
     @property
     def dialect(self) -> str:
         return self.engine.name
 
-    def register(self, name: str, source: Any, replace: bool = False) -> None:
+    def register(self, name: str, source: Any, replace: bool = False, storage: str = "source") -> None:
         """Register ``source`` (parquet file/folder/glob, CSV, Arrow, pandas, Spark DataFrame) as ``name``.
 
         Every row gets the stable dense id ``dl_rid`` in ``[0, n)``: its position in the source.
+        ``storage``: ``"source"`` (default) reads the source at each query (parquet files scanned in place, an
+        Arrow table in place); ``"memory"`` copies the rows once into the engine's own storage (a DuckDB native
+        temporary table, a cached Spark DataFrame), dropped or unpersisted with the table. Same rows, same ids;
+        a memory copy does not see later changes to the files (register again).
         """
         key = name.lower()
         self._check_name(name)
+        check_storage(storage)
         if key in self.adopted:
             raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
                                  "register the new source under another name")
         self._claim(name, replace)
         resolved = resolve_source(source)
-        self.engine.register(key, resolved)
+        self.engine.register(key, resolved, storage=storage)
         self.tables[key] = resolved
+        self.storage[key] = storage
         self._forget(key)
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
@@ -71,6 +78,7 @@ class Catalog:
             raise DuplicateTable(f"table {name!r} is a table dltrace registered, not one of yours to adopt")
         self.engine.adopt(key)
         self.tables[key] = NativeSource(key, kind="adopted")
+        self.storage[key] = "memory"  # the rows relation is a frozen copy in the engine
         self.adopted.add(key)
         self._forget(key)
 

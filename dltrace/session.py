@@ -12,7 +12,7 @@ import sqlglot
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
 from dltrace.engines import make_engine
-from dltrace.engines.base import ParquetSource
+from dltrace.engines.base import ParquetSource, check_storage
 from dltrace.errors import DltraceError, ParseError, UnknownTable, UnsupportedQuery
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
@@ -29,22 +29,28 @@ class Session(Catalog):
     :func:`dltrace.connect`."""
 
     # -- tables ---------------------------------------------------------------------------------
-    def register(self, name: str, source: Any, replace: bool = False) -> None:
+    def register(self, name: str, source: Any, replace: bool = False, storage: str = "source") -> None:
         """Register ``source`` (parquet file/folder/glob, CSV, Arrow, pandas, Spark DataFrame) as ``name``.
 
         Every row gets the stable dense id ``dl_rid`` in ``[0, n)``: its position in the source. A
         :class:`LineageResult` (a step of a pipeline) registers its rows with their lineage: a query reading
         ``name`` then gets lineage in the original tables' row ids (``end_to_end=False``: in ``name``'s own).
+        ``storage``: ``"source"`` (default) reads the source at each query, ``"memory"`` copies it once into the
+        engine (see :meth:`Catalog.register`).
         """
         if isinstance(source, LineageResult):
             source = lineage_source(source, self)
-        super().register(name, source, replace=replace)
+        super().register(name, source, replace=replace, storage=storage)
 
-    def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None) -> None:
-        """Generate (once, cached) and register the 8 TPC-H tables at scale factor ``sf``."""
+    def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None,
+                  storage: str = "source") -> None:
+        """Generate (once, cached) and register the 8 TPC-H tables at scale factor ``sf``: views over the
+        parquet files (``storage="source"``) or copied into the engine's memory (``"memory"``, see
+        :meth:`register`)."""
+        check_storage(storage)
         folder = ensure_tpch(sf, progress=progress)
         for t in TPCH_TABLES:
-            self.register(t, str(folder / f"{t}.parquet"), replace=True)
+            self.register(t, str(folder / f"{t}.parquet"), replace=True, storage=storage)
 
     # -- plain SQL ------------------------------------------------------------------------------
     def to_engine_sql(self, text: str, dialect: str | None = None) -> str:

@@ -74,6 +74,19 @@ class NativeSource:
 
 Source = ParquetSource | ArrowSource | NativeSource
 
+# Where a registered table's rows live while queries run (``register(..., storage=)``):
+#   "source": read from the source at each query (parquet files scanned in place, Arrow tables scanned in place);
+#   "memory": copied once into the engine's own storage when registered (a DuckDB native temporary table, a
+#             cached Spark DataFrame), so queries never touch the files again. Row ids are the same in both.
+STORAGES = ("source", "memory")
+
+
+def check_storage(storage: str) -> str:
+    """``storage`` if it is one of :data:`STORAGES`, else a :class:`SourceError` naming the choices."""
+    if storage not in STORAGES:
+        raise SourceError(f"unknown storage {storage!r}: choose one of {', '.join(STORAGES)}")
+    return storage
+
 
 def _parquet_files(path: Path) -> list[str]:
     if path.is_dir():
@@ -171,8 +184,10 @@ class Engine(Protocol):
     def quote(self, name: str) -> str:
         """``name`` as a quoted identifier of the engine's dialect (code outside ``engines/`` never hand-quotes)."""
 
-    def register(self, name: str, source: Source) -> None:
-        """Expose ``source`` as table ``name`` with its columns plus ``dl_rid`` (BIGINT, 0..n-1)."""
+    def register(self, name: str, source: Source, storage: str = "source") -> None:
+        """Expose ``source`` as table ``name`` with the source's columns, and its rows relation with them plus
+        ``dl_rid`` (BIGINT, 0..n-1); ``storage`` (:data:`STORAGES`): read from the source at each query, or
+        copied once into the engine's memory (the same rows and the same ids)."""
 
     def exists(self, name: str) -> bool:
         """Is there a relation ``name`` in the engine (the user's or dltrace's)?"""

@@ -27,6 +27,7 @@ from dltrace.engines.base import (
     ParquetSource,
     Source,
     check_columns,
+    check_storage,
 )
 from dltrace.errors import QueryError, SourceError
 from dltrace.names import rows_relation
@@ -174,7 +175,15 @@ class SparkEngine:
     def quote(self, name: str) -> str:
         return exp.to_identifier(name, quoted=True).sql(self.name)
 
-    def register(self, name: str, source: Source) -> None:
+    def register(self, name: str, source: Source, storage: str = "source") -> None:
+        """``name``: a temp view of the source's columns; :func:`rows_relation` of it: the same rows with
+        ``dl_rid``. ``storage="memory"``: the rows with their ids are cached (``DataFrame.cache()``, Spark's
+        default level: memory, spilling to local disk what does not fit, never re-read from the source) and
+        materialised by a count before the views are made; both views read the one cached DataFrame (the
+        user's drops ``dl_rid`` from it, so Spark scans the cached columns it needs); it is unpersisted when
+        the table is replaced or dropped, or the session closes. A DataFrame (frozen by a local checkpoint
+        when registered) is already in Spark's storage either way."""
+        check_storage(storage)
         with _quiet():
             if isinstance(source, ParquetSource):
                 df = self._parquet(name, source)
@@ -184,16 +193,27 @@ class SparkEngine:
                 df = self._native(name, source.obj)
             else:  # pragma: no cover - resolve_source only builds the three kinds
                 raise SourceError(f"cannot register a {type(source).__name__} on Spark")
-            old = self._frames.pop(name, None)
-            if isinstance(source, NativeSource):
-                self._frames[name] = df  # the frozen ids live as long as the view
+            keep = isinstance(source, NativeSource)
+            # Unpersist a previous registration first: Spark shares one cache entry between equal plans, so
+            # the same files registered again would be cached as the old entry, which unpersisting it later
+            # would take away from the new view.
+            _unpersist(self._frames.pop(name, None))
+            if storage == "memory" and not keep:
+                try:
+                    df = df.cache()
+                    df.count()
+                except _spark_errors() as e:
+                    _unpersist(df)
+                    raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+                keep = True
+            if keep:
+                self._frames[name] = df  # the frozen ids / cached rows live as long as the view
             if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
                 df.createOrReplaceTempView(self.quote(rows_relation(name)))  # parsed: quoted
                 self._views.add(rows_relation(name))
                 df = df.drop(RID, *getattr(source, "private", ()))
             df.createOrReplaceTempView(self.quote(name))
             self._views.add(name)
-            _unpersist(old)
 
     # -- the user's relations: dltrace is a guest on a SparkSession passed in -----------------------------
     def exists(self, name: str) -> bool:
