@@ -30,8 +30,11 @@ class WorkerHandle:
     """A worker process for one engine: started on demand, killed (whole tree) on timeout or memory."""
 
     def __init__(self, engine: str, sf: float, options: dict[str, Any], log_path: Path,
-                 init_timeout: float, memory_limit: int | None) -> None:
+                 init_timeout: float, memory_limit: int | None, storage: str = "memory") -> None:
         self.engine, self.sf, self.options = engine, sf, options
+        self.storage = storage
+        self.label = f"{engine} {storage}"
+        self.details: dict[str, Any] = {}  # what the worker reports about its session (threads, cached bytes)
         self.log_path = log_path
         self.init_timeout = init_timeout
         self.memory_limit = memory_limit
@@ -62,6 +65,7 @@ class WorkerHandle:
                            "message": f"{self.engine} worker exited while starting (see {self.log_path})"}
                 if msg["type"] == "ready":
                     self.start_seconds = msg["seconds"]
+                    self.details = msg.get("details") or {}
                     return
                 self.kill()
                 raise WorkerFailed(msg.get("status", "error"), msg["message"])

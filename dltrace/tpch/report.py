@@ -17,6 +17,22 @@ FORWARD = ("set", "bitmap")
 BACKWARD = ("reverse-one", "reverse-all")
 LARGE_LINEAGE = 1000  # average ids per output row from which a query counts as "large lineage" (paper 4.1)
 ENGINE_NAMES = {"duckdb": "DuckDB", "spark": "Spark"}
+STORAGE_TEXT = {
+    "memory": "memory (DuckDB native tables, Spark cached DataFrames: loaded once before the runs)",
+    "parquet": "parquet (views over the parquet files, read at each query)",
+}
+OLD_STORAGE = "parquet"  # results written before --storage existed ran on views over the parquet files
+
+
+def storage_of(r: dict[str, Any]) -> str:
+    return r.get("storage") or OLD_STORAGE
+
+
+def storages(records, meta) -> list[str]:
+    """The storages with results, in the order the run asked for them (the first is the report's main one)."""
+    found = {storage_of(r) for r in records}
+    asked = [x for x in (meta.get("storage") or []) if x in found]
+    return asked + sorted(found - set(asked))
 
 
 def _load(out: Path, name: str, default: Any) -> Any:
@@ -83,7 +99,13 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 class Data:
-    def __init__(self, records, chars, meta, lineage_on) -> None:
+    """The records of one storage (``storage``; default the run's first) and what is computed from them."""
+
+    def __init__(self, records, chars, meta, lineage_on, storage: str | None = None) -> None:
+        self.storage = storage or (storages(records, meta) or [OLD_STORAGE])[0]
+        records = [r for r in records if storage_of(r) == self.storage]
+        chars = [c for c in chars if storage_of(c) == self.storage]
+        lineage_on = [r for r in lineage_on if storage_of(r) == self.storage]
         self.records, self.chars, self.meta, self.lineage_on = records, chars, meta, lineage_on
         self.engines = [e for e in ("duckdb", "spark") if any(r["engine"] == e for r in records)]
         self.strategies = [s for s in ("original",) + FORWARD + BACKWARD if any(r["strategy"] == s for r in records)]
@@ -194,12 +216,44 @@ def summary(d: Data) -> list[str]:
 
 # -- report.md ---------------------------------------------------------------------------------------
 
+def _threads_text(m: dict) -> str:
+    details = m.get("engine_details") or {}
+    seen = sorted({v["threads"] for v in details.values() if isinstance(v, dict) and v.get("threads")})
+    if m.get("threads"):
+        return f"DuckDB threads: {m['threads']} (--threads)."
+    if seen:
+        return f"DuckDB threads: {', '.join(map(str, seen))} (DuckDB's default)."
+    return "DuckDB threads: DuckDB's default." if "threads" in m else ""
+
+
+def _details_text(m: dict) -> str:
+    """What the workers reported about their sessions: memory held, Spark's cache (and what spilled)."""
+    parts = []
+    for label, v in (m.get("engine_details") or {}).items():
+        if not isinstance(v, dict):
+            continue
+        bits = []
+        if v.get("memory_bytes") and v.get("storage") == "memory":
+            bits.append(f"DuckDB holds {_bytes(v['memory_bytes'])}")
+        if v.get("cached_memory_bytes") or v.get("cached_disk_bytes"):
+            bits.append(f"cached {_bytes(v.get('cached_memory_bytes'))} in memory, "
+                        f"{_bytes(v.get('cached_disk_bytes'))} spilled to disk "
+                        f"({v.get('cached_partitions')}/{v.get('partitions')} partitions)")
+        if v.get("master"):
+            bits.append(f"master {v['master']}, default parallelism {v.get('default_parallelism')}")
+        if bits:
+            parts.append(f"{label}: " + "; ".join(bits))
+    return ("After loading: " + "; ".join(parts) + ".") if parts else ""
+
+
 def write_report(out: Path) -> Path:
     out = Path(out)
-    d = Data(_load(out, "results.json", []), _load(out, "characteristics.json", []), _load(out, "run.json", {}),
-             _load(out, "lineage_on.json", []))
+    records, chars = _load(out, "results.json", []), _load(out, "characteristics.json", [])
+    meta, on = _load(out, "run.json", {}), _load(out, "lineage_on.json", [])
+    d = Data(records, chars, meta, on)
+    others = [Data(records, chars, meta, on, storage=x) for x in storages(records, meta) if x != d.storage]
     m = d.meta
-    L = [f"# dltrace TPC-H report: SF {d.sf:g}", ""]
+    L = [f"# dltrace TPC-H report: SF {d.sf:g}, {d.storage} storage", ""]
     mach = m.get("machine", {})
     v = mach.get("versions", {})
     L.append(f"`{m.get('command', 'dltrace tpch')}`" + (" — **interrupted**: partial results" if m.get("interrupted") else ""))
@@ -214,6 +268,10 @@ def write_report(out: Path) -> Path:
              f"{m.get('warmup', 1)} warm-up + {m.get('repeat', '?')} timed runs per cell (median); timeout "
              f"{m.get('timeout', '?')} s per run; memory guard {_bytes(m.get('memory_limit_bytes'))}."
              + _load_note(m, mach))
+    L.append("")
+    L.append(f"Storage: **{STORAGE_TEXT.get(d.storage, d.storage)}**"
+             + (f"; also run on {', '.join(o.storage for o in others)} storage (section \"Storage\" at the end)"
+                if others else "") + ". " + " ".join(t for t in (_threads_text(m), _details_text(m)) if t))
     L += ["", "## What this shows", ""]
     L += [p + "\n" for p in summary(d)] or ["No completed runs.\n"]
 
@@ -273,6 +331,8 @@ def write_report(out: Path) -> Path:
     if len(d.engines) == 2:
         L += engines_section(d)
     L += lineage_on_section(d)
+    for o in others:
+        L += storage_section(d, o)
     L += ["## How this was measured", "",
           "- Each cell: one warm-up run, then the timed runs; the median is reported. A run is the whole call: "
           "parse and rewrite, run on the engine, result (and lineage columns) back as Arrow. Decoding and "
@@ -282,7 +342,11 @@ def write_report(out: Path) -> Path:
           "- Peak memory: the sum over the engine's worker process and its children (Spark's JVM) of each "
           "process's peak resident memory during the cell's runs (VmHWM, reset at the start of the cell, read when the "
           "runs end; plus /proc polling every 0.2 s), including the session itself.",
-          "- Isolation: one worker process per engine; a run that exceeds the timeout or the memory guard is killed "
+          "- Storage: `memory` loads the tables once when the worker starts (DuckDB: `CREATE TEMP TABLE` of the "
+          "rows with their `dl_rid`, the user's table a view of its own columns; Spark: the parquet rows with "
+          "their ids, `cache()`d and counted); `parquet` registers views over the files, read at each query. "
+          "Row ids, rows and lineage are the same in both; loading is not timed.",
+          "- Isolation: one worker process per engine (and storage); a run that exceeds the timeout or the memory guard is killed "
           "with its process tree, recorded, and the next cell starts on a fresh worker.",
           "- `bytes_stored`: set: 8 bytes per stored id (BIGINT arrays, Arrow offsets not counted); bitmap: the "
           "serialised portable roaring bytes. `bytes_raw`: 4 bytes per id (the paper's Table 9).",
@@ -376,13 +440,63 @@ def lineage_on_section(d: Data) -> list[str]:
     return L + _table(["engine", "query", "strategy", "time", "cardinality", "avg. lineage size", "bytes"], rows) + [""]
 
 
+def storage_section(d: Data, o: Data) -> list[str]:
+    """The same runs on another storage ``o``: its overhead table per engine, and the original query's time
+    and each strategy's ratio side by side with the main storage ``d``."""
+    L = [f"## Storage: {o.storage} beside {d.storage}", "",
+         f"The same queries with the tables on {STORAGE_TEXT.get(o.storage, o.storage)}. Ratios are to the "
+         f"original query on the same storage.", ""]
+    for e in [e for e in d.engines if e in o.engines] or o.engines:
+        name = ENGINE_NAMES.get(e, e)
+        L += [f"### {name}, {o.storage} storage", ""]
+        rows = [[f"Q{q}"] + [_cell(o.get(e, q, s)) for s in o.strategies] for q in o.queries]
+        rows.append(["geo. mean"] + [_secs(geomean(r["seconds"] for q in o.queries if (r := o.get(e, q, s))
+                                                      and r["seconds"])) if s == "original" else
+                                     _x(geomean(o.ratios(e, s).values())) for s in o.strategies])
+        L += _table(["query"] + o.strategies, rows) + [""]
+        if e not in d.engines:
+            continue
+        qs = [q for q in d.queries if q in o.queries]
+        base = [q for q in qs if (a := d.get(e, q, "original")) and a["seconds"]
+                and (b := o.get(e, q, "original")) and b["seconds"]]
+        if base:
+            g = geomean(o.get(e, q, "original")["seconds"] / d.get(e, q, "original")["seconds"] for q in base)
+            L.append(f"{name}: the original queries take {_x(g)} as long on {o.storage} as on {d.storage} storage "
+                     f"(geometric mean over {len(base)} queries).")
+        gms = []
+        for s in [s for s in d.strategies if s != "original" and s in o.strategies]:
+            a, b = geomean(d.ratios(e, s).values()), geomean(o.ratios(e, s).values())
+            if a and b:
+                gms.append(f"{s} {_x(a)} on {d.storage}, {_x(b)} on {o.storage}")
+        if gms:
+            L.append("Geometric mean ratio to the original query: " + "; ".join(gms) + ".")
+        dig = {}
+        for x in (d, o):
+            for c in x.chars:
+                if c["engine"] == e:
+                    dig.setdefault(c["query"], []).append(c.get("lineage_digest"))
+        both = [q for q, v in dig.items() if len(v) == 2]
+        if both:
+            same = [q for q in both if dig[q][0] == dig[q][1]]
+            L.append(f"Set lineage (rows and ids) is identical on both storages for {len(same)} of {len(both)} "
+                     "queries" + (f" (differs on {_qlist(set(both) - set(same))})" if len(same) < len(both) else "")
+                     + ".")
+        L.append("")
+    return L
+
+
 # -- terminal ----------------------------------------------------------------------------------------
 
-def print_summary(records: list[dict[str, Any]], console: Console) -> None:
-    d = Data(records, [], {}, [])
+def print_summary(records: list[dict[str, Any]], console: Console, meta: dict | None = None) -> None:
+    for storage in storages(records, meta or {}):
+        _print_storage(Data(records, [], meta or {}, [], storage=storage), console)
+
+
+def _print_storage(d: Data, console: Console) -> None:
+    records = d.records
     styles = {"timeout": "yellow", "oom": "red", "error": "red", "unsupported": "dim"}
     for e in d.engines:
-        t = Table(title=f"{ENGINE_NAMES.get(e, e)}: original in seconds, the others × original", caption=
+        t = Table(title=f"{ENGINE_NAMES.get(e, e)}, {d.storage} storage: original in seconds, the others × original", caption=
                   "✗: lineage differs from set's" if any(r["agrees"] is False for r in records if r["engine"] == e)
                   else None)
         t.add_column("query")

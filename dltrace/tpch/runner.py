@@ -41,8 +41,14 @@ from dltrace.tpch.worker import LINEAGE_ON_QUERIES, STRATEGIES, lineage_on_suppo
 from dltrace.tpch_data import TABLES, ensure_tpch, tpch_dir
 
 ENGINES = ("duckdb", "spark")
+# --storage: where the tables' rows live while the queries run. memory: DuckDB native tables, Spark cached
+# DataFrames (loaded once when the worker starts: what most users query, and what SmokedDuck measures);
+# parquet: views over the parquet files, read at each query. The library's names for the two are
+# "memory" and "source" (Session.load_tpch(sf, storage=...)).
+STORAGES = ("memory", "parquet")
+LIBRARY_STORAGE = {"memory": "memory", "parquet": "source"}
 STATUSES = ("ok", "timeout", "oom", "error", "unsupported")
-RECORD_KEYS = ("engine", "sf", "query", "strategy", "status", "seconds", "seconds_all", "ratio", "output_rows",
+RECORD_KEYS = ("engine", "storage", "sf", "query", "strategy", "status", "seconds", "seconds_all", "ratio", "output_rows",
                "lineage_ids", "bytes_raw", "bytes_stored", "agrees", "peak_rss_bytes", "message")
 
 
@@ -105,6 +111,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated strategies (default original,set,bitmap,reverse-one,reverse-all)")
     p.add_argument("--queries", type=parse_queries, default=list(range(1, 23)), metavar="LIST",
                    help="query numbers and ranges, e.g. 1-22 or 1,3,6 (default 1-22)")
+    p.add_argument("--storage", type=_csv(STORAGES), default=[STORAGES[0]], metavar="LIST",
+                   help="where the tables live: memory (DuckDB native tables, Spark cached DataFrames, loaded "
+                        "once) or parquet (views over the files, read at each query); memory,parquet runs both, "
+                        "the report shows memory first (default memory)")
+    p.add_argument("--threads", type=_positive(int), default=None, metavar="N",
+                   help="DuckDB threads (default: DuckDB's own, one per core)")
     p.add_argument("--repeat", type=_positive(int), default=3, help="timed runs after the warm-up (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
     p.add_argument("--timeout", type=_positive(float), default=300.0,
@@ -125,8 +137,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # -- the run -----------------------------------------------------------------------------------------
 
 def make_record(engine: str, sf: float, query: int, strategy: str, fields: dict[str, Any],
-                original_seconds: float | None, peak: int | None) -> dict[str, Any]:
-    rec = {"engine": engine, "sf": sf, "query": query, "strategy": strategy, **fields,
+                original_seconds: float | None, peak: int | None, storage: str = STORAGES[0]) -> dict[str, Any]:
+    rec = {"engine": engine, "storage": storage, "sf": sf, "query": query, "strategy": strategy, **fields,
            "peak_rss_bytes": int(peak) if peak else None}
     if strategy == "original":
         rec["agrees"] = None
@@ -166,7 +178,10 @@ def _spark_options(args: argparse.Namespace) -> dict[str, Any]:
 def _command(args: argparse.Namespace) -> str:
     parts = ["dltrace tpch", f"--sf {args.sf:g}", f"--engines {','.join(args.engines)}",
              f"--strategies {','.join(args.strategies)}", f"--queries {_ranges(args.queries)}",
-             f"--repeat {args.repeat}", f"--timeout {args.timeout:g}"]
+             f"--storage {','.join(args.storage)}"]
+    if args.threads:
+        parts.append(f"--threads {args.threads}")
+    parts += [f"--repeat {args.repeat}", f"--timeout {args.timeout:g}"]
     if args.warmup != 1:
         parts.append(f"--warmup {args.warmup}")
     if "spark" in args.engines and args.master != "local[2]":
@@ -218,6 +233,7 @@ class RunnerOutput:
         self.characteristics: list[dict[str, Any]] = []
         self.meta: dict[str, Any] = {
             "command": _command(args), "sf": args.sf, "engines": args.engines, "strategies": args.strategies,
+            "storage": args.storage, "threads": args.threads, "engine_details": {},
             "queries": args.queries, "repeat": args.repeat, "warmup": args.warmup, "timeout": args.timeout,
             "memory_limit_bytes": None, "machine": machine(), "started": _dt.datetime.now().isoformat(timespec="seconds"),
             "wall_seconds": None, "interrupted": False, "load_average_start": _load_average(),
@@ -232,17 +248,26 @@ class RunnerOutput:
             _write_json(self.out / "lineage_on.json", self.lineage_on)
 
 
-def _plan(args: argparse.Namespace, lineage_on: bool) -> list[tuple[str, int, str, bool]]:
+def _plan(args: argparse.Namespace, lineage_on: bool) -> list[tuple[str, str, int, str, bool]]:
+    """(engine, storage, query, strategy, LINEAGE ON?) in run order: storage by storage, engine by engine (one
+    worker each); the LINEAGE ON experiment on the first storage only."""
     jobs = []
-    for engine in args.engines:
-        for q in args.queries:
-            for strategy in args.strategies:
-                jobs.append((engine, q, strategy, False))
-        if lineage_on:
-            for q in [q for q in LINEAGE_ON_QUERIES if q in args.queries]:
-                for strategy in [s for s in ("set", "bitmap") if s in args.strategies]:
-                    jobs.append((engine, q, strategy, True))
+    for storage in args.storage:
+        for engine in args.engines:
+            for q in args.queries:
+                for strategy in args.strategies:
+                    jobs.append((engine, storage, q, strategy, False))
+            if lineage_on and storage == args.storage[0]:
+                for q in [q for q in LINEAGE_ON_QUERIES if q in args.queries]:
+                    for strategy in [s for s in ("set", "bitmap") if s in args.strategies]:
+                        jobs.append((engine, storage, q, strategy, True))
     return jobs
+
+
+def worker_options(args: argparse.Namespace, engine: str, storage: str) -> dict[str, Any]:
+    """What the worker of (engine, storage) opens its session with and how it loads the tables."""
+    options = _spark_options(args) if engine == "spark" else {"threads": args.threads} if args.threads else {}
+    return {"connect": options, "storage": LIBRARY_STORAGE[storage]}
 
 
 def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) -> None:
@@ -255,11 +280,11 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
     logs = output.out / "logs"
     logs.mkdir(exist_ok=True)
 
-    original: dict[tuple[str, int], dict[str, Any]] = {}
-    reference: dict[tuple[str, int], list[str]] = {}
-    chars: dict[tuple[str, int], dict[str, Any]] = {}
+    original: dict[tuple[str, str, int], dict[str, Any]] = {}
+    reference: dict[tuple[str, str, int], list[str]] = {}
+    chars: dict[tuple[str, str, int], dict[str, Any]] = {}
     handle: WorkerHandle | None = None
-    engine_failed: dict[str, WorkerFailed] = {}
+    engine_failed: dict[tuple[str, str], WorkerFailed] = {}
     said: set[tuple] = set()
     cpu = output.meta["cpu_seconds"]
     columns = [SpinnerColumn(), TextColumn("{task.description}", style="bold"), BarColumn(), MofNCompleteColumn(),
@@ -267,33 +292,36 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
     with Progress(*columns, console=console, transient=False, refresh_per_second=4) as progress:
         task = progress.add_task("starting", total=len(jobs))
         try:
-            for engine, q, strategy, on in jobs:
-                label = f"{engine} Q{q:02d} {strategy}{' LINEAGE ON' if on else ''}"
-                if handle is None or handle.engine != engine:
+            for engine, storage, q, strategy, on in jobs:
+                where = f"{engine} {storage}" if len(args.storage) > 1 else engine
+                label = f"{where} Q{q:02d} {strategy}{' LINEAGE ON' if on else ''}"
+                config = (engine, storage)
+                if handle is None or (handle.engine, handle.storage) != config:
                     if handle is not None:
                         handle.stop()
-                        cpu[handle.engine] = round(handle.cpu_seconds, 1)
-                    options = _spark_options(args) if engine == "spark" else {}
-                    handle = WorkerHandle(engine, args.sf, options, logs / f"{engine}.log",
-                                          init_timeout=max(180.0, args.timeout), memory_limit=mem_limit)
-                if engine in engine_failed:
-                    fields, extra, peak = failure(engine_failed[engine].status, engine_failed[engine].message), {}, None
+                        cpu[handle.label] = round(handle.cpu_seconds, 1)
+                    handle = WorkerHandle(engine, args.sf, worker_options(args, engine, storage),
+                                          logs / f"{engine}-{storage}.log", init_timeout=max(180.0, args.timeout),
+                                          memory_limit=mem_limit, storage=storage)
+                if config in engine_failed:
+                    fields, extra, peak = failure(engine_failed[config].status, engine_failed[config].message), {}, None
                 else:
                     if not handle.alive:
-                        progress.update(task, description=f"{engine}: starting the session")
+                        progress.update(task, description=f"{where}: starting the session and loading the tables")
                         try:
                             handle.start()
-                            output.meta["engine_start_seconds"].setdefault(engine, handle.start_seconds)
+                            output.meta["engine_start_seconds"].setdefault(handle.label, handle.start_seconds)
+                            output.meta["engine_details"].setdefault(handle.label, handle.details)
                         except WorkerFailed as e:
-                            engine_failed[engine] = e
-                            console.print(f"[red]{e.message}[/red] — every {engine} run is recorded as {e.status}")
-                    if engine in engine_failed:
-                        fields, extra, peak = failure(engine_failed[engine].status,
-                                                       engine_failed[engine].message), {}, None
+                            engine_failed[config] = e
+                            console.print(f"[red]{e.message}[/red] — every {where} run is recorded as {e.status}")
+                    if config in engine_failed:
+                        fields, extra, peak = failure(engine_failed[config].status,
+                                                       engine_failed[config].message), {}, None
                     else:
                         job = {"query": q, "strategy": strategy, "repeat": args.repeat, "warmup": args.warmup,
-                               "lineage_on": on, "reference": None if on else reference.get((engine, q)),
-                               "original_rows": (original.get((engine, q)) or {}).get("output_rows"),
+                               "lineage_on": on, "reference": None if on else reference.get((engine, storage, q)),
+                               "original_rows": (original.get((engine, storage, q)) or {}).get("output_rows"),
                                "debug_sleep": sleeps.get((q, strategy))}
                         progress.update(task, description=label)
                         try:
@@ -302,19 +330,21 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
                                 lambda what, label=label: progress.update(task, description=f"{label} · {what}"))
                         except WorkerFailed as e:  # the worker died between jobs and did not come back
                             fields, extra, peak = failure(e.status, e.message), {}, None
-                orig = original.get((engine, q))
+                orig = original.get((engine, storage, q))
                 rec = make_record(engine, args.sf, q, strategy, fields,
-                                  orig["seconds"] if orig else None, peak)
+                                  orig["seconds"] if orig else None, peak, storage)
                 if strategy == "original" and not on:
-                    original[(engine, q)] = rec
+                    original[(engine, storage, q)] = rec
                 if strategy == "set" and not on and rec["status"] == "ok" and "digests" in extra:
-                    reference[(engine, q)] = extra["digests"]
-                    chars[(engine, q)] = {"engine": engine, "sf": args.sf, "query": q, **extra["characteristics"],
-                                          "lineage_digest": extra.get("lineage_digest")}
-                    output.characteristics = sorted(chars.values(), key=lambda c: (c["engine"], c["query"]))
+                    reference[(engine, storage, q)] = extra["digests"]
+                    chars[(engine, storage, q)] = {"engine": engine, "storage": storage, "sf": args.sf, "query": q,
+                                                   **extra["characteristics"],
+                                                   "lineage_digest": extra.get("lineage_digest")}
+                    output.characteristics = sorted(chars.values(), key=lambda c: (
+                        c["engine"], args.storage.index(c["storage"]), c["query"]))
                 (output.lineage_on if on else output.records).append(rec)
                 if rec["status"] != "ok":
-                    key = (engine, strategy, rec["status"], rec["message"])
+                    key = (engine, storage, strategy, rec["status"], rec["message"])
                     if key not in said:  # a strategy that is not available says so once, not per query
                         said.add(key)
                         console.print(f"  {label}: [yellow]{rec['status']}[/yellow] — {rec['message']}")
@@ -326,7 +356,7 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
         finally:
             if handle is not None:
                 handle.kill() if sys.exc_info()[0] is not None else handle.stop()
-                cpu[handle.engine] = round(handle.cpu_seconds, 1)
+                cpu[handle.label] = round(handle.cpu_seconds, 1)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -366,7 +396,7 @@ def main(args: argparse.Namespace) -> int:
         output.meta["cpu_seconds"]["runner"] = round(own.user + own.system, 1)
         output.save()
     path = report.write_report(out)
-    report.print_summary(output.records, console)
+    report.print_summary(output.records, console, output.meta)
     console.print(f"\n{len(output.records)} runs in {output.meta['wall_seconds']:.0f} s · report: {path}")
     return 130 if interrupted else 0
 

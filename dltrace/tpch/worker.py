@@ -88,13 +88,36 @@ class Worker:
         self.send({"type": "phase", "what": what})
 
     def start(self) -> None:
+        """Open the session and load the tables (into memory, for ``storage="memory"``): not measured."""
         t = time.perf_counter()
-        opts = dict(self.options)
-        self.session = dltrace.connect(self.engine, **opts)
-        self.session.load_tpch(self.sf)
+        self.session = dltrace.connect(self.engine, **self.options.get("connect", {}))
+        self.session.load_tpch(self.sf, storage=self.options.get("storage", "source"))
         if self.engine == "spark":  # first query starts the executors: not part of any measurement
             self.session.sql("SELECT count(*) FROM region")
-        self.send({"type": "ready", "seconds": time.perf_counter() - t})
+        self.send({"type": "ready", "seconds": time.perf_counter() - t, "details": self.details()})
+
+    def details(self) -> dict[str, Any]:
+        """What the report states about the session: DuckDB's threads and memory, the bytes Spark cached (in
+        memory and spilled to disk) for memory storage."""
+        out: dict[str, Any] = {"storage": self.options.get("storage", "source")}
+        try:
+            if self.engine == "duckdb":
+                con = self.session.engine.con
+                out["threads"] = int(con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+                out["memory_bytes"] = int(con.execute(
+                    "SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0)
+            elif self.engine == "spark":
+                sc = self.session.engine.spark.sparkContext
+                out["master"] = sc.master
+                out["default_parallelism"] = sc.defaultParallelism
+                infos = sc._jsc.sc().getRDDStorageInfo()
+                out["cached_memory_bytes"] = int(sum(i.memSize() for i in infos))
+                out["cached_disk_bytes"] = int(sum(i.diskSize() for i in infos))
+                out["cached_partitions"] = int(sum(i.numCachedPartitions() for i in infos))
+                out["partitions"] = int(sum(i.numPartitions() for i in infos))
+        except Exception as e:  # noqa: BLE001 - details are informative only
+            out["error"] = f"{type(e).__name__}: {e}"
+        return out
 
     # -- one job -------------------------------------------------------------------------------------
     def execute(self, sql: str, strategy: str):
