@@ -39,7 +39,8 @@ def run_tpch(out: Path, master: str, args: argparse.Namespace, extra_conf: list[
            "--storage", args.storage, "--master", master, "--strategies", args.strategies,
            "--queries", args.queries, "--repeat", str(args.repeat), "--warmup", str(args.warmup),
            "--timeout", str(args.timeout), "--out", str(out)]
-    for conf in [f"spark.driver.memory={args.driver_memory}", *extra_conf]:
+    memory = [f"spark.driver.memory={args.driver_memory}"] if args.driver_memory else []  # else the runner's
+    for conf in [*memory, *extra_conf]:
         cmd += ["--spark-conf", conf]
     env = dict(os.environ)
     env["SPARK_LOCAL_IP"] = LOOPBACK  # the driver listens where the loopback executors can reach it
@@ -120,7 +121,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600)
-    p.add_argument("--driver-memory", default="6g")
+    p.add_argument("--driver-memory", default=None, help="default: the runner's (dltrace tpch --help)")
     p.add_argument("--worker-memory", default="4g", help="memory each worker offers its executor")
     p.add_argument("--executor-memory", default="3g")
     p.add_argument("--local", type=Path, help="an existing local[2] run folder to compare with (else run one)")
