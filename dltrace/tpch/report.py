@@ -345,7 +345,9 @@ def write_report(out: Path) -> Path:
           "- Storage: `memory` loads the tables once when the worker starts (DuckDB: `CREATE TEMP TABLE` of the "
           "rows with their `dl_rid`, the user's table a view of its own columns; Spark: the parquet rows with "
           "their ids, `cache()`d and counted); `parquet` registers views over the files, read at each query. "
-          "Row ids, rows and lineage are the same in both; loading is not timed.",
+          "Row ids, rows and lineage are the same in both; loading is not timed. With both storages, each has its own "
+          "worker (up side by side) and a query runs on one storage right after the other, so a shared machine's "
+          "changing load hits both alike.",
           "- Isolation: one worker process per engine (and storage); a run that exceeds the timeout or the memory guard is killed "
           "with its process tree, recorded, and the next cell starts on a fresh worker.",
           "- `bytes_stored`: set: 8 bytes per stored id (BIGINT arrays, Arrow offsets not counted); bitmap: the "

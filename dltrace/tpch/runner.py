@@ -249,18 +249,19 @@ class RunnerOutput:
 
 
 def _plan(args: argparse.Namespace, lineage_on: bool) -> list[tuple[str, str, int, str, bool]]:
-    """(engine, storage, query, strategy, LINEAGE ON?) in run order: storage by storage, engine by engine (one
-    worker each); the LINEAGE ON experiment on the first storage only."""
+    """(engine, storage, query, strategy, LINEAGE ON?) in run order: engine by engine, and per query its storages
+    one after the other (their workers stay up side by side), so that a shared machine's load, which changes
+    over a long run, hits both storages of a query alike; the LINEAGE ON experiment on the first storage only."""
     jobs = []
-    for storage in args.storage:
-        for engine in args.engines:
-            for q in args.queries:
+    for engine in args.engines:
+        for q in args.queries:
+            for storage in args.storage:
                 for strategy in args.strategies:
                     jobs.append((engine, storage, q, strategy, False))
-            if lineage_on and storage == args.storage[0]:
-                for q in [q for q in LINEAGE_ON_QUERIES if q in args.queries]:
-                    for strategy in [s for s in ("set", "bitmap") if s in args.strategies]:
-                        jobs.append((engine, storage, q, strategy, True))
+        if lineage_on:
+            for q in [q for q in LINEAGE_ON_QUERIES if q in args.queries]:
+                for strategy in [s for s in ("set", "bitmap") if s in args.strategies]:
+                    jobs.append((engine, args.storage[0], q, strategy, True))
     return jobs
 
 
@@ -283,7 +284,7 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
     original: dict[tuple[str, str, int], dict[str, Any]] = {}
     reference: dict[tuple[str, str, int], list[str]] = {}
     chars: dict[tuple[str, str, int], dict[str, Any]] = {}
-    handle: WorkerHandle | None = None
+    handles: dict[tuple[str, str], WorkerHandle] = {}  # one worker per (engine, storage), up while its engine runs
     engine_failed: dict[tuple[str, str], WorkerFailed] = {}
     said: set[tuple] = set()
     cpu = output.meta["cpu_seconds"]
@@ -296,13 +297,16 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
                 where = f"{engine} {storage}" if len(args.storage) > 1 else engine
                 label = f"{where} Q{q:02d} {strategy}{' LINEAGE ON' if on else ''}"
                 config = (engine, storage)
-                if handle is None or (handle.engine, handle.storage) != config:
-                    if handle is not None:
-                        handle.stop()
-                        cpu[handle.label] = round(handle.cpu_seconds, 1)
-                    handle = WorkerHandle(engine, args.sf, worker_options(args, engine, storage),
-                                          logs / f"{engine}-{storage}.log", init_timeout=max(180.0, args.timeout),
-                                          memory_limit=mem_limit, storage=storage)
+                for other in [c for c in handles if c[0] != engine]:  # the previous engine is done
+                    done = handles.pop(other)
+                    done.stop()
+                    cpu[done.label] = round(done.cpu_seconds, 1)
+                if config not in handles:
+                    handles[config] = WorkerHandle(engine, args.sf, worker_options(args, engine, storage),
+                                                   logs / f"{engine}-{storage}.log",
+                                                   init_timeout=max(180.0, args.timeout), memory_limit=mem_limit,
+                                                   storage=storage)
+                handle = handles[config]
                 if config in engine_failed:
                     fields, extra, peak = failure(engine_failed[config].status, engine_failed[config].message), {}, None
                 else:
@@ -354,7 +358,7 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
                 progress.advance(task)
             progress.update(task, description="done")
         finally:
-            if handle is not None:
+            for handle in handles.values():
                 handle.kill() if sys.exc_info()[0] is not None else handle.stop()
                 cpu[handle.label] = round(handle.cpu_seconds, 1)
 
