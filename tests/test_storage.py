@@ -87,6 +87,22 @@ def test_arrow_and_csv_sources_in_memory(tmp_path):
         assert b.run(sql).lineage(0) == a.run(sql).lineage(0) == {"sales": [0, 2]}
 
 
+def test_a_pipeline_step_in_memory(tpch_folder):
+    """A result registered as the next step's source (its rows carry lineage) can live in memory too."""
+    with dltrace.connect("duckdb") as s:
+        s.register("orders", str(tpch_folder / "orders.parquet"), storage="memory")
+        step = s.run("SELECT o_custkey, count(*) AS n FROM orders GROUP BY o_custkey ORDER BY o_custkey")
+        s.register("by_source", step)
+        s.register("by_memory", step, storage="memory")
+        assert relation_kinds(s.engine.con, rows_relation("by_memory")) == ["LOCAL TEMPORARY"]
+        assert s.sql("SELECT * FROM by_memory").column_names == step.table.column_names  # lineage stays private
+        sql = "SELECT n, count(*) AS k FROM {} GROUP BY n ORDER BY n"
+        a, b = s.run(sql.format("by_source")), s.run(sql.format("by_memory"))
+        assert a.table.equals(b.table)
+        assert [a.lineage(i) for i in range(a.num_rows)] == [b.lineage(i) for i in range(b.num_rows)]
+        assert set(b.lineage(0)) == {"orders"}  # end to end: in the original table's row ids
+
+
 def test_register_again_in_the_other_storage(tpch_folder):
     path = str(tpch_folder / "nation.parquet")
     with dltrace.connect("duckdb") as s:
