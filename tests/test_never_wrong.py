@@ -205,6 +205,27 @@ def test_dltrace_sql_can_read_the_row_id(s):
     assert [r.lineage(i)["t"] for i in range(r.num_rows)] == [[i] for i in r.table.column("dl_rid").to_pylist()]
 
 
+# A CTE read by a part of the query that the engine evaluates in place while tracing -- a scalar subquery copied
+# into its witness condition, a correlated subquery kept in place -- is defined for that tracing query, with the
+# CTEs its own body reads (found_by_generator.md #12).
+CTE_READS = [
+    ("WITH w AS (SELECT c FROM u) SELECT a FROM t WHERE b > (SELECT w.c + 10 FROM w ORDER BY w.c LIMIT 1) OR a = 1",
+     [((1,), L([0])), ((2,), L([1], [3])), ((None,), L([2], [3]))]),
+    ("WITH v AS (SELECT c FROM u), w AS (SELECT x.c + 10 AS c FROM (SELECT c FROM v) AS x) "
+     "SELECT a FROM t WHERE b > (SELECT w.c FROM w ORDER BY w.c LIMIT 1) OR a = 1",
+     [((1,), L([0])), ((2,), L([1], [3])), ((None,), L([2], [3]))]),
+    ("WITH v AS (SELECT a, c FROM u WHERE c > 1), w AS (SELECT v.a, v.c FROM v ORDER BY v.c LIMIT 3) "
+     "SELECT a FROM t WHERE (a IN (SELECT w.a FROM w WHERE w.c < t.b)) IS NULL", [((1,), L([0])), ((None,), L([2]))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", CTE_READS, ids=[c[0][:60] for c in CTE_READS])
+def test_backward_sees_the_ctes_a_subquery_reads(s, sql, expected):
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert with_lineage(s.run(sql)) == want
+    assert with_lineage(s.trace(sql)) == want
+
+
 def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     """ORDER BY a (2 twice at the cut) LIMIT 2: the engine kept one of rows 1 and 3; backward cannot know
     which, so its lineage is both (the derivation pool), never a row the LIMIT could not have kept."""

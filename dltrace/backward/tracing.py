@@ -144,10 +144,7 @@ class Builder:
         for sub in nested_queries(new):
             if is_correlated(sub):
                 # (a negated one, kept in place for its value only): it cannot be materialised on its own, so the
-                # engine evaluates it where it stands, as the forward rewrite does
-                if any(t.name in env for t in sub.find_all(exp.Table)):
-                    raise UnsupportedQuery(f"a correlated subquery reading a CTE cannot be traced backward, at "
-                                           f"{position(sub)}")
+                # engine evaluates it where it stands, as the forward rewrite does (its CTEs are carried below)
                 continue
             sub.replace(self.eval_query(sub, env))
         from_ = new.args.get("from_")
@@ -155,7 +152,44 @@ class Builder:
             items = [from_.this] + [j.this for j in new.args.get("joins") or []]
             for source in items:
                 provs += self.from_item(new, source, env, prov)
+        self.carry_ctes(new, [new] + [c for p in provs for c in p.cols], env)
         return new, provs
+
+    # -- CTEs the engine still reads by name ------------------------------------------------------------
+    def carry_ctes(self, select: exp.Select, parts: list[exp.Expression], env: dict) -> None:
+        """Define on ``select`` every CTE of ``env`` that ``parts`` (``select`` and the provenance it will
+        expose) still read by name: a correlated subquery evaluated in place, a subquery copied into a witness
+        condition. Each is defined under a fresh reserved name (the reads renamed, their aliases kept), with the
+        CTEs its own body reads defined inside it the same way, so every query built from any part of the tree
+        sees the CTEs that part references, at any depth, and a user name never captures another relation."""
+        definitions = self.cte_definitions(parts, env)
+        if definitions:
+            select.set("with_", exp.With(expressions=definitions))
+
+    def cte_definitions(self, parts: list[exp.Expression], env: dict) -> list[exp.CTE]:
+        """The fresh CTEs for the reads of ``env``'s CTEs in ``parts`` (renamed in place), in dependency order."""
+        fresh: dict[int, str] = {}
+        out: list[exp.CTE] = []
+        for part in parts:
+            for table in list(part.find_all(exp.Table)):
+                cte = _env_cte(table, part, env)
+                if cte is None:
+                    continue
+                name = fresh.get(id(cte))
+                if name is None:
+                    name = fresh[id(cte)] = self.fresh("_dl_cte")
+                    body = cte.query.copy()
+                    inner = self.cte_definitions([body], cte.env)
+                    if inner:
+                        own = body.args.get("with_")
+                        body.set("with_", exp.With(expressions=inner + (list(own.expressions) if own else []),
+                                                   recursive=own.args.get("recursive") if own else None))
+                    alias = exp.TableAlias(this=ident(name), columns=[ident(c) for c in cte.columns] or None)
+                    out.append(exp.CTE(this=body, alias=alias))
+                if not table.alias:
+                    table.set("alias", exp.TableAlias(this=ident(table.name)))
+                table.set("this", ident(name))
+        return out
 
     def from_item(self, select: exp.Select, source: exp.Expression, env: dict, prov: bool) -> list[Prov]:
         alias = source.alias_or_name
@@ -363,6 +397,27 @@ class Builder:
             else:
                 query = query.join(right, join_type="CROSS")
         return query, provs
+
+
+def _env_cte(table: exp.Table, root: exp.Expression, env: dict):
+    """The CTE of ``env`` that ``table`` (inside ``root``) reads, or None: a base table, or a CTE defined
+    between it and ``root`` (a WITH of an enclosing query; inside a CTE body, only the CTEs before it)."""
+    name = table.name
+    if table.args.get("db") or not isinstance(table.this, exp.Identifier) or name not in env:
+        return None
+    node = table
+    while node is not root and node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.With):
+            position_ = next(i for i, c in enumerate(parent.expressions) if c is node)
+            visible = parent.expressions if parent.args.get("recursive") else parent.expressions[:position_]
+        else:
+            with_ = parent.args.get("with_")
+            visible = with_.expressions if isinstance(with_, exp.With) and with_ is not node else []
+        if any(c.alias_or_name == name for c in visible):
+            return None
+        node = parent
+    return env[name]
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:
