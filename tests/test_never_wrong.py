@@ -226,6 +226,21 @@ def test_backward_sees_the_ctes_a_subquery_reads(s, sql, expected):
     assert with_lineage(s.trace(sql)) == want
 
 
+@pytest.mark.parametrize("sql,expected", [
+    # a CTE named like the table its body reads: inside the body the name is still the table (SQL's scoping)
+    ("WITH u AS (SELECT a, c FROM u WHERE c > 7) SELECT t.a, u.c FROM t, u WHERE t.b < u.c + 2", [((1, 9), L([0], [2]))]),
+    ("WITH x AS (SELECT a FROM u), u AS (SELECT c FROM x, u WHERE x.a = u.a) SELECT t.a, u.c FROM t, u "
+     "WHERE t.b < u.c + 2", [((1, 9), L([0], [2]))]),
+    ("WITH u AS (SELECT c FROM u WHERE c > 7) SELECT a FROM t WHERE b > (SELECT u.c + 10 FROM u ORDER BY 1 LIMIT 1) "
+     "OR a = 1", [((1,), L([0])), ((2,), L([1], [1])), ((None,), L([2], [1]))]),
+])
+def test_a_cte_may_shadow_the_table_it_reads(s, sql, expected):
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert rows(s.run(sql, lineage=None).table) == rows(s.sql(sql))
+    assert with_lineage(s.run(sql)) == want
+    assert with_lineage(s.trace(sql)) == want
+
+
 def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     """ORDER BY a (2 twice at the cut) LIMIT 2: the engine kept one of rows 1 and 3; backward cannot know
     which, so its lineage is both (the derivation pool), never a row the LIMIT could not have kept."""

@@ -46,11 +46,12 @@ from dltrace.rewriter.analysis import (
     is_decorrelated,
     witness_condition,
 )
-from dltrace.rewriter.parse import position
+from dltrace.rewriter.parse import defining_cte, position
 from dltrace.rewriter.passes.decorrelate import is_correlated
 
 TID = "_dl_tid"
 PRESENT = "_dl_x"
+RESOLVED = "dl_bw_resolved"  # meta of a table read resolved by the scope that built it (base table or CTE)
 
 
 def ident(name: str) -> exp.Identifier:
@@ -165,6 +166,9 @@ class Builder:
         definitions = self.cte_definitions(parts, env)
         if definitions:
             select.set("with_", exp.With(expressions=definitions))
+        for part in parts:  # resolved in this scope: a reader that inlines ``select`` has other CTEs in scope
+            for table in part.find_all(exp.Table):
+                table.meta[RESOLVED] = True
 
     def cte_definitions(self, parts: list[exp.Expression], env: dict) -> list[exp.CTE]:
         """The fresh CTEs for the reads of ``env``'s CTEs in ``parts`` (renamed in place), in dependency order."""
@@ -400,24 +404,11 @@ class Builder:
 
 
 def _env_cte(table: exp.Table, root: exp.Expression, env: dict):
-    """The CTE of ``env`` that ``table`` (inside ``root``) reads, or None: a base table, or a CTE defined
-    between it and ``root`` (a WITH of an enclosing query; inside a CTE body, only the CTEs before it)."""
-    name = table.name
-    if table.args.get("db") or not isinstance(table.this, exp.Identifier) or name not in env:
+    """The CTE of ``env`` that ``table`` (inside ``root``) reads, or None: a base table, a CTE defined between
+    it and ``root``, or a read already resolved in the scope of a part built on its own (an inlined body)."""
+    if table.meta.get(RESOLVED) or table.args.get("db") or table.name not in env:
         return None
-    node = table
-    while node is not root and node.parent is not None:
-        parent = node.parent
-        if isinstance(parent, exp.With):
-            position_ = next(i for i, c in enumerate(parent.expressions) if c is node)
-            visible = parent.expressions if parent.args.get("recursive") else parent.expressions[:position_]
-        else:
-            with_ = parent.args.get("with_")
-            visible = with_.expressions if isinstance(with_, exp.With) and with_ is not node else []
-        if any(c.alias_or_name == name for c in visible):
-            return None
-        node = parent
-    return env[name]
+    return env[table.name] if defining_cte(table, root) is None else None
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:
