@@ -406,7 +406,7 @@ class Builder:
 def _env_cte(table: exp.Table, root: exp.Expression, env: dict):
     """The CTE of ``env`` that ``table`` (inside ``root``) reads, or None: a base table, a CTE defined between
     it and ``root``, or a read already resolved in the scope of a part built on its own (an inlined body)."""
-    if table.meta.get(RESOLVED) or table.args.get("db") or table.name not in env:
+    if table.meta.get(RESOLVED) or not isinstance(table.this, exp.Identifier) or table.name not in env:
         return None
     return env[table.name] if defining_cte(table, root) is None else None
 
