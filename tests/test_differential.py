@@ -167,6 +167,7 @@ def test_tlp(data, g):
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.timeout(0)  # 1,000 examples on Spark outlast pytest-timeout's 900 s
 @settings(max_examples=1000, report_multiple_bugs=False)
 @given(data=rich_tables(), g=rich_queries(allow=SPARK_FEATURES))
 def test_reference_evaluator_spark(sparks, data, g):
