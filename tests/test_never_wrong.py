@@ -113,6 +113,11 @@ WITNESSES = [
     # a subquery in an inner join's ON is traced, not evaluated behind the rewriter's back
     ("SELECT t.a FROM t JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u WHERE c > 5)",
      [((2,), L([1], [0])), ((2,), L([3], [0]))]),
+    # a correlated EXISTS in an inner join's ON (decorrelated, its test left in the ON): b - 1 = 9 only for t's
+    # row 0, witnessed by u's row 2 (found_by_generator.md #14)
+    ("SELECT t.a, u.c FROM t JOIN u ON t.a = u.a OR EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b - 1)",
+     [((1, 7), L([0], [0, 2])), ((1, 8), L([0], [1, 2])), ((1, 9), L([0], [2])), ((1, 1), L([0], [2, 3])),
+      ((2, 7), L([1], [0])), ((2, 1), L([1], [3])), ((2, 7), L([3], [0])), ((2, 1), L([3], [3]))]),
 ]
 
 
@@ -150,6 +155,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     ("SELECT a FROM t ORDER BY (SELECT max(c) FROM u WHERE u.a = t.a)", "ORDER BY"),
     ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
     ("SELECT a, a IN (SELECT a FROM u WHERE u.c = t.b) AS f FROM t", "could not be decorrelated"),
+    # decorrelated, but its test in the ON of a join a FULL JOIN pads
+    ("SELECT t.a FROM t JOIN u ON t.a = u.a AND EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b) FULL JOIN e ON e.a = u.a",
+     "outer join"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):
