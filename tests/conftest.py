@@ -29,6 +29,16 @@ def pytest_configure(config):
         settings.load_profile("ci")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under the long profile a property test runs 10,000 examples (hours on a busy machine): pytest-timeout's
+    900 s (pyproject.toml) would interrupt it mid-example -- DuckDB reports the SIGALRM as "Query interrupted"."""
+    if config.getoption("hypothesis_profile", None) != "long":
+        return
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.timeout(0))
+
+
 @pytest.fixture(scope="session")
 def tpch_folder():
     from dltrace.tpch import ensure_tpch

@@ -2,8 +2,9 @@
 outcomes per oracle and feature: ``python tests/hunt.py [N] [--features a,b] [--seed S]``.
 
 Outcomes: ok, refused (dltrace.UnsupportedQuery), invalid (DuckDB rejects the generated SQL: a generator
-bug), interpreter (the reference interpreter disagrees with DuckDB: an evaluator bug), an oracle's name
-(a dltrace failure), or error:<type> (dltrace raised something else).
+bug, or DuckDB fails internally on it), engine-bug (DuckDB fails internally on a TLP partition), interpreter
+(the reference interpreter disagrees with DuckDB: an evaluator bug), an oracle's name (a dltrace failure), or
+error:<type> (dltrace raised something else).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import dltrace  # noqa: E402
-from oracles import Duck, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp, tlp_applies  # noqa: E402
+from oracles import Duck, EngineBug, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp, tlp_applies  # noqa: E402
 from querygen_rich import rich_queries, rich_tables  # noqa: E402
 
 
@@ -42,6 +43,8 @@ def classify(session, data, g, tlp=True):
         return "refused", str(e)[:200]
     except InterpreterBug as e:
         return "interpreter", str(e)
+    except EngineBug as e:
+        return "engine-bug", str(e)[:400]
     except OracleFailure as e:
         return e.oracle, str(e)
     except Exception as e:  # noqa: BLE001

@@ -36,6 +36,11 @@ class InterpreterBug(AssertionError):
     """The reference interpreter disagrees with DuckDB: a bug of the test suite, not of dltrace."""
 
 
+class EngineBug(Exception):
+    """DuckDB fails internally on the generated query itself (an assertion of the engine, e.g. its optimizer):
+    the example says nothing about dltrace, whose answer must be the engine's."""
+
+
 def norm(v):
     """A value in comparable form: integral floats/decimals as int, other floats rounded."""
     if isinstance(v, bool) or v is None or isinstance(v, str):
@@ -65,7 +70,10 @@ class Duck:
             self.con.register(name, t)
 
     def rows(self, sql: str) -> list[tuple]:
-        return rows_of(self.con.sql(sql).to_arrow_table())
+        try:
+            return rows_of(self.con.sql(sql).to_arrow_table())
+        except duckdb.InternalException as e:
+            raise EngineBug(f"DuckDB's own internal error on {sql}: {str(e).splitlines()[0]}") from None
 
 
 def _lin(d: dict) -> tuple:

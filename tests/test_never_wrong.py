@@ -113,6 +113,11 @@ WITNESSES = [
     # a subquery in an inner join's ON is traced, not evaluated behind the rewriter's back
     ("SELECT t.a FROM t JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u WHERE c > 5)",
      [((2,), L([1], [0])), ((2,), L([3], [0]))]),
+    # a correlated EXISTS in an inner join's ON (decorrelated, its test left in the ON): b - 1 = 9 only for t's
+    # row 0, witnessed by u's row 2 (found_by_generator.md #14)
+    ("SELECT t.a, u.c FROM t JOIN u ON t.a = u.a OR EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b - 1)",
+     [((1, 7), L([0], [0, 2])), ((1, 8), L([0], [1, 2])), ((1, 9), L([0], [2])), ((1, 1), L([0], [2, 3])),
+      ((2, 7), L([1], [0])), ((2, 1), L([1], [3])), ((2, 7), L([3], [0])), ((2, 1), L([3], [3]))]),
 ]
 
 
@@ -150,6 +155,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     ("SELECT a FROM t ORDER BY (SELECT max(c) FROM u WHERE u.a = t.a)", "ORDER BY"),
     ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
     ("SELECT a, a IN (SELECT a FROM u WHERE u.c = t.b) AS f FROM t", "could not be decorrelated"),
+    # decorrelated, but its test in the ON of a join a FULL JOIN pads
+    ("SELECT t.a FROM t JOIN u ON t.a = u.a AND EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b) FULL JOIN e ON e.a = u.a",
+     "outer join"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):
@@ -203,6 +211,42 @@ def test_dltrace_sql_can_read_the_row_id(s):
     r = s.run("SELECT dl_rid, b FROM t WHERE a = 2")
     assert sorted(r.table.column("dl_rid").to_pylist()) == [1, 3]
     assert [r.lineage(i)["t"] for i in range(r.num_rows)] == [[i] for i in r.table.column("dl_rid").to_pylist()]
+
+
+# A CTE read by a part of the query that the engine evaluates in place while tracing -- a scalar subquery copied
+# into its witness condition, a correlated subquery kept in place -- is defined for that tracing query, with the
+# CTEs its own body reads (found_by_generator.md #12).
+CTE_READS = [
+    ("WITH w AS (SELECT c FROM u) SELECT a FROM t WHERE b > (SELECT w.c + 10 FROM w ORDER BY w.c LIMIT 1) OR a = 1",
+     [((1,), L([0])), ((2,), L([1], [3])), ((None,), L([2], [3]))]),
+    ("WITH v AS (SELECT c FROM u), w AS (SELECT x.c + 10 AS c FROM (SELECT c FROM v) AS x) "
+     "SELECT a FROM t WHERE b > (SELECT w.c FROM w ORDER BY w.c LIMIT 1) OR a = 1",
+     [((1,), L([0])), ((2,), L([1], [3])), ((None,), L([2], [3]))]),
+    ("WITH v AS (SELECT a, c FROM u WHERE c > 1), w AS (SELECT v.a, v.c FROM v ORDER BY v.c LIMIT 3) "
+     "SELECT a FROM t WHERE (a IN (SELECT w.a FROM w WHERE w.c < t.b)) IS NULL", [((1,), L([0])), ((None,), L([2]))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", CTE_READS, ids=[c[0][:60] for c in CTE_READS])
+def test_backward_sees_the_ctes_a_subquery_reads(s, sql, expected):
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert with_lineage(s.run(sql)) == want
+    assert with_lineage(s.trace(sql)) == want
+
+
+@pytest.mark.parametrize("sql,expected", [
+    # a CTE named like the table its body reads: inside the body the name is still the table (SQL's scoping)
+    ("WITH u AS (SELECT a, c FROM u WHERE c > 7) SELECT t.a, u.c FROM t, u WHERE t.b < u.c + 2", [((1, 9), L([0], [2]))]),
+    ("WITH x AS (SELECT a FROM u), u AS (SELECT c FROM x, u WHERE x.a = u.a) SELECT t.a, u.c FROM t, u "
+     "WHERE t.b < u.c + 2", [((1, 9), L([0], [2]))]),
+    ("WITH u AS (SELECT c FROM u WHERE c > 7) SELECT a FROM t WHERE b > (SELECT u.c + 10 FROM u ORDER BY 1 LIMIT 1) "
+     "OR a = 1", [((1,), L([0])), ((2,), L([1], [1])), ((None,), L([2], [1]))]),
+])
+def test_a_cte_may_shadow_the_table_it_reads(s, sql, expected):
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert rows(s.run(sql, lineage=None).table) == rows(s.sql(sql))
+    assert with_lineage(s.run(sql)) == want
+    assert with_lineage(s.trace(sql)) == want
 
 
 def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):

@@ -46,11 +46,12 @@ from dltrace.rewriter.analysis import (
     is_decorrelated,
     witness_condition,
 )
-from dltrace.rewriter.parse import position
+from dltrace.rewriter.parse import defining_cte, position
 from dltrace.rewriter.passes.decorrelate import is_correlated
 
 TID = "_dl_tid"
 PRESENT = "_dl_x"
+RESOLVED = "dl_bw_resolved"  # meta of a table read resolved by the scope that built it (base table or CTE)
 
 
 def ident(name: str) -> exp.Identifier:
@@ -144,10 +145,7 @@ class Builder:
         for sub in nested_queries(new):
             if is_correlated(sub):
                 # (a negated one, kept in place for its value only): it cannot be materialised on its own, so the
-                # engine evaluates it where it stands, as the forward rewrite does
-                if any(t.name in env for t in sub.find_all(exp.Table)):
-                    raise UnsupportedQuery(f"a correlated subquery reading a CTE cannot be traced backward, at "
-                                           f"{position(sub)}")
+                # engine evaluates it where it stands, as the forward rewrite does (its CTEs are carried below)
                 continue
             sub.replace(self.eval_query(sub, env))
         from_ = new.args.get("from_")
@@ -155,7 +153,47 @@ class Builder:
             items = [from_.this] + [j.this for j in new.args.get("joins") or []]
             for source in items:
                 provs += self.from_item(new, source, env, prov)
+        self.carry_ctes(new, [new] + [c for p in provs for c in p.cols], env)
         return new, provs
+
+    # -- CTEs the engine still reads by name ------------------------------------------------------------
+    def carry_ctes(self, select: exp.Select, parts: list[exp.Expression], env: dict) -> None:
+        """Define on ``select`` every CTE of ``env`` that ``parts`` (``select`` and the provenance it will
+        expose) still read by name: a correlated subquery evaluated in place, a subquery copied into a witness
+        condition. Each is defined under a fresh reserved name (the reads renamed, their aliases kept), with the
+        CTEs its own body reads defined inside it the same way, so every query built from any part of the tree
+        sees the CTEs that part references, at any depth, and a user name never captures another relation."""
+        definitions = self.cte_definitions(parts, env)
+        if definitions:
+            select.set("with_", exp.With(expressions=definitions))
+        for part in parts:  # resolved in this scope: a reader that inlines ``select`` has other CTEs in scope
+            for table in part.find_all(exp.Table):
+                table.meta[RESOLVED] = True
+
+    def cte_definitions(self, parts: list[exp.Expression], env: dict) -> list[exp.CTE]:
+        """The fresh CTEs for the reads of ``env``'s CTEs in ``parts`` (renamed in place), in dependency order."""
+        fresh: dict[int, str] = {}
+        out: list[exp.CTE] = []
+        for part in parts:
+            for table in list(part.find_all(exp.Table)):
+                cte = _env_cte(table, part, env)
+                if cte is None:
+                    continue
+                name = fresh.get(id(cte))
+                if name is None:
+                    name = fresh[id(cte)] = self.fresh("_dl_cte")
+                    body = cte.query.copy()
+                    inner = self.cte_definitions([body], cte.env)
+                    if inner:
+                        own = body.args.get("with_")
+                        body.set("with_", exp.With(expressions=inner + (list(own.expressions) if own else []),
+                                                   recursive=own.args.get("recursive") if own else None))
+                    alias = exp.TableAlias(this=ident(name), columns=[ident(c) for c in cte.columns] or None)
+                    out.append(exp.CTE(this=body, alias=alias))
+                if not table.alias:
+                    table.set("alias", exp.TableAlias(this=ident(table.name)))
+                table.set("this", ident(name))
+        return out
 
     def from_item(self, select: exp.Select, source: exp.Expression, env: dict, prov: bool) -> list[Prov]:
         alias = source.alias_or_name
@@ -363,6 +401,14 @@ class Builder:
             else:
                 query = query.join(right, join_type="CROSS")
         return query, provs
+
+
+def _env_cte(table: exp.Table, root: exp.Expression, env: dict):
+    """The CTE of ``env`` that ``table`` (inside ``root``) reads, or None: a base table, a CTE defined between
+    it and ``root``, or a read already resolved in the scope of a part built on its own (an inlined body)."""
+    if table.meta.get(RESOLVED) or not isinstance(table.this, exp.Identifier) or table.name not in env:
+        return None
+    return env[table.name] if defining_cte(table, root) is None else None
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:

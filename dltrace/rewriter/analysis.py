@@ -50,7 +50,7 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.E
     for sub in tree.find_all(exp.Subquery):
         if sub.meta.get(DECORRELATED):
             select = sub.find_ancestor(exp.Select)
-            refs = _uses(select, sub.alias_or_name)
+            refs = _uses(select, sub)
             if any(_is_existence_test(ref) for ref in refs):
                 positive = any(not _is_existence_test(r) or not negated(r, select) for r in refs)
                 condition = None if positive else exp.false()
@@ -271,8 +271,7 @@ def direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp
         if on is None:
             continue
         for holder, query in _holders_in(on, select):
-            outer = join.side or (join.kind or "").upper() not in ("", "INNER", "CROSS")
-            if outer or any(j.side in ("RIGHT", "FULL") for j in joins[i + 1:]):
+            if _outer_on(joins, i):
                 raise UnsupportedQuery(f"a subquery in the ON clause of an outer join (or of a join followed by a "
                                        f"RIGHT/FULL join) is not supported, at {position(holder)}")
             found.append(("on", holder, query))
@@ -316,14 +315,35 @@ def _null_or_false(node: exp.Expression) -> bool:
     return isinstance(node, exp.Null) or isinstance(node, exp.Boolean) and not node.this
 
 
-def _uses(select: exp.Select, alias: str) -> list[exp.Column]:
+def _uses(select: exp.Select, sub: exp.Subquery) -> list[exp.Column]:
+    """The columns of ``select`` that read the decorrelated subquery ``sub``: in its clauses and in the ON of
+    its joins (a correlated EXISTS in an inner join's ON stays there as its test). A use in the ON of an outer
+    join (or of a join followed by a RIGHT/FULL join) is refused, as for a subquery left in place there."""
+    alias = sub.alias_or_name
     refs = []
     for key in CLAUSES:
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value]:
             if node is not None:
                 refs += [c for c in node.find_all(exp.Column) if c.table == alias]
+    joins = select.args.get("joins") or []
+    for i, join in enumerate(joins):
+        on = join.args.get("on")
+        if on is None or join.this is sub:
+            continue  # (the decorrelated join's own ON is its correlation)
+        found = [c for c in on.find_all(exp.Column) if c.table == alias]
+        if found and _outer_on(joins, i):
+            raise UnsupportedQuery(f"a subquery in the ON clause of an outer join (or of a join followed by a "
+                                   f"RIGHT/FULL join) is not supported, at {position(join)}")
+        refs += found
     return refs
+
+
+def _outer_on(joins: list[exp.Join], i: int) -> bool:
+    """Is the ON of ``joins[i]`` an outer join's, or followed by a RIGHT/FULL join (which pads its rows)?"""
+    join = joins[i]
+    outer = join.side or (join.kind or "").upper() not in ("", "INNER", "CROSS")
+    return bool(outer) or any(j.side in ("RIGHT", "FULL") for j in joins[i + 1:])
 
 
 def _is_existence_test(ref: exp.Column) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.names import rows_relation
+from dltrace.rewriter.parse import defining_cte
 from dltrace.rewriter.passes.context import PassContext
 
 
@@ -25,10 +26,11 @@ def with_rows_relations(expression: exp.Expression, tables: frozenset | set) -> 
     if not tables:
         return expression
     tree = expression.copy()
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for table in list(tree.find_all(exp.Table)):
         name = table.name.lower()
-        if table.args.get("db") or not isinstance(table.this, exp.Identifier) or name in ctes or name not in tables:
+        if table.args.get("db") or not isinstance(table.this, exp.Identifier) or name not in tables:
+            continue
+        if defining_cte(table) is not None:  # a CTE of the same name in scope: the query's, not the table
             continue
         alias = table.alias_or_name
         table.set("this", exp.to_identifier(rows_relation(name), quoted=True))
