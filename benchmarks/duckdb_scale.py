@@ -24,7 +24,7 @@ LIMIT_GIB = 12.0
 
 def run(sf: float, args: argparse.Namespace) -> dict[int, dict]:
     out = Path(args.out) / f"sf{sf:g}"
-    cmd = [sys.executable, "-m", "dltrace", "tpch", "--sf", f"{sf:g}", "--engines", "duckdb", "--storage", "memory",
+    cmd = [sys.executable, "-m", "dltrace.cli", "tpch", "--sf", f"{sf:g}", "--engines", "duckdb", "--storage", "memory",
            "--threads", str(args.threads), "--strategies", "original,bitmap", "--queries", args.queries,
            "--repeat", str(args.repeat), "--warmup", "1", "--timeout", str(args.timeout), "--out", str(out)]
     print("$", " ".join(cmd), flush=True)
