@@ -272,6 +272,8 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     # an aggregate sqlglot does not know, over the whole table
     "SELECT product(b) AS p FROM t",
     "SELECT a, product(b) AS p FROM t GROUP BY a",
+    # a correlated IN whose value column has a name that needs quoting (decorrelation aliased it bare)
+    'SELECT t.a FROM t WHERE t.a + 5 IN (SELECT u.c AS "c d" FROM u WHERE u.a = t.a) OR t.b > 15',
 ])
 @pytest.mark.parametrize("strategy", [None, "set", "bitmap"])
 def test_more_answers_equal_the_engines(s, sql, strategy):
