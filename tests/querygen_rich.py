@@ -47,9 +47,11 @@ def rich_tables(draw) -> dict[str, pa.Table]:
 # the optional features ``rich_queries(allow=...)`` can switch off (joins and basic subqueries always stay)
 OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
-                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural"})
-# what Spark SQL has too (DuckDB-only syntax and functions left out)
-SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table"}
+                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified"})
+# what Spark SQL has too (DuckDB-only syntax and functions left out; Spark has no `x op ANY/ALL (subquery)`: its
+# parser rejects the query as written, so it is no lineage question)
+SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
+                             "quantified"}
 
 
 class Gen:
@@ -190,7 +192,8 @@ class Gen:
 
     def sub_pred(self, scope, depth: int, ctes):
         """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR."""
-        kind = self.pick(["exists", "in", "not_in", "any", "all", "scalar_cmp"])
+        kinds = ["exists", "in", "not_in", "any", "all", "scalar_cmp"]
+        kind = self.pick(kinds if self.ok("quantified") else [k for k in kinds if k not in ("any", "all")])
         self.feat(f"sq_{kind}")
         typ = self.pick(["int", "int", "str"])
         x = self.value(scope, typ, 0, ctes)
