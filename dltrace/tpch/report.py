@@ -217,6 +217,8 @@ def summary(d: Data) -> list[str]:
 # -- report.md ---------------------------------------------------------------------------------------
 
 def _threads_text(m: dict) -> str:
+    if "duckdb" not in (m.get("engines") or ["duckdb"]):
+        return ""
     details = m.get("engine_details") or {}
     seen = sorted({v["threads"] for v in details.values() if isinstance(v, dict) and v.get("threads")})
     if m.get("threads"):
