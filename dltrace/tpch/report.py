@@ -217,6 +217,8 @@ def summary(d: Data) -> list[str]:
 # -- report.md ---------------------------------------------------------------------------------------
 
 def _threads_text(m: dict) -> str:
+    if "duckdb" not in (m.get("engines") or ["duckdb"]):
+        return ""
     details = m.get("engine_details") or {}
     seen = sorted({v["threads"] for v in details.values() if isinstance(v, dict) and v.get("threads")})
     if m.get("threads"):
@@ -279,7 +281,7 @@ def write_report(out: Path) -> Path:
           "Original: median seconds. Other strategies: median time / original's time in the same run "
           "(the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
     for e in d.engines:
-        L += [f"### {ENGINE_NAMES.get(e, e)}", ""]
+        L += [f"### {ENGINE_NAMES.get(e, e)}, {d.storage} storage", ""]
         rows = [[f"Q{q}"] + [_cell(d.get(e, q, s)) for s in d.strategies] for q in d.queries]
         rows.append(["geo. mean"] + [_secs(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s))
                                                       and r["seconds"])) if s == "original" else
