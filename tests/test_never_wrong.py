@@ -118,6 +118,9 @@ WITNESSES = [
     ("SELECT t.a, u.c FROM t JOIN u ON t.a = u.a OR EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b - 1)",
      [((1, 7), L([0], [0, 2])), ((1, 8), L([0], [1, 2])), ((1, 9), L([0], [2])), ((1, 1), L([0], [2, 3])),
       ((2, 7), L([1], [0])), ((2, 1), L([1], [3])), ((2, 7), L([3], [0])), ((2, 1), L([3], [3]))]),
+    # a correlated IN whose value column is named: decorrelation names its array after it (not _u_<n>); the
+    # witness is the u row equal to b - 13 = 7 (row 0), not the whole a = 2 group (rows 0, 3)
+    ("SELECT t.a FROM t WHERE t.b - 13 IN (SELECT u.c AS cc FROM u WHERE u.a = t.a)", [((2,), L([1], [0]))]),
 ]
 
 

@@ -40,18 +40,23 @@ def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expre
     for sub in list(tree.find_all(exp.Subquery)):
         if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):
             continue
-        # sqlglot's own ARRAY_AGG, named by its decorrelation (_u_<n>: a prefix user names cannot use)
+        # sqlglot's own ARRAY_AGG: the one its predicate tests with ARRAY_ANY. (It is named _u_<n>, or after the
+        # subquery's value column when that has a name: `x IN (SELECT u.c AS cc ...)` gives `ARRAY_AGG(u.c) AS cc`;
+        # a user's own ARRAY_AGG is never under an ARRAY_ANY of sqlglot's.)
+        select = sub.find_ancestor(exp.Select)
+        alias = sub.alias_or_name
+        tested = {n.this.name for n in select.find_all(exp.ArrayAny)
+                  if isinstance(n.this, exp.Column) and n.this.table == alias}
         arrays = [p for p in sub.this.expressions
-                  if isinstance(p.unalias(), exp.ArrayAgg) and p.alias_or_name.startswith("_u_")]
+                  if isinstance(p.unalias(), exp.ArrayAgg) and p.alias_or_name in tested]
         if not arrays:
             continue
-        select = sub.find_ancestor(exp.Select)
         if len(arrays) != 1:
             raise UnsupportedQuery(
                 f"a correlated subquery with {len(arrays)} non-equality correlations cannot be decorrelated "
                 f"exactly, at {position(select)}"
             )
-        name, alias = arrays[0].alias_or_name, sub.alias_or_name
+        name = arrays[0].alias_or_name
         tests = []
         for node in list(select.find_all(exp.ArrayAny)):
             arr = node.this
