@@ -24,11 +24,9 @@ all of their rows, and decorrelation rewrites IN into a join that keeps only the
 
 from __future__ import annotations
 
-import re
-
 from sqlglot import exp
-from sqlglot.tokens import Tokenizer
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify_columns import quote_identifiers
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
@@ -51,7 +49,9 @@ def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Express
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
-    _quote_made_names(tree)
+    # sqlglot's rewrite aliases columns with the user's names unquoted (`ARRAY_AGG(x) AS a b`): quote the names
+    # that need it, as qualification quoted the user's own
+    quote_identifiers(tree, dialect=context.dialect, identify=False)
     for sub in tree.find_all(exp.Subquery):
         if id(sub) not in before and isinstance(sub.parent, (exp.Join, exp.From)):
             sub.meta[DECORRELATED] = True
@@ -59,20 +59,6 @@ def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Express
         if placeholder.name == _KEPT:
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
     return tree
-
-
-_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
-
-
-def _quote_made_names(tree: exp.Expression) -> None:
-    """Quote the names sqlglot's decorrelation wrote bare: it aliases a subquery's columns with the user's
-    column names unquoted (``ARRAY_AGG(x) AS a b``), a syntax error or another name unless quoted. The user's
-    own identifiers are quoted already (the qualify pass); lambda variables are left as they are."""
-    for ident in tree.find_all(exp.Identifier):
-        if ident.quoted or isinstance(ident.parent, exp.Lambda):
-            continue
-        if not _SIMPLE.fullmatch(ident.name) or ident.name.upper() in Tokenizer.KEYWORDS:
-            ident.set("quoted", True)
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
