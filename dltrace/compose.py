@@ -24,10 +24,11 @@ from dltrace.catalog import Catalog
 from dltrace.engines import BITS64
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
-from dltrace.lineage_data import LineageData, decode_ids
+from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID, reserved_prefix
 from dltrace.rewriter.parse import parse_error_text
 from dltrace.udafs import encode_bitmaps
+from dltrace.udafs.bitmap_arrow import to_list_arrow
 
 SET_TYPE = pa.list_(pa.int64())
 
@@ -82,15 +83,15 @@ def _wide(catalog: Catalog, table: str) -> bool:
 def _as_strategy(col: pa.ChunkedArray | pa.Array, strategy: str, wide: bool) -> pa.ChunkedArray:
     """A lineage column as sorted distinct list<int64> sets (NULL: empty) or as portable roaring bitmaps."""
     col = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
-    is_bitmap = pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)
+    is_bitmap = is_bitmap_type(col.type)
     if strategy == "bitmap":
         return col.cast(pa.binary()) if is_bitmap else encode_bitmaps(_as_sets(col, False), wide=wide)
     return _as_sets(col, is_bitmap)
 
 
 def _as_sets(col: pa.ChunkedArray, is_bitmap: bool) -> pa.ChunkedArray:
-    if is_bitmap:
-        return pa.chunked_array([pa.array([decode_ids(v) for v in col.to_pylist()], type=SET_TYPE)], type=SET_TYPE)
+    if is_bitmap:  # decoded vectorised, NULL -> [] (dl_to_list's kernel)
+        return pa.chunked_array([to_list_arrow(col)], type=SET_TYPE)
     col = col.cast(SET_TYPE)
     if col.null_count:
         col = pa.chunked_array([pa.array([v or [] for v in col.to_pylist()], type=SET_TYPE)], type=SET_TYPE)

@@ -23,7 +23,7 @@ from pyroaring import BitMap, BitMap64
 
 from dltrace.errors import DltraceError, UnknownTable
 from dltrace.fetch import as_rids, fetch
-from dltrace.lineage_data import LineageData
+from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
 from dltrace.udafs.bitmap import load as load_bitmap
 
@@ -57,10 +57,6 @@ def _value_ids(value: Any) -> np.ndarray:
         bm = load_bitmap(memoryview(value))
         return np.asarray(bm.to_array(), dtype=np.int64) if len(bm) else np.empty(0, np.int64)
     return as_rids([v for v in value if v is not None])
-
-
-def is_bitmap_type(t: pa.DataType) -> bool:
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or getattr(pa.types, "is_binary_view", lambda _: False)(t)
 
 
 def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:

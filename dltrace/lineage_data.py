@@ -23,6 +23,11 @@ from dltrace.udafs import decode
 from dltrace.udafs.bitmap_arrow import set_union_arrow, union_arrow
 
 
+def is_bitmap_type(t: pa.DataType) -> bool:
+    """Is a lineage column of this type roaring bitmaps (binary), rather than sets (lists of rids)?"""
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or getattr(pa.types, "is_binary_view", lambda _: False)(t)
+
+
 def decode_ids(value: Any) -> list[int]:
     """One lineage value as it comes back from an engine (array, bitmap bytes, None) -> sorted rids."""
     if value is None:
@@ -91,7 +96,7 @@ class LineageData:
         shared = self.shared_lineage.get(table)
         if shared is None or not len(col):
             return col
-        union = union_arrow if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type) else set_union_arrow
+        union = union_arrow if is_bitmap_type(col.type) else set_union_arrow
         merged = union(col.combine_chunks(), shared.combine_chunks())
         return pa.chunked_array([merged.cast(col.type)], type=col.type)
 
