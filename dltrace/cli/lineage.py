@@ -79,6 +79,14 @@ def _summary(p: output.Printer, r, manifest: dict) -> None:
     p.line()
 
 
+def forward_spec(spec: str) -> tuple[str, str]:
+    """``--forward TABLE:RIDS`` -> (table, the rids' text for :func:`parse_rids`)."""
+    table, sep, text = spec.partition(":")
+    if not sep or not table:
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got {spec!r}")
+    return table, text
+
+
 def parse_rids(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
@@ -99,9 +107,7 @@ def parse_rids(text: str) -> list[int]:
 
 
 def _forward(p: output.Printer, r, spec: str) -> None:
-    table, sep, text = spec.partition(":")
-    if not sep or not table:
-        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got {spec!r}")
+    table, text = forward_spec(spec)
     if not r.lineage_columns:
         raise common.CliError("--forward needs lineage: this save has none (it was run with --lineage none or LINEAGE ON ())")
     if r.on_values is not None:

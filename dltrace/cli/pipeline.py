@@ -8,7 +8,7 @@ import argparse
 
 import dltrace
 from dltrace.cli import common, output
-from dltrace.cli.lineage import parse_rids
+from dltrace.cli.lineage import forward_spec, parse_rids
 from dltrace.pipelines import METHODS
 
 HELP = "run a pipeline of SQL steps (a Spark Declarative Pipelines project or a folder of CREATE ... AS files) " \
@@ -85,9 +85,7 @@ def _summary(p: output.Printer, result) -> None:
 
 
 def _forward(p: output.Printer, result, spec: str) -> None:
-    table, sep, text = spec.partition(":")
-    if not sep or not table:
-        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got {spec!r}")
+    table, text = forward_spec(spec)
     if result.strategy is None:
         raise common.CliError("--forward needs lineage: run with --lineage set or bitmap")
     rids = parse_rids(text)
