@@ -44,7 +44,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--timeout", type=float, default=1800)
-    p.add_argument("--out", default="dltrace-scale")
+    p.add_argument("--out", default="dltrace-report-scale")  # (.gitignore: dltrace-report*/)
     args = p.parse_args()
     factors = [float(x) for x in args.sf.split(",")]
     results = {sf: run(sf, args) for sf in factors}
