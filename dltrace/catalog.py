@@ -8,6 +8,7 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -128,9 +129,14 @@ class Catalog:
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 
-    def schema(self) -> dict[str, dict[str, str]]:
-        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot."""
-        return {name: self.engine.columns(name) for name in self.tables}
+    def schema(self, tables: Iterable[str] | exp.Expression | None = None) -> dict[str, dict[str, str]]:
+        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with
+        ``tables``, of those of them only (a query needs the tables it names: each is a round trip). ``tables``
+        may be a parsed query: the tables it names anywhere (a CTE may shadow the table it reads)."""
+        if isinstance(tables, exp.Expression):
+            tables = [t.name for t in tables.find_all(exp.Table)]
+        wanted = None if tables is None else {t.lower() for t in tables}
+        return {name: self.engine.columns(name) for name in self.tables if wanted is None or name in wanted}
 
     def num_rows(self, name: str) -> int:
         key = name.lower()

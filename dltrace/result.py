@@ -172,7 +172,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         catalog.engine.install_functions()
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
-    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(), rows,
+    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(tree), rows,
                              rows_relations=plain.rows_relations, shared_lineage=True,
                              composed={t: src.lineage for t, src in composed.items()})
     text = rewritten.sql()
@@ -188,7 +188,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         sets = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in sets.items()}
         shared = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in shared.items()}
     # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
-    own = own.rename_columns(engine_names(catalog, sql, read))
+    own = own.rename_columns(engine_names(catalog, sql, read, tree))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
     off = rewritten.on is not None and rewritten.on.off
     result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text,
@@ -219,9 +219,12 @@ def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageS
     return found
 
 
-def engine_names(catalog: Catalog, sql: str, read: str) -> list[str]:
+def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:
     """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
-    results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``)."""
+    results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``).
+    ``parsed``: ``sql`` parsed already (read, not changed), to spare a second parse."""
+    if parsed is not None and not parsed.find(LineageOn) and not mentions_rid(parsed) and read == catalog.dialect:
+        return catalog.engine.column_names(sql)
     tree = parse_query(sql, read)
     clause = take_clause(tree)
     reads_rid = mentions_rid(tree)

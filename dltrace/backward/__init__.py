@@ -58,7 +58,7 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree)
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
-                          {t.lower(): c for t, c in catalog.schema().items()}, semantics,
+                          {t.lower(): c for t, c in catalog.schema(tree).items()}, semantics,
                           rows_relations=frozenset(catalog.tables))
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)

@@ -46,6 +46,8 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.E
     """Record on every decorrelated subquery when its rows are witnesses of its SELECT's rows (before witnesses
     are translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY): ``meta[USED_POSITIVELY]``, and
     ``meta[WITNESS_CONDITION]`` (see :func:`witness_condition`)."""
+    if not any(sub.meta.get(DECORRELATED) for sub in expression.find_all(exp.Subquery)):
+        return expression  # no decorrelated subquery: nothing to record, no copy
     tree = expression.copy()
     for sub in tree.find_all(exp.Subquery):
         if sub.meta.get(DECORRELATED):

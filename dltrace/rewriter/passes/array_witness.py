@@ -36,6 +36,8 @@ class ArrayWitness:
 
 
 def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    if not any(sub.meta.get(DECORRELATED) for sub in expression.find_all(exp.Subquery)):
+        return expression  # no decorrelated subquery: no copy
     tree = expression.copy()
     for sub in list(tree.find_all(exp.Subquery)):
         if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):

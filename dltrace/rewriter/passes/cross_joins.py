@@ -14,12 +14,19 @@ from dltrace.rewriter.passes.context import PassContext
 
 
 def explicit_cross_joins(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    if not any(_comma_joins(select) for select in expression.find_all(exp.Select)):
+        return expression  # nothing to mark: no copy
     tree = expression.copy()
     for select in tree.find_all(exp.Select):
-        joins = select.args.get("joins") or []
-        if not any(j.args.get("kind") or j.args.get("side") or j.args.get("on") for j in joins):
-            continue  # a plain comma list: nothing reaches back
-        for join in joins:
-            if not (join.args.get("kind") or join.args.get("side") or join.args.get("on") or join.args.get("using")):
-                join.set("kind", "CROSS")
+        for join in _comma_joins(select):
+            join.set("kind", "CROSS")
     return tree
+
+
+def _comma_joins(select: exp.Select) -> list[exp.Join]:
+    """The comma joins of ``select`` to mark CROSS: none in a plain comma list (nothing reaches back)."""
+    joins = select.args.get("joins") or []
+    if not any(j.args.get("kind") or j.args.get("side") or j.args.get("on") for j in joins):
+        return []
+    return [j for j in joins
+            if not (j.args.get("kind") or j.args.get("side") or j.args.get("on") or j.args.get("using"))]

@@ -41,6 +41,8 @@ _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrela
 
 
 def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    if not _has_clause_subquery(expression):
+        return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = expression.copy()
     _remember_predicate_subqueries(tree)
     kept = _keep_in_place(tree)
@@ -59,6 +61,26 @@ def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Express
         if placeholder.name == _KEPT:
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
     return tree
+
+
+def _has_clause_subquery(tree: exp.Expression) -> bool:
+    """Is some query of ``tree`` written anywhere but as the query itself, a CTE, a set operation's side or a
+    derived table of FROM/JOIN? (Conservative: anything else counts.)"""
+    for select in tree.find_all(exp.Select):
+        node = select
+        while isinstance(node.parent, (exp.Subquery, exp.SetOperation)) and not (
+            isinstance(node.parent, exp.Subquery) and isinstance(node.parent.parent, (exp.From, exp.Join))
+        ):
+            node = node.parent
+        parent = node.parent
+        if parent is None or isinstance(parent, exp.CTE):
+            continue
+        if isinstance(node, exp.Subquery) and isinstance(parent, (exp.From, exp.Join)):
+            continue
+        if isinstance(parent, exp.Subquery) and isinstance(parent.parent, (exp.From, exp.Join)):
+            continue
+        return True
+    return False
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:

@@ -44,6 +44,8 @@ _VOLATILE = (exp.Rand, exp.Anonymous, exp.Subquery, exp.Exists, exp.Select)
 
 
 def reduce_subqueries(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    if not any(is_decorrelated(sub) for sub in expression.find_all(exp.Subquery)):
+        return expression  # nothing to reduce: no copy
     tree = expression.copy()
     counter = [0]
     for select in list(tree.find_all(exp.Select)):  # outer first: a key list made here reduces the next level

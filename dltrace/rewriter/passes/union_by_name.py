@@ -15,6 +15,8 @@ from dltrace.rewriter.passes.context import PassContext
 
 
 def union_by_name(expression: exp.Expression, context: PassContext) -> exp.Expression:
+    if not any(n.args.get("by_name") for n in expression.find_all(exp.SetOperation)):
+        return expression  # nothing to rebuild: no copy
     tree = expression.copy()
     counter = [0]
     # innermost first, so that a BY NAME side is already positional when its parent is rebuilt
