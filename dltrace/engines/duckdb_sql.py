@@ -42,6 +42,7 @@ class DuckDBFunctions(LineageFunctions):
     set_type = "BIGINT[]"
     bitmap_type = "BLOB"
     from_hex = "from_hex"
+    bitmaps_at_output = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

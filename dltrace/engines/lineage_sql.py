@@ -25,6 +25,7 @@ STRATEGIES = ("set", "bitmap")
 BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
 EMPTY_BITMAP32 = "3A30000000000000"  # portable serialisation of the empty 32-bit roaring bitmap
 EMPTY_BITMAP64 = "0000000000000000"  # ... and of the empty 64-bit one
+_STORED = "dl_bitmap_to_list"  # a stored bitmap's ids, as lineage inside a query whose lineage travels as lists
 
 # sqlglot Expression class -> generator function (self, expression) -> SQL text
 GeneratorTransforms = dict[type[exp.Expression], Callable[[Any, Any], str]]
@@ -57,6 +58,12 @@ class LineageFunctions:
     set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
     bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
     from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value
+    #: the "bitmap" strategy builds bitmaps only in a query's final lineage columns: inside the query lineage
+    #: travels as plain arrays of ids (unsorted, duplicates allowed), which the engine's native ``list``
+    #: aggregate and ``flatten`` build and union far faster than a UDF call per group; the final build sorts
+    #: and deduplicates. (Exact: a lineage set is the *set* of ids a row's inputs carry, whatever the
+    #: multiplicities and order inside.)
+    bitmaps_at_output: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str) -> None:
         if strategy not in STRATEGIES:
@@ -69,6 +76,11 @@ class LineageFunctions:
         """Does the engine's SQL build the "bitmap" strategy's bitmaps itself? When false (Spark) the SQL is the
         "set" strategy's and the driver encodes the sets it returns (:func:`dltrace.udafs.encode_bitmaps`)."""
         return self.strategy == "bitmap"
+
+    @property
+    def lists_inside(self) -> bool:
+        """Does lineage travel as plain id arrays inside the query, bitmaps built only at the output?"""
+        return self.builds_bitmaps and self.bitmaps_at_output
 
     @property
     def scalar_subquery_arguments(self) -> bool:
@@ -132,6 +144,8 @@ class LineageFunctions:
     def set_of_rids(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
         """The lineage set of one row that carries the scalar rids ``rids`` (NULLs ignored)."""
         arr = self.array(*rids)
+        if self.lists_inside:
+            return arr
         if self.builds_bitmaps:
             return call(self._bitmap("build", wide), arr)
         return self.rid_array_set(arr, single=len(rids) == 1)
@@ -140,12 +154,16 @@ class LineageFunctions:
         """Row-level union of several lineage sets of one table."""
         if len(sets) == 1:
             return sets[0]
+        if self.lists_inside:
+            return self.concat(sets, nullable)
         if self.builds_bitmaps:
             return call(self._bitmap("merge", wide), self.array(*sets))
         return self.sorted_distinct(self.concat(sets, nullable))
 
     def dlunion_rids(self, rid: exp.Expression, wide: bool = False) -> exp.Expression:
         """DLUNION (an aggregate) of scalar rids: the set of the group's rids."""
+        if self.lists_inside:
+            return self.agg_list(rid)
         if self.builds_bitmaps:
             return call(self._bitmap("build", wide), self.agg_list(rid))
         return self.group_rid_set(rid)
@@ -153,26 +171,57 @@ class LineageFunctions:
     def dlunion_rid_lists(self, rids: list[exp.Expression], wide: bool = False) -> exp.Expression:
         """DLUNION of several scalar rid columns of one table (a self-join below an aggregation)."""
         lists = [self.agg_list(r) for r in rids]
+        if self.lists_inside:
+            return self.concat(lists, [False] * len(lists))
         if self.builds_bitmaps:
             return call(self._bitmap("build", wide), self.concat(lists, [False] * len(lists)))
         return self.sorted_distinct(self.concat(lists, [False] * len(lists)))
 
     def dlunion_sets(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """DLUNION (an aggregate) of lineage sets: bitmaps are merged, arrays flattened."""
+        if self.lists_inside:
+            return call("flatten", self.agg_list(s))
         if self.builds_bitmaps:
             return call(self._bitmap("merge", wide), self.agg_list(s))
         return self.sorted_distinct(call("flatten", self.agg_list(s)))
 
     def finish(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """A final lineage column: never NULL (an empty set instead)."""
+        if self.lists_inside:  # the bitmap of the ids (a NULL or empty array: the empty bitmap)
+            if isinstance(s, exp.Anonymous) and s.name == _STORED:  # a stored bitmap as it is: not re-encoded
+                return self.finish_bitmap(s.expressions[0], wide)
+            return call(self._bitmap("build", wide), s)
         if self.builds_bitmaps:
-            # the empty bitmap as a constant: Spark would call a UDF for every row, even in an untaken branch
-            empty = exp.Literal.string(EMPTY_BITMAP64 if wide else EMPTY_BITMAP32)
-            return exp.func("coalesce", s, call(self.from_hex, empty))
+            return self.finish_bitmap(s, wide)
         return exp.func("coalesce", s, self.empty_ids())
 
+    def final_union(self, parts: list[exp.Expression], nullable: list[bool], finished: list[exp.Expression],
+                    wide: bool = False) -> exp.Expression:
+        """A final lineage column: the union of lineage ``parts`` (as inside the query) and of ``finished``
+        values, final already (each maybe NULL: the hoisted lineage of a one-row subquery, built once)."""
+        if not self.lists_inside or not finished:
+            return self.finish(self.union(parts + finished, nullable + [True] * len(finished), wide), wide)
+        built = [self.finish(self.union(parts, nullable, wide), wide)] if parts else []
+        merged = built + finished
+        if len(merged) == 1:
+            return self.finish_bitmap(merged[0], wide)
+        return self.finish_bitmap(call(self._bitmap("merge", wide), self.array(*merged)), wide)
+
+    def finished(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
+        """Lineage as inside the query, in the form of a final column (maybe NULL): for a value computed once
+        and read by every row (hoisted lineage), so that rows do not each build it."""
+        if self.lists_inside:
+            return call(self._bitmap("build", wide), s)
+        return s
+
+    def finish_bitmap(self, s: exp.Expression, wide: bool) -> exp.Expression:
+        """A bitmap as a final lineage column: never NULL."""
+        # the empty bitmap as a constant: Spark would call a UDF for every row, even in an untaken branch
+        empty = exp.Literal.string(EMPTY_BITMAP64 if wide else EMPTY_BITMAP32)
+        return exp.func("coalesce", s, call(self.from_hex, empty))
+
     def null_set(self) -> exp.Expression:
-        kind = self.bitmap_type if self.builds_bitmaps else self.set_type
+        kind = self.bitmap_type if self.builds_bitmaps and not self.lists_inside else self.set_type
         return exp.cast(exp.Null(), exp.DataType.build(kind, dialect=self.dialect))
 
     def null_rid(self) -> exp.Expression:
@@ -180,6 +229,15 @@ class LineageFunctions:
 
     def ids_to_set(self, ids: exp.Expression, wide: bool = False) -> exp.Expression:
         """An array of rids (maybe with duplicates) as a lineage set."""
+        if self.lists_inside:
+            return ids
         if self.builds_bitmaps:
             return call(self._bitmap("build", wide), ids)
         return self.sorted_distinct(ids)
+
+    def from_stored(self, column: exp.Expression) -> exp.Expression:
+        """A stored lineage column (a composed source's: bitmaps under this strategy, arrays under "set") as
+        lineage inside the query."""
+        if self.lists_inside:
+            return call(_STORED, column)
+        return column

@@ -76,8 +76,7 @@ def _shared_query(out: exp.Expression, ctx: Context, lineage: dict[str, str]) ->
         found.setdefault(table, []).append(sub)
     fns = ctx.fns
     shared = exp.select(*[
-        exp.alias_(fns.finish(fns.union(subs, [True] * len(subs), table in ctx.wide), table in ctx.wide),
-                   lineage[table], quoted=True)
+        exp.alias_(fns.final_union([], [], subs, table in ctx.wide), lineage[table], quoted=True)
         for table, subs in found.items()
     ])
     user = out.args.get("with_")

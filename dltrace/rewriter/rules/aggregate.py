@@ -41,11 +41,12 @@ def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) 
         group = groups.get(table, [])
         wide = table in ctx.wide
         parts, nullable = dlunion(group, ctx, table)
-        consts = [fns.any_value(s.expr) for s in group if s.const] + [h.copy() for h in hoisted.get(table, [])]
+        consts = [fns.any_value(s.expr) for s in group if s.const]
         if final:
-            merged = fns.union(parts + consts, nullable + [True] * len(consts), wide)
+            merged = fns.final_union(parts + consts, nullable + [True] * len(consts),
+                                     [h.copy() for h in hoisted.get(table, [])], wide)
             name = ctx.output_name(table, taken)
-            select.select(exp.alias_(fns.finish(merged, wide), name, quoted=True), append=True, copy=False)
+            select.select(exp.alias_(merged, name, quoted=True), append=True, copy=False)
             exported.append(Exported(name, table, "set"))
             continue
         if parts:

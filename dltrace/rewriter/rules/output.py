@@ -23,13 +23,9 @@ def final_set(slots: list[Slot], ctx: Context, table: str, hoisted: list[exp.Exp
     for s in sets:
         parts.append(s.expr)
         nullable.append(s.nullable)
-    for h in hoisted:
-        parts.append(h.copy())
-        nullable.append(True)
-    merged = fns.union(parts, nullable, wide)
-    if len(parts) == 1 and not any(nullable):
-        return merged
-    return fns.finish(merged, wide)
+    if len(parts) == 1 and not any(nullable) and not hoisted and not fns.lists_inside:
+        return parts[0]  # one set that is never NULL is final as it is (with lists inside, a bitmap is built)
+    return fns.final_union(parts, nullable, [h.copy() for h in hoisted], wide)
 
 
 def project(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) -> tuple[exp.Select, list[Exported]]:

@@ -62,7 +62,7 @@ def _relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
         if not isinstance(source.this, exp.Identifier):
             raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
         if not source.args.get("db") and name.lower() in ctx.composed:
-            return [Slot(base, exp.column(column, table=alias, quoted=True), "set")
+            return [Slot(base, ctx.fns.from_stored(exp.column(column, table=alias, quoted=True)), "set")
                     for base, column in ctx.composed[name.lower()]]
         return [Slot(name.lower(), exp.column(RID, table=alias, quoted=True), "rid")]
     if isinstance(source, exp.Subquery):

@@ -145,8 +145,11 @@ def hoist(query: exp.Expression, ctx: Context) -> None:
     agg, exported = _lineage_aggregate(query, ctx)
     name = ctx.fresh("_dl_h")
     ctx.hoisted_ctes.append(exp.CTE(this=agg, alias=exp.TableAlias(this=exp.to_identifier(name))))
-    for e in exported:
-        one = exp.select(exp.column(e.name, quoted=True)).from_(exp.Table(this=exp.to_identifier(name)))
+    for e in exported:  # the value final already (built once), as the root's lineage columns are
+        column = exp.column(e.name, quoted=True)
+        value = ctx.fns.finished(column, e.table in ctx.wide)
+        value = value if value is column else exp.alias_(value, e.name, quoted=True)
+        one = exp.select(value).from_(exp.Table(this=exp.to_identifier(name)))
         ctx.hoisted.append((e.table, exp.Subquery(this=one)))
 
 
