@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.rules.late_lineage import late_group_lineage
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table, slot_name
 
 
@@ -31,6 +32,9 @@ def dlunion(group: list[Slot], ctx: Context, table: str) -> tuple[list[exp.Expre
 
 def aggregate(select: exp.Select, slots: list[Slot], ctx: Context, final: bool) -> tuple[exp.Select, list[Exported]]:
     """Add DLUNION columns to an aggregating SELECT."""
+    late = late_group_lineage(select, slots, ctx, final)
+    if late is not None:  # groups a HAVING filters: their lineage is found again for the kept groups only
+        select, slots = late
     global_agg = not select.args.get("group")
     taken = set(select.named_selects)
     exported: list[Exported] = []

@@ -1,0 +1,103 @@
+"""Lineage after HAVING: an aggregate whose groups a HAVING filters gets its lineage for the kept groups only.
+
+DLUNION in the aggregating SELECT itself builds a lineage set for every group before HAVING discards most of
+them (TPC-H Q18's ``l_orderkey IN (SELECT l_orderkey ... GROUP BY l_orderkey HAVING sum(l_quantity) > 300)``
+builds 1.5M sets to keep 57). Instead the groups are computed as written, and the rows of each kept group are
+found again by its keys::
+
+    SELECT ANY_VALUE(_dl_g.c) AS c, ..., DLUNION(_dl_i.r1), ...
+    FROM (SELECT <the SELECT as written>, <key 1> AS _dl_k1, ...) AS _dl_g
+    JOIN (SELECT <key 1> AS _dl_k1, ..., <rid 1> AS _dl_r1, ... FROM <its FROM> WHERE <its WHERE>) AS _dl_i
+      ON _dl_g._dl_k1 IS NOT DISTINCT FROM _dl_i._dl_k1 AND ...
+    GROUP BY _dl_g._dl_k1, ...
+
+Valid (the same rows, each with the same lineage) when the SELECT
+- is not the query's outermost (the result's row order is not kept) and has no ORDER BY, LIMIT, OFFSET,
+  QUALIFY or DISTINCT;
+- groups by plain expressions (no GROUPING SETS, ROLLUP, CUBE): every group is one row of ``_dl_g`` with
+  distinct keys, and the rows of a group are exactly the input rows whose keys are not distinct from the
+  group's (GROUP BY's own equivalence: NULLs together);
+- takes its lineage from its FROM rows only (scalar rids: no subquery's lineage, no sets of a nested
+  aggregate), so that re-reading the FROM finds all of it;
+- reads base tables only (a derived table or a CTE would be computed a second time: no cheaper than a set per
+  group);
+- is deterministic: the FROM, WHERE and keys read again give the same rows (no random or unknown function, no
+  sampling, no subquery in a clause).
+Every group has at least one input row, so the inner join keeps every group, and each output group holds one
+row of ``_dl_g``: ANY_VALUE returns its values (the same on every joined row).
+Applied where HAVING is present: its filter is what makes the second read cheaper than a set per group.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.slots import Context, Slot
+
+# functions that may give another value on a second read (user functions and unknown ones included)
+_NONDETERMINISTIC = tuple(t for t in (exp.Rand, exp.Anonymous, getattr(exp, "Uuid", None)) if t is not None)
+_CLAUSES_KEPT_OFF = ("order", "limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")
+
+
+def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
+                       final: bool) -> tuple[exp.Select, list[Slot]] | None:
+    """``select`` rebuilt to compute its groups' lineage after HAVING, with the slots to DLUNION, or None when
+    the rewrite does not apply (see the module's conditions)."""
+    if final or not select.args.get("having") or not _applies(select, slots, ctx.ctes):
+        return None
+    keys = list(select.args["group"].expressions)
+    g, i = ctx.fresh("_dl_g"), ctx.fresh("_dl_i")
+    key_names = [f"_dl_k{n}" for n in range(1, len(keys) + 1)]
+    groups = select.copy()
+    for key, name in zip(keys, key_names):
+        groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
+    rows = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(keys, key_names)],
+                      *[exp.alias_(s.expr.copy(), f"_dl_r{n}") for n, s in enumerate(slots, 1)])
+    rows.set("from_", select.args["from_"].copy())
+    if select.args.get("joins"):
+        rows.set("joins", [j.copy() for j in select.args["joins"]])
+    if select.args.get("where"):
+        rows.set("where", select.args["where"].copy())
+    on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=i))
+                    for n in key_names])
+    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(_identifier(p), table=g)), _identifier(p))
+                       for p in select.expressions])
+    out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
+    out = out.join(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), on=on,
+                   join_type="INNER", copy=False)
+    out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
+    moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
+    return out, moved
+
+
+def _identifier(projection: exp.Expression) -> exp.Identifier:
+    """The output column name of ``projection``, spelt (quoted or not) as the query spells it."""
+    if isinstance(projection, exp.Alias):
+        return projection.args["alias"].copy()
+    if isinstance(projection, exp.Column):
+        return projection.this.copy()
+    return exp.to_identifier(projection.alias_or_name)
+
+
+def _applies(select: exp.Select, slots: list[Slot], ctes: dict) -> bool:
+    group = select.args.get("group")
+    if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "cube",
+                                                                                   "rollup", "all")):
+        return False
+    if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF):
+        return False
+    if not slots or any(s.kind != "rid" or s.const or s.grouped for s in slots):
+        return False
+    names = [n.lower() for n in select.named_selects]
+    if not all(names) or len(set(names)) != len(names) or any(n.startswith("_dl_") for n in names):
+        return False
+    for clause in ("where", "group", "having"):
+        node = select.args.get(clause)
+        if node is not None and node.find(*_NONDETERMINISTIC, exp.Select, exp.Subquery, exp.Exists) is not None:
+            return False
+    if any(p.find(exp.Select, exp.Subquery, exp.Exists) for p in select.expressions):
+        return False
+    items = [select.args["from_"], *(select.args.get("joins") or [])]
+    if not all(isinstance(item.this, exp.Table) and item.this.name not in ctes for item in items):
+        return False  # a derived table or a CTE would be computed twice
+    return not any(item.find(*_NONDETERMINISTIC, exp.TableSample) for item in items)
