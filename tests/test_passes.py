@@ -18,6 +18,7 @@ from dltrace.engines import lineage_functions
 from dltrace.rewriter.grammar import generate, parse
 from dltrace.rewriter.lineage_on import resolve, take_clause
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, array_witness
+from dltrace.rewriter.passes.build_after_limit import build_after_limit
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
@@ -37,6 +38,10 @@ def _prepared(tree, context):
     return prepare(tree, context).tree
 
 
+def _instrumented(tree, context):
+    return instrument(_prepared(tree, context), context)
+
+
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
     "qualify.sql": (None, qualify, "duckdb", "set"),
@@ -52,6 +57,7 @@ PASSES = {
     "instrument_spark.sql": (_prepared, instrument, "spark", "set"),
     "instrument_composed.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_composed_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
+    "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
 }
 
 

@@ -2,7 +2,8 @@
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
     -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
-    -> FORWARD_PASSES: reduce_subqueries -> use_dictionary_ids -> instrument (rules/: one rule per operator) -> add_dictionary
+    -> FORWARD_PASSES: reduce_subqueries -> use_dictionary_ids -> instrument (rules/: one rule per operator)
+       -> build_after_limit -> add_dictionary
     -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
@@ -22,6 +23,7 @@ from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 from dltrace.rewriter.parse import mentions_rid, parse_query
+from dltrace.rewriter.passes.build_after_limit import build_after_limit
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
@@ -29,7 +31,8 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, 
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (reduce_subqueries, use_dictionary_ids, instrument, add_dictionary, read_rows_relations)
+FORWARD_PASSES = (reduce_subqueries, use_dictionary_ids, instrument, build_after_limit, add_dictionary,
+                  read_rows_relations)
 
 
 @dataclass
