@@ -281,18 +281,29 @@ class Evaluator:
             using = [c.name for c in left.cols if not c.hidden and c.name.lower() in rnames]
         lu = [self._index(left.cols, Col(None, u)) for u in using]
         ru = [self._index(right.cols, Col(None, u)) for u in using]
-        cols = left.cols + right.cols
-        if using:
-            hide = {u.lower() for u in using}
-            cols = [C(None, u) for u in using] + [C(c.qual, c.name, c.hidden or c.name.lower() in hide)
-                                                  for c in left.cols + right.cols]
+        # DuckDB's `*` puts a merged USING column where the left side's column of that name was (whatever the
+        # join kind: `e JOIN a ON ... RIGHT JOIN d USING (k)` gives e's columns, k, then a's others, then d's);
+        # the sides' own columns stay reachable by their qualifier, hidden from `*` and unqualified names.
+        merged_at = {a: i for i, a in enumerate(lu)}
+        hide = {u.lower() for u in using}
+        cols, layout = [], []  # layout: where each column's value comes from: ("m", i) / ("l", a) / ("r", b)
+        for a, c in enumerate(left.cols):
+            if a in merged_at:
+                cols.append(C(None, using[merged_at[a]]))
+                layout.append(("m", merged_at[a]))
+            cols.append(C(c.qual, c.name, c.hidden or c.name.lower() in hide))
+            layout.append(("l", a))
+        for b, c in enumerate(right.cols):
+            cols.append(C(c.qual, c.name, c.hidden or c.name.lower() in hide))
+            layout.append(("r", b))
         rows, lins = [], []
         lmatched, rmatched = set(), set()
         nl, nr = len(left.cols), len(right.cols)
 
         def emit(lrow, rrow, lin):
             merged = tuple(lrow[a] if lrow[a] is not None else rrow[b] for a, b in zip(lu, ru))
-            rows.append((merged if using else ()) + lrow + rrow)
+            parts = {"m": merged, "l": lrow, "r": rrow}
+            rows.append(tuple(parts[side][i] for side, i in layout))
             lins.append(lin)
 
         for i, (lrow, llin) in enumerate(zip(left.rows, left.lins)):
