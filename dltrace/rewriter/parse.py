@@ -82,6 +82,9 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
+        if isinstance(node, exp.Table) and node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
+            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
+                                   f"name the inner join as a subquery), at {position(node)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it
