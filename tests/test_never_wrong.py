@@ -249,6 +249,32 @@ def test_backward_sees_the_ctes_a_subquery_reads(s, sql, expected):
     assert with_lineage(s.trace(sql)) == want
 
 
+# An uncorrelated subquery's lineage every output row shares is computed once, by a CTE beside the root's (or a
+# one-row query of its own): it reads the CTEs the subquery reads. Under DISTINCT (the root wrapped) the user's
+# CTEs were left off the shared query, and those of a WITH nested in a FROM subquery were never beside the root:
+# `Table with name c0 does not exist` (found by the long profile: `cte` + `distinct` + `sq_exists`).
+HOISTED_CTE_READS = [
+    ("WITH w AS (SELECT a AS x FROM u) SELECT DISTINCT t.a FROM t WHERE EXISTS (SELECT min(w.x) AS m FROM w)",
+     [((1,), L([0], [0, 1, 2, 3])), ((2,), L([1, 3], [0, 1, 2, 3])), ((None,), L([2], [0, 1, 2, 3]))]),
+    ("WITH w AS (SELECT a AS x FROM u WHERE c > 5) SELECT DISTINCT t.a FROM t WHERE t.b > (SELECT min(w.x) FROM w)",
+     [((1,), L([0], [0, 1, 2])), ((2,), L([1], [0, 1, 2])), ((None,), L([2], [0, 1, 2]))]),
+    ("SELECT * FROM (WITH w AS (SELECT a AS x FROM u WHERE c > 5) SELECT t.a FROM t WHERE t.b > "
+     "(SELECT min(w.x) FROM w)) AS z",
+     [((1,), L([0], [0, 1, 2])), ((2,), L([1], [0, 1, 2])), ((None,), L([2], [0, 1, 2]))]),
+    ("SELECT DISTINCT z.a FROM (WITH v AS (SELECT a, c FROM u), w AS (SELECT v.a AS x FROM v WHERE v.c > 5) "
+     "SELECT t.a FROM t WHERE EXISTS (SELECT min(w.x) AS m FROM w)) AS z",
+     [((1,), L([0], [0, 1, 2])), ((2,), L([1, 3], [0, 1, 2])), ((None,), L([2], [0, 1, 2]))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", HOISTED_CTE_READS, ids=[c[0][:60] for c in HOISTED_CTE_READS])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_hoisted_lineage_sees_the_ctes_its_subquery_reads(s, sql, expected, strategy):
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert rows(s.run(sql, lineage=strategy).table) == rows(s.sql(sql))
+    assert with_lineage(s.run(sql, lineage=strategy)) == want
+
+
 @pytest.mark.parametrize("sql,expected", [
     # a CTE named like the table its body reads: inside the body the name is still the table (SQL's scoping)
     ("WITH u AS (SELECT a, c FROM u WHERE c > 7) SELECT t.a, u.c FROM t, u WHERE t.b < u.c + 2", [((1, 9), L([0], [2]))]),
