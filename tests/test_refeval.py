@@ -7,7 +7,6 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-
 from oracles import Duck
 from refeval import Evaluator
 from refquery import Col, Join, Lit, Select, Table, render
