@@ -132,8 +132,8 @@ class Gen:
             if style != "on":
                 self.feat(style)
                 names = common if style == "natural" else list(using)
-                star = ([(n, t) for n, t in lstar if n in names] + [(n, t) for n, t in lstar if n not in names]
-                        + [(n, t) for n, t in rstar if n not in names])
+                # `*` shows a merged column where the left side's column of that name is (DuckDB's order)
+                star = list(lstar) + [(n, t) for n, t in rstar if n not in names]
                 return Join(kind, left, right, using=using, natural=style == "natural"), lcols + rcols, star
         if kind == "CROSS":
             return Join(kind, left, right), lcols + rcols, lstar + rstar

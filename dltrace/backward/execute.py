@@ -127,8 +127,8 @@ class Tracer:
             self.trace_setop(node, targets, into)
             return
         if targets is None and not simple_whole(node):
-            targets = self.all_rows(node)
-        elif targets is not None and node.kind == "agg" and "values" in (targets.mode, node.mode):
+            targets = self.all_rows(node)  # (in "values" mode: an aggregation's output values, mapped below)
+        if targets is not None and node.kind == "agg" and "values" in (targets.mode, node.mode):
             targets = self.values_to_groups(node, targets)  # (a DISTINCT aggregation's keys are its values)
         query, provs = self.builder.tracing_query(node, targets)
         # One base table and targets without outer values: every (target, rid) pair comes out once.

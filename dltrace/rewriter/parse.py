@@ -80,6 +80,11 @@ def check_query(tree: exp.Expression) -> None:
                 raise UnsupportedQuery(f"DISTINCT ON is not supported, at {position(node)}")
         if isinstance(node, exp.Join) and node.args.get("kind") in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
+        if isinstance(node, exp.Select):
+            _check_comma_before_outer_join(node)
+        if isinstance(node, exp.Table) and node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
+            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
+                                   f"name the inner join as a subquery), at {position(node)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it
@@ -87,6 +92,20 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _check_comma_before_outer_join(select: exp.Select) -> None:
+    """``FROM e, a RIGHT JOIN d ON ...`` is ``e`` times ``(a RIGHT JOIN d ...)`` (a comma binds looser than JOIN),
+    but sqlglot lists both joins flat, which the lineage rules (and the rewriting of commas into CROSS JOINs)
+    read left-deep as ``(e, a) RIGHT JOIN d``: d's unmatched rows would lose their pairing with e's. Refused for
+    a RIGHT/FULL join (an inner or LEFT join after a comma means the same either way)."""
+    comma = False
+    for join in select.args.get("joins") or []:
+        if not any(join.args.get(k) for k in ("kind", "side", "on", "using", "method")):
+            comma = True
+        elif comma and (join.side or "").upper() in ("RIGHT", "FULL"):
+            raise UnsupportedQuery(f"a {join.side.upper()} JOIN after a comma-separated FROM item is not supported "
+                                   f"(write the comma as CROSS JOIN after the outer join), at {position(join)}")
 
 
 def _check_reserved(node: exp.Expression) -> None:

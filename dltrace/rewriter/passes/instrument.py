@@ -56,8 +56,8 @@ def instrument(expression: exp.Expression, context: PassContext) -> exp.Expressi
             empty = exp.alias_(ctx.fns.finish(ctx.fns.null_set(), table in ctx.wide), lineage[table], quoted=True)
             for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
                 select.select(empty.copy(), append=True, copy=False)
-    if ctx.shared and ctx.hoisted:
-        out.meta[SHARED_LINEAGE] = _shared_query(out, ctx, lineage)
+    if ctx.shared and ctx.hoisted:  # (the user's CTEs stay on the root when a wrapper reads it)
+        out.meta[SHARED_LINEAGE] = _shared_query(out.args.get("with_") or root.args.get("with_"), ctx, lineage)
     elif ctx.hoisted_ctes:
         if out is not root and root.args.get("with_"):  # the wrapper must see the user's CTEs too
             out.set("with_", root.args["with_"])
@@ -69,7 +69,7 @@ def instrument(expression: exp.Expression, context: PassContext) -> exp.Expressi
     return out
 
 
-def _shared_query(out: exp.Expression, ctx: Context, lineage: dict[str, str]) -> exp.Select:
+def _shared_query(user: exp.With | None, ctx: Context, lineage: dict[str, str]) -> exp.Select:
     """``WITH <the query's CTEs>, <the hoisted aggregates> SELECT <union per table>``: one row."""
     found: dict[str, list[exp.Expression]] = {}
     for table, sub in ctx.hoisted:
@@ -79,7 +79,6 @@ def _shared_query(out: exp.Expression, ctx: Context, lineage: dict[str, str]) ->
         exp.alias_(fns.final_union([], [], subs, table in ctx.wide), lineage[table], quoted=True)
         for table, subs in found.items()
     ])
-    user = out.args.get("with_")
     ctes = [c.copy() for c in user.expressions] if user else []
     shared.set("with_", exp.With(expressions=[*ctes, *ctx.hoisted_ctes]))
     return shared

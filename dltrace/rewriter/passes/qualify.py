@@ -19,7 +19,7 @@ from dltrace.rewriter.passes.context import PassContext
 def qualify(expression: exp.Expression, context: PassContext) -> exp.Expression:
     check_known_tables(expression, context.schema)
     try:
-        return sqlglot_qualify(
+        tree = sqlglot_qualify(
             expression.copy(), schema=schema_for(expression, context.schema), dialect=context.dialect,
             quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
         )
@@ -27,6 +27,20 @@ def qualify(expression: exp.Expression, context: PassContext) -> exp.Expression:
         raise UnknownColumn(f"cannot resolve the query's columns: {str(e).splitlines()[0]}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
+    if context.schema is not None:
+        check_stars_expanded(tree)
+    return tree
+
+
+def check_stars_expanded(tree: exp.Expression) -> None:
+    """A ``*`` sqlglot left as written reads a relation whose columns it cannot list, one with two columns of
+    the same name (``SELECT * FROM (SELECT p.a, q.a ...) AS x``; the engine renames the second ``a_1``): the
+    lineage columns would be read through that ``*`` too. Refused, naming it."""
+    for star in tree.find_all(exp.Star):
+        parent = star.parent
+        if isinstance(parent, exp.Select) or (isinstance(parent, exp.Column) and parent.this is star):
+            raise UnsupportedQuery(f"SELECT * over a relation with two columns of the same name is not supported "
+                                   f"(name its columns apart), at {position(parent if isinstance(parent, exp.Column) else star)}")
 
 
 def schema_for(tree: exp.Expression, schema: dict | None) -> dict | None:

@@ -40,7 +40,7 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context) -> l
     join = sub.parent if isinstance(sub.parent, exp.Join) else None
     single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
     if single_row and condition is None and reaches_every_output_row(select, ctx, per_input_row=True):
-        hoist(inner.copy(), ctx)  # an uncorrelated scalar subquery: its lineage, once
+        hoist(inner.copy(), ctx, select)  # an uncorrelated scalar subquery: its lineage, once
         return []
     new_inner, exported = ctx.instrument(inner, ctx, final=False)
     sub.set("this", new_inner)
@@ -140,9 +140,14 @@ def _lineage_aggregate(query: exp.Expression, ctx: Context):
     return aggregate(agg, [e.via(holder) for e in exported], ctx, final=False)
 
 
-def hoist(query: exp.Expression, ctx: Context) -> None:
-    """Record the whole lineage of ``query`` as lineage of every output row of the root query."""
+def hoist(query: exp.Expression, ctx: Context, select: exp.Select) -> None:
+    """Record the whole lineage of ``query`` (written in ``select``) as lineage of every output row of the root
+    query. Its aggregate becomes a CTE beside the root's: the CTEs of WITHs between ``select`` and the root that
+    it reads are defined inside it (the root's own are beside it)."""
     agg, exported = _lineage_aggregate(query, ctx)
+    carried = _nested_ctes_read(agg, select, ctx.root)
+    if carried:
+        agg.set("with_", exp.With(expressions=carried))
     name = ctx.fresh("_dl_h")
     ctx.hoisted_ctes.append(exp.CTE(this=agg, alias=exp.TableAlias(this=exp.to_identifier(name))))
     for e in exported:  # the value final already (built once), as the root's lineage columns are
@@ -151,6 +156,37 @@ def hoist(query: exp.Expression, ctx: Context) -> None:
         value = value if value is column else exp.alias_(value, e.name, quoted=True)
         one = exp.select(value).from_(exp.Table(this=exp.to_identifier(name)))
         ctx.hoisted.append((e.table, exp.Subquery(this=one)))
+
+
+def _nested_ctes_read(query: exp.Expression, select: exp.Select, root: exp.Expression) -> list[exp.CTE]:
+    """Copies of the (instrumented) CTEs that WITHs enclosing ``select`` below ``root`` define and ``query``
+    reads, directly or through each other, in definition order (outer WITHs first)."""
+    visible: dict[str, exp.CTE] = {}
+    scopes = []
+    node = select
+    while node is not None and node is not root:
+        with_ = node.args.get("with_") if isinstance(node, (exp.Select, exp.SetOperation)) else None
+        if isinstance(with_, exp.With):
+            scopes.append(with_.expressions)
+        node = node.parent
+    order: list[exp.CTE] = []
+    for ctes in reversed(scopes):  # outer first: an inner name shadows an outer one
+        for cte in ctes:
+            visible[cte.alias_or_name.lower()] = cte
+            order.append(cte)
+    needed: set[int] = set()
+    todo = [query]
+    while todo:
+        for table in todo.pop().find_all(exp.Table):
+            cte = visible.get(table.name.lower()) if not table.args.get("db") else None
+            if cte is not None and id(cte) not in needed:
+                needed.add(id(cte))
+                todo.append(cte.this)
+    carried = [c for c in order if id(c) in needed]
+    names = [c.alias_or_name.lower() for c in carried]
+    if len(set(names)) < len(names):
+        raise UnsupportedQuery(f"a subquery reading nested CTEs of one name is not supported, at {position(select)}")
+    return [c.copy() for c in carried]
 
 
 def _cross_join(select: exp.Select, query: exp.Select, ctx: Context) -> str:
@@ -169,7 +205,7 @@ def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, per_in
     """The whole lineage of ``query`` (one row) for every row of ``select``: hoisted to the output when
     every row of ``select`` reaches it, else cross joined (constant slots)."""
     if hoistable and reaches_every_output_row(select, ctx, per_input_row):
-        hoist(query, ctx)
+        hoist(query, ctx, select)
         return []
     agg, agg_exported = _lineage_aggregate(query, ctx)
     if not agg.expressions:
