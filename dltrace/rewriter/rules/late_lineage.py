@@ -84,6 +84,8 @@ def _applies(select: exp.Select, slots: list[Slot], ctes: dict) -> bool:
     if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "cube",
                                                                                    "rollup", "all")):
         return False
+    if group.find(exp.Rollup, exp.Cube, exp.GroupingSets):  # (sqlglot keeps them among the keys)
+        return False
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF):
         return False
     if not slots or any(s.kind != "rid" or s.const or s.grouped for s in slots):
