@@ -34,6 +34,7 @@ from dltrace.backward.tracing import (
 )
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
@@ -56,7 +57,7 @@ class Run:
         return f"_dl_{kind}_{self.token}_{self.count}"
 
     def text(self, query: exp.Expression) -> str:
-        return read_rows_relations(query, self.context).sql(self.dialect)
+        return generate(read_rows_relations(query, self.context), self.dialect)
 
     def fetch(self, query: exp.Expression) -> pa.Table:
         text = self.text(query)

@@ -122,4 +122,23 @@ def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
 
 def generate(tree: exp.Expression, dialect_name: str, pretty: bool = False) -> str:
     """SQL text of ``tree`` including any LINEAGE ON clause (the round trip of :func:`parse`)."""
-    return tree.sql(dialect=dialect(dialect_name), pretty=pretty)
+    return _parenthesized_sides(tree).sql(dialect=dialect(dialect_name), pretty=pretty)
+
+
+def _parenthesized_sides(tree: exp.Expression) -> exp.Expression:
+    """``tree`` (a copy, when it changes) with each set operation side that has a WITH of its own in parentheses:
+    sqlglot writes it bare, ``a UNION WITH c AS (...) SELECT ...``, which engines reject (or read the WITH as
+    the whole union's). Such a side is built by dltrace (backward tracing carries CTEs onto the queries it
+    composes); a parsed query keeps its parentheses."""
+    def needs(node: exp.Expression) -> bool:
+        return isinstance(node, (exp.Select, exp.SetOperation)) and node.args.get("with_") is not None
+
+    if not any(needs(side) for op in tree.find_all(exp.SetOperation) for side in (op.this, op.expression)):
+        return tree
+    tree = tree.copy()
+    for op in list(tree.find_all(exp.SetOperation)):
+        for key in ("this", "expression"):
+            side = op.args.get(key)
+            if side is not None and needs(side):
+                op.set(key, exp.Subquery(this=side))
+    return tree
