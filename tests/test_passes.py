@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlglot import exp
 
-from dltrace.rewriter.analysis import USED_POSITIVELY, prepare
 from dltrace.engines import lineage_functions
+from dltrace.rewriter.analysis import USED_POSITIVELY, prepare
 from dltrace.rewriter.grammar import generate, parse
 from dltrace.rewriter.lineage_on import resolve, take_clause
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, array_witness
