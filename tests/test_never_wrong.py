@@ -369,3 +369,15 @@ def test_a_subquery_the_parser_hides_in_a_function_call_is_refused(s):
     """DuckDB's ALL ((SELECT ...) UNION ...) parses as a call of a function ALL: the rules would not see it."""
     with pytest.raises(dltrace.UnsupportedQuery, match="ALL"):
         s.run("SELECT a FROM t WHERE a < ALL ((SELECT a FROM u LIMIT 1) UNION SELECT c FROM u)")
+
+
+def test_a_global_aggregates_in_over_a_subquery_is_refused_where_lambdas_cannot_read_subqueries():
+    """Spark reads no subquery inside filter()/transform(): the array of an IN kept in a global aggregate's HAVING
+    (read by a scalar subquery there, see above) cannot be filtered per row; refused, not a Spark error."""
+    from dltrace.rewriter import rewrite
+
+    schema = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
+    sql = "SELECT max(t.b) AS m FROM t WHERE t.a > 100 HAVING count(*) >= 0 AND 1 IN (SELECT u.c FROM u)"
+    with pytest.raises(dltrace.UnsupportedQuery, match="aggregate without GROUP BY"):
+        rewrite(sql, dialect="spark", schema=schema)
+    assert "IN" in rewrite(sql, dialect="duckdb", schema=schema)

@@ -253,6 +253,10 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     grouped = is_aggregate(select) and use.clause in ("expressions", "having")
     arr: exp.Expression
     if _global_aggregate_row(select, use.clause):  # no input row to carry a cross-joined array
+        if not fns.subqueries_in_lambdas:
+            raise UnsupportedQuery(f"IN / ANY / ALL over a subquery in the SELECT list or HAVING of an aggregate "
+                                   f"without GROUP BY is not supported on {ctx.fns.dialect}, at "
+                                   f"{position(use.operand)}")
         arr = _one_value(rows, array, ctx)
     else:
         arr = exp.column(array, table=_cross_join(select, rows, ctx))
