@@ -87,6 +87,11 @@ class LineageFunctions:
         """Can a lineage union take a scalar subquery as an argument?"""
         return True
 
+    @property
+    def subqueries_in_lambdas(self) -> bool:
+        """Can a higher-order function (filter, transform) read a scalar subquery?"""
+        return True
+
     # -- engine primitives (each engine implements these) --------------------------------------
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """Aggregate values into an array (whether NULL rows are kept is the engine's; unions drop them)."""

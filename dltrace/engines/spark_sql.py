@@ -40,6 +40,10 @@ class SparkFunctions(LineageFunctions):
     from_hex = "unhex"
 
     @property
+    def subqueries_in_lambdas(self) -> bool:
+        return False  # UNSUPPORTED_SUBQUERY_EXPRESSION_CATEGORY.HIGHER_ORDER_FUNCTION
+
+    @property
     def builds_bitmaps(self) -> bool:
         """Never: bitmap lineage is built as native arrays (the module docstring says why)."""
         return False

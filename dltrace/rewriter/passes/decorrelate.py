@@ -11,7 +11,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
   and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
-  or several rows would drop or repeat outer rows where the engine gives NULL or an error);
+  or several rows would drop or repeat outer rows where the engine gives NULL or an error) -- and not in the
+  SELECT list or HAVING of a global aggregate (sqlglot reads the joined value through MAX(), NULL over zero
+  input rows, where the engine gives the subquery's value);
 - ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place).
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
@@ -145,7 +147,20 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
         return comparison == "=" and _positive_filter(predicate) and not windowed
     if kind == "all":
         return False
+    if _in_a_global_aggregate_row(holder):
+        return False  # sqlglot reads its cross-joined value through MAX(): NULL when no input row reaches it
     return _one_value(query, correlated)
+
+
+def _in_a_global_aggregate_row(holder: exp.Expression) -> bool:
+    """Is ``holder`` in the SELECT list or HAVING of an aggregation without GROUP BY (one row, even over no
+    input rows)?"""
+    select = holder.find_ancestor(exp.Select)
+    if select is None or select.args.get("group") or _enclosing_clause(holder, select) not in ("expressions", "having"):
+        return False
+    clauses = [*select.expressions, select.args.get("having")]
+    return any(agg.find_ancestor(exp.Select) is select and agg.find_ancestor(exp.Window) is None
+               for clause in clauses if clause is not None for agg in clause.find_all(exp.AggFunc))
 
 
 def _positive_filter(predicate: exp.Expression) -> bool:

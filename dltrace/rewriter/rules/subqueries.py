@@ -201,17 +201,33 @@ def _cross_join(select: exp.Select, query: exp.Select, ctx: Context) -> str:
 
 
 def lineage_join(select: exp.Select, query: exp.Expression, ctx: Context, per_input_row: bool = False,
-                 hoistable: bool = True) -> list[Slot]:
+                 hoistable: bool = True, per_group: bool = False) -> list[Slot]:
     """The whole lineage of ``query`` (one row) for every row of ``select``: hoisted to the output when
-    every row of ``select`` reaches it, else cross joined (constant slots)."""
+    every row of ``select`` reaches it, else cross joined (constant slots). ``per_group``: for the one row of
+    a global aggregate (its HAVING or SELECT list), which exists over zero input rows too: read by a scalar
+    subquery, as a cross-joined row would not be there."""
     if hoistable and reaches_every_output_row(select, ctx, per_input_row):
         hoist(query, ctx, select)
         return []
     agg, agg_exported = _lineage_aggregate(query, ctx)
     if not agg.expressions:
         return []
+    if per_group:
+        return [Slot(e.table, _one_value(agg, e.name, ctx), "set", nullable=True, grouped=True) for e in agg_exported]
     alias = _cross_join(select, agg, ctx)
     return [Slot(e.table, exp.column(e.name, table=alias), "set", const=True, nullable=True) for e in agg_exported]
+
+
+def _one_value(query: exp.Select, column: str, ctx: Context) -> exp.Subquery:
+    """``(SELECT column FROM (query))``: a column of a one-row query as a value."""
+    holder = ctx.fresh("_dl_q")
+    return exp.Subquery(this=exp.select(exp.column(column, table=holder, quoted=True)).from_(
+        exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(holder)))))
+
+
+def _global_aggregate_row(select: exp.Select, clause: str) -> bool:
+    """Is ``clause`` of ``select`` evaluated for a global aggregate's one row (which zero input rows also give)?"""
+    return clause in ("expressions", "having") and _global_aggregate(select)
 
 
 _COMPARE = {"=": exp.EQ, "<>": exp.NEQ, ">": exp.GT, ">=": exp.GTE, "<": exp.LT, "<=": exp.LTE}
@@ -237,10 +253,18 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     fields.update({f"r{i}": exp.column(e.name, table=holder, quoted=True) for i, e in enumerate(exported)})
     rows = exp.select(exp.alias_(fns.agg_list(fns.struct(fields)), array)).from_(
         exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
-    arr: exp.Expression = exp.column(array, table=_cross_join(select, rows, ctx))
     grouped = is_aggregate(select) and use.clause in ("expressions", "having")
-    if grouped:
-        arr = fns.any_value(arr)  # one value for the whole query: any row of the group has it
+    arr: exp.Expression
+    if _global_aggregate_row(select, use.clause):  # no input row to carry a cross-joined array
+        if not fns.subqueries_in_lambdas:
+            raise UnsupportedQuery(f"IN / ANY / ALL over a subquery in the SELECT list or HAVING of an aggregate "
+                                   f"without GROUP BY is not supported on {ctx.fns.dialect}, at "
+                                   f"{position(use.operand)}")
+        arr = _one_value(rows, array, ctx)
+    else:
+        arr = exp.column(array, table=_cross_join(select, rows, ctx))
+        if grouped:
+            arr = fns.any_value(arr)  # one value for the whole query: any row of the group has it
     var = "_dl_e"
     element = exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier("v"))
     passes = exp.func("coalesce", _COMPARE[use.comparison](this=use.operand.copy(), expression=element),
@@ -265,8 +289,10 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
         if use.how == "witness":
             slots += witness_slots(select, use, ctx)
         elif use.condition is not None:  # only where its comparison is TRUE: per row, never hoisted
-            found = lineage_join(select, use.query.copy(), ctx, per_input_row=True, hoistable=False)
+            found = lineage_join(select, use.query.copy(), ctx, per_input_row=True, hoistable=False,
+                                 per_group=_global_aggregate_row(select, use.clause))
             slots += [only_where(slot, use.condition) for slot in found]
         else:
-            slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"))
+            slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"),
+                                  per_group=_global_aggregate_row(select, use.clause))
     return slots
