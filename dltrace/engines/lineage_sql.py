@@ -1,9 +1,10 @@
 """The SQL that builds lineage sets, as sqlglot expressions: the builders every engine shares.
 
 Strategy "set": native arrays of BIGINT, sorted and distinct. Strategy "bitmap": portable roaring bitmaps
-built and merged by the engine's dl_bitmap_* functions (the codec is :mod:`dltrace.udafs.bitmap`), or, on an
-engine whose :attr:`LineageFunctions.builds_bitmaps` is false, built as the set strategy's native arrays and
-encoded as portable roaring bitmaps on the driver when the result is read (``run_forward``). Every
+built by the engine's dl_bitmap_* functions (the codec is :mod:`dltrace.udafs.bitmap`); on DuckDB only in the
+final columns, from plain id lists that carry the lineage inside the query (:attr:`LineageFunctions.lists_inside`).
+On an engine whose :attr:`LineageFunctions.builds_bitmaps` is false the SQL is the set strategy's and the
+driver encodes the sets as portable roaring bitmaps when the result is read (``run_forward``). Every
 builder returns an expression; NULL parts mean "contributes nothing" (the null-padded side of an outer join)
 and are ignored by every union.
 
