@@ -37,6 +37,8 @@ in its table (dltrace's ``dl_rid``):
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InSub, Is, Join, Lit,
@@ -108,12 +110,14 @@ class Evaluator:
         self.table_names = {n.lower(): n for n in tables}
         self.inexact = False
         self.subquery_grand_total_of_nothing = False
+        self.null_in_empty_with_scalar = False
         self._cache: dict = {}
 
     # ------------------------------------------------------------------------------------------ queries
     def run(self, q) -> Rel:
         self.inexact = False
         self.subquery_grand_total_of_nothing = False
+        self.null_in_empty_with_scalar = False
         return self.query(q, (), {})
 
     def query(self, q, env: tuple, ctes: dict) -> Rel:
@@ -401,6 +405,8 @@ class Evaluator:
         if t is InSub or t is Quant:
             x, w = self.ev(e.arg, env, ctes, pos, group)
             rel = self.query(e.query, env, ctes)
+            if x is None and not rel.rows and env and _holds_scalar(e.query):
+                self.null_in_empty_with_scalar = True  # DuckDB 2.0 answers NULL here (oracles.py)
             op, quant = ("=", "ANY") if t is InSub else (e.op, e.quant)
             results = [_cmp(op, x, r[0]) for r in rel.rows]
             if quant == "ANY":
@@ -433,6 +439,17 @@ class Evaluator:
         if a is None or b is None:
             return None, w1 | w2
         return {"+": a + b, "-": a - b, "*": a * b}[e.op], w1 | w2
+
+
+def _holds_scalar(node) -> bool:
+    """Does ``node`` (a query or expression) hold a scalar subquery?"""
+    if isinstance(node, Scalar):
+        return True
+    if isinstance(node, (list, tuple)):
+        return any(_holds_scalar(n) for n in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return any(_holds_scalar(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
 
 
 def _merge(rows, lins):

@@ -106,3 +106,35 @@ def test_duckdb_loses_a_correlated_grand_total_of_nothing():
     # the same subquery with the outer value written in: DuckDB keeps the () row, as the standard says
     assert duck.rows("SELECT count(*) FROM (SELECT t.k FROM r AS t WHERE t.v < 1 "
                      "GROUP BY GROUPING SETS ((t.k), ()) EXCEPT SELECT 7)") == [(1,)]
+
+
+def test_duckdb_null_in_an_empty_correlated_subquery():
+    """The long profile (after 7,700 examples on this stop's code) stopped on `(t2.k IN (SELECT CASE WHEN ... <
+    (SELECT DISTINCT ... ORDER BY 1 LIMIT 1 OFFSET 1) ... WHERE t4."a b" = t2.k ...)) IS FALSE`, reduced: for an
+    outer row whose k is NULL the subquery is empty, so `NULL IN (empty)` is FALSE (the standard; DuckDB itself
+    says so with an aggregate as the scalar subquery, or with the outer value written in); with a scalar subquery
+    that is not an aggregate in its SELECT list DuckDB answers NULL. The interpreter follows the standard; the oracle calls the disagreement the engine's
+    bug and the differential tests drop the example."""
+    from oracles import EngineBug, check_reference
+    from refquery import Bin, Generated, InSub, Is, Scalar
+
+    data = {"p": pa.table({"k": pa.array([None, 2], pa.int64())}),
+            "m": pa.table({"k": pa.array([1, 2, None], pa.int64())})}
+    first = Select([(Col("m2", "k"), "k")], Table("m", "m2"), limit=1)
+    sub = Select([(Scalar(first), "s")], Table("m", "m"), where=Bin("=", Col("m", "k"), Col("p", "k")))
+    q = Select([(Col("p", "k"), "k")], Table("p", "p"), where=Is(InSub(Col("p", "k"), sub), "FALSE", False))
+    duck = Duck()
+    duck.load(data)
+    ev = Evaluator(data)
+    assert sorted(ev.run(q).rows, key=repr) == [(2,), (None,)]  # 2 IN (1) and NULL IN () are FALSE
+    assert ev.null_in_empty_with_scalar
+    assert duck.rows(render(q)) == [(2,)]  # DuckDB's (wrong) answer: NULL IN () is NULL for it
+    with pytest.raises(EngineBug, match="NULL IN"):
+        check_reference(None, duck, data, Generated(q))
+    # with an aggregate as the scalar subquery DuckDB answers FALSE, as the standard says
+    from refquery import Agg
+    plain = Select([(Scalar(Select([(Agg("max", Col("m2", "k"), False), "k")], Table("m", "m2"), group=[])), "s")],
+                   Table("m", "m"), where=Bin("=", Col("m", "k"), Col("p", "k")))
+    ok = Select([(Col("p", "k"), "k")], Table("p", "p"), where=Is(InSub(Col("p", "k"), plain), "FALSE", False))
+    assert duck.rows(render(ok)) == [(None,)]  # 2 IN (2) is TRUE; NULL IN () is FALSE
+    assert Evaluator(data).run(ok).rows == [(None,)]
