@@ -37,10 +37,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
+from dltrace.rewriter.parse import NONDETERMINISTIC
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import REDUCTION, is_correlated
 
-_VOLATILE = (exp.Rand, exp.Anonymous, exp.Subquery, exp.Exists, exp.Select)
+_VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
 
 def reduce_subqueries(expression: exp.Expression, context: PassContext) -> exp.Expression:

@@ -32,10 +32,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.parse import NONDETERMINISTIC
 from dltrace.rewriter.slots import Context, Slot
 
-# functions that may give another value on a second read (user functions and unknown ones included)
-_NONDETERMINISTIC = tuple(t for t in (exp.Rand, exp.Anonymous, getattr(exp, "Uuid", None)) if t is not None)
 _CLAUSES_KEPT_OFF = ("order", "limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")
 
 
@@ -95,11 +94,11 @@ def _applies(select: exp.Select, slots: list[Slot], ctes: dict) -> bool:
         return False
     for clause in ("where", "group", "having"):
         node = select.args.get(clause)
-        if node is not None and node.find(*_NONDETERMINISTIC, exp.Select, exp.Subquery, exp.Exists) is not None:
+        if node is not None and node.find(*NONDETERMINISTIC, exp.Select, exp.Subquery, exp.Exists) is not None:
             return False
     if any(p.find(exp.Select, exp.Subquery, exp.Exists) for p in select.expressions):
         return False
     items = [select.args["from_"], *(select.args.get("joins") or [])]
     if not all(isinstance(item.this, exp.Table) and item.this.name not in ctes for item in items):
         return False  # a derived table or a CTE would be computed twice
-    return not any(item.find(*_NONDETERMINISTIC, exp.TableSample) for item in items)
+    return not any(item.find(*NONDETERMINISTIC, exp.TableSample) for item in items)
