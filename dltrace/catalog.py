@@ -8,7 +8,6 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -129,13 +128,11 @@ class Catalog:
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 
-    def schema(self, tables: Iterable[str] | exp.Expression | None = None) -> dict[str, dict[str, str]]:
-        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with
-        ``tables``, of those of them only (a query needs the tables it names: each is a round trip). ``tables``
-        may be a parsed query: the tables it names anywhere (a CTE may shadow the table it reads)."""
-        if isinstance(tables, exp.Expression):
-            tables = [t.name for t in tables.find_all(exp.Table)]
-        wanted = None if tables is None else {t.lower() for t in tables}
+    def schema(self, query: exp.Expression | None = None) -> dict[str, dict[str, str]]:
+        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a parsed
+        ``query``, of the tables it names anywhere only (each is a round trip to the engine; a CTE may shadow the
+        table it reads, so CTE names are not left out)."""
+        wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)}
         return {name: self.engine.columns(name) for name in self.tables if wanted is None or name in wanted}
 
     def num_rows(self, name: str) -> int:

@@ -223,13 +223,12 @@ def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> l
     """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
     results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``).
     ``parsed``: ``sql`` parsed already (read, not changed), to spare a second parse."""
-    if parsed is not None and not parsed.find(LineageOn) and not mentions_rid(parsed) and read == catalog.dialect:
-        return catalog.engine.column_names(sql)
-    tree = parse_query(sql, read)
-    clause = take_clause(tree)
-    reads_rid = mentions_rid(tree)
-    if clause is None and not reads_rid and read == catalog.dialect:
+    tree = parse_query(sql, read) if parsed is None else parsed
+    if read == catalog.dialect and not tree.find(LineageOn) and not mentions_rid(tree):
         return catalog.engine.column_names(sql)  # the text itself: a round trip through sqlglot may respell it
+    if tree is parsed:
+        tree = tree.copy()  # (taking the clause off changes it)
+    take_clause(tree)
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                           rows_relations=frozenset(catalog.tables))
     return catalog.engine.column_names(generate(plain_query(tree, context), catalog.dialect))
