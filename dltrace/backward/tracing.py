@@ -43,7 +43,7 @@ from dltrace.rewriter.analysis import (
     array_witness,
     clause_subqueries,
     contributes,
-    is_aggregate,
+    global_aggregate_row,
     is_decorrelated,
     witness_condition,
 )
@@ -141,7 +141,7 @@ class Builder:
                     raise UnsupportedQuery(f"backward tracing of {use.quantifier.upper()} / IN over a subquery kept "
                                            f"in place (not a WHERE conjunct) is not supported, at "
                                            f"{position(use.operand)}")
-                if use.clause in ("expressions", "having") and is_aggregate(new) and not new.args.get("group"):
+                if global_aggregate_row(new, use.clause):
                     # its one row exists over zero input rows too, where no traced input row would carry it
                     raise UnsupportedQuery(f"backward tracing of a subquery in the SELECT list or HAVING of an "
                                            f"aggregate without GROUP BY is not supported, at {position(use.query)}")

@@ -29,12 +29,17 @@ from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
     decorrelate,
+    has_decorrelated,
     is_correlated,
     subquery_kind,
 )
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.union_by_name import union_by_name
+
+# facts both directions read, re-exported beside the analysis's own
+from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
+from dltrace.rewriter.shape import is_aggregate as is_aggregate
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
@@ -46,8 +51,8 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.E
     """Record on every decorrelated subquery when its rows are witnesses of its SELECT's rows (before witnesses
     are translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY): ``meta[USED_POSITIVELY]``, and
     ``meta[WITNESS_CONDITION]`` (see :func:`witness_condition`)."""
-    if not any(sub.meta.get(DECORRELATED) for sub in expression.find_all(exp.Subquery)):
-        return expression  # no decorrelated subquery: nothing to record, no copy
+    if not has_decorrelated(expression):
+        return expression
     tree = expression.copy()
     for sub in tree.find_all(exp.Subquery):
         if sub.meta.get(DECORRELATED):
@@ -149,23 +154,6 @@ def base_tables(tree: exp.Expression) -> list[str]:
 
 
 # -- facts both directions read ------------------------------------------------------------------------
-
-def is_aggregate(select: exp.Select) -> bool:
-    """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
-    if select.args.get("group"):
-        return True
-    for clause in [*select.expressions, select.args.get("having")]:
-        if clause is None:
-            continue
-        for node in clause.find_all(exp.AggFunc):
-            if _owned_by(node, select) and not node.find_ancestor(exp.Window):
-                return True
-    return False
-
-
-def _owned_by(node: exp.Expression, select: exp.Select) -> bool:
-    return node.find_ancestor(exp.Select) is select
-
 
 
 def contributes(sub: exp.Subquery, control: bool) -> bool:

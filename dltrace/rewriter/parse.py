@@ -11,12 +11,6 @@ from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 
 
-# functions that may give another value when the same rows are read again (random numbers and strings, uuids,
-# shuffles; user and unknown functions too): a rewrite that reads a relation twice or copies a filter must not
-# rely on them
-NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Anonymous)
-
-
 def position(node: exp.Expression) -> str:
     """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
     snippet = generate(node, "duckdb")

@@ -21,7 +21,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.decorrelate import DECORRELATED
+from dltrace.rewriter.passes.decorrelate import DECORRELATED, has_decorrelated
 
 ARRAY_WITNESS = "dl_array_witness"  # meta key of a decorrelated subquery with a non-equality correlation
 
@@ -36,8 +36,8 @@ class ArrayWitness:
 
 
 def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expression:
-    if not any(sub.meta.get(DECORRELATED) for sub in expression.find_all(exp.Subquery)):
-        return expression  # no decorrelated subquery: no copy
+    if not has_decorrelated(expression):
+        return expression
     tree = expression.copy()
     for sub in list(tree.find_all(exp.Subquery)):
         if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):

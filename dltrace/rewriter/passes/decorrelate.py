@@ -35,6 +35,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import global_aggregate_row
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -63,6 +64,12 @@ def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Express
         if placeholder.name == _KEPT:
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
     return tree
+
+
+def has_decorrelated(tree: exp.Expression) -> bool:
+    """Does ``tree`` hold a subquery that decorrelation made a FROM/JOIN item? (The passes that act on those
+    return a tree without one as it is, uncopied.)"""
+    return any(sub.meta.get(DECORRELATED) for sub in tree.find_all(exp.Subquery))
 
 
 def _has_clause_subquery(tree: exp.Expression) -> bool:
@@ -156,11 +163,7 @@ def _in_a_global_aggregate_row(holder: exp.Expression) -> bool:
     """Is ``holder`` in the SELECT list or HAVING of an aggregation without GROUP BY (one row, even over no
     input rows)?"""
     select = holder.find_ancestor(exp.Select)
-    if select is None or select.args.get("group") or _enclosing_clause(holder, select) not in ("expressions", "having"):
-        return False
-    clauses = [*select.expressions, select.args.get("having")]
-    return any(agg.find_ancestor(exp.Select) is select and agg.find_ancestor(exp.Window) is None
-               for clause in clauses if clause is not None for agg in clause.find_all(exp.AggFunc))
+    return select is not None and global_aggregate_row(select, _enclosing_clause(holder, select))
 
 
 def _positive_filter(predicate: exp.Expression) -> bool:

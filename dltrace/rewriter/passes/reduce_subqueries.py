@@ -37,16 +37,20 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
-from dltrace.rewriter.parse import NONDETERMINISTIC
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.decorrelate import REDUCTION, is_correlated
+from dltrace.rewriter.passes.decorrelate import (
+    REDUCTION,
+    has_decorrelated,
+    is_correlated,
+)
+from dltrace.rewriter.shape import NONDETERMINISTIC
 
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
 
 def reduce_subqueries(expression: exp.Expression, context: PassContext) -> exp.Expression:
-    if not any(is_decorrelated(sub) for sub in expression.find_all(exp.Subquery)):
-        return expression  # nothing to reduce: no copy
+    if not has_decorrelated(expression):
+        return expression
     tree = expression.copy()
     counter = [0]
     for select in list(tree.find_all(exp.Select)):  # outer first: a key list made here reduces the next level

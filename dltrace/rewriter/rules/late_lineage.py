@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.parse import NONDETERMINISTIC
+from dltrace.rewriter.shape import NONDETERMINISTIC
 from dltrace.rewriter.slots import Context, Slot
 
 _CLAUSES_KEPT_OFF = ("order", "limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")

@@ -25,6 +25,7 @@ from dltrace.rewriter.analysis import (
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate
+from dltrace.rewriter.shape import global_aggregate, global_aggregate_row
 from dltrace.rewriter.slots import Context, Slot, by_table
 
 
@@ -107,7 +108,7 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
     """
     if not ctx.fns.scalar_subquery_arguments and not ctx.shared:
         return False  # (kept apart, the shared lineage needs no scalar subquery as an argument)
-    if per_input_row and _global_aggregate(select):
+    if per_input_row and global_aggregate(select):
         return False
     node = select
     while node is not ctx.root:
@@ -118,7 +119,7 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
             if (parent.side or "").upper() in ("LEFT", "FULL") or parent.args.get("kind") in ("SEMI", "ANTI"):
                 return False
         elif isinstance(parent, exp.Select):
-            if node.arg_key not in ("from_", "joins") or _global_aggregate(parent):
+            if node.arg_key not in ("from_", "joins") or global_aggregate(parent):
                 return False
             if any((j.side or "").upper() in ("RIGHT", "FULL") for j in parent.args.get("joins") or []):
                 return False
@@ -126,10 +127,6 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
             return False
         node = parent
     return True
-
-
-def _global_aggregate(select: exp.Select) -> bool:
-    return is_aggregate(select) and not select.args.get("group")
 
 
 def _lineage_aggregate(query: exp.Expression, ctx: Context):
@@ -225,11 +222,6 @@ def _one_value(query: exp.Select, column: str, ctx: Context) -> exp.Subquery:
         exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(holder)))))
 
 
-def _global_aggregate_row(select: exp.Select, clause: str) -> bool:
-    """Is ``clause`` of ``select`` evaluated for a global aggregate's one row (which zero input rows also give)?"""
-    return clause in ("expressions", "having") and _global_aggregate(select)
-
-
 _COMPARE = {"=": exp.EQ, "<>": exp.NEQ, ">": exp.GT, ">=": exp.GTE, "<": exp.LT, "<=": exp.LTE}
 
 
@@ -255,7 +247,7 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
         exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
     grouped = is_aggregate(select) and use.clause in ("expressions", "having")
     arr: exp.Expression
-    if _global_aggregate_row(select, use.clause):  # no input row to carry a cross-joined array
+    if global_aggregate_row(select, use.clause):  # no input row to carry a cross-joined array
         if not fns.subqueries_in_lambdas:
             raise UnsupportedQuery(f"IN / ANY / ALL over a subquery in the SELECT list or HAVING of an aggregate "
                                    f"without GROUP BY is not supported on {ctx.fns.dialect}, at "
@@ -290,9 +282,9 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
             slots += witness_slots(select, use, ctx)
         elif use.condition is not None:  # only where its comparison is TRUE: per row, never hoisted
             found = lineage_join(select, use.query.copy(), ctx, per_input_row=True, hoistable=False,
-                                 per_group=_global_aggregate_row(select, use.clause))
+                                 per_group=global_aggregate_row(select, use.clause))
             slots += [only_where(slot, use.condition) for slot in found]
         else:
             slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"),
-                                  per_group=_global_aggregate_row(select, use.clause))
+                                  per_group=global_aggregate_row(select, use.clause))
     return slots

@@ -1,0 +1,36 @@
+"""Facts about a query's shape, read from its tree alone (below every pass and both directions): which SELECTs
+aggregate, which of their clauses a global aggregate evaluates for its one row, which functions may give
+another value on a second read."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+# functions that may give another value when the same rows are read again (random numbers and strings, uuids,
+# shuffles; user and unknown functions too): a rewrite that reads a relation twice or copies a filter must not
+# rely on them
+NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Anonymous)
+
+
+def is_aggregate(select: exp.Select) -> bool:
+    """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
+    if select.args.get("group"):
+        return True
+    for clause in [*select.expressions, select.args.get("having")]:
+        if clause is None:
+            continue
+        for node in clause.find_all(exp.AggFunc):
+            if node.find_ancestor(exp.Select) is select and not node.find_ancestor(exp.Window):
+                return True
+    return False
+
+
+def global_aggregate(select: exp.Select) -> bool:
+    """Does ``select`` aggregate without GROUP BY (one row, even over zero input rows)?"""
+    return is_aggregate(select) and not select.args.get("group")
+
+
+def global_aggregate_row(select: exp.Select, clause: str | None) -> bool:
+    """Is ``clause`` of ``select`` ("expressions", "having", ...) evaluated for a global aggregate's one row,
+    which zero input rows also give (so no input row carries what is joined in for it)?"""
+    return clause in ("expressions", "having") and global_aggregate(select)
