@@ -7,8 +7,8 @@
     -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
-``dl_<table>`` lineage column per base table read. Each pass is ``pass(expression, context) -> expression``
-and never mutates its input.
+``dl_<table>`` lineage column per base table read. Each pass is ``pass(expression, context, copy=True) ->
+expression`` and never mutates its input unless told ``copy=False`` (the pipeline, on the tree it owns).
 """
 
 from __future__ import annotations
@@ -76,10 +76,11 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
                           composed=composed, shared_lineage=shared_lineage)
     out, shared = prepared.tree, None
+    # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:
-        out = forward_pass(out, context)
+        out = forward_pass(out, context, copy=False)
         if shared is not None:  # the passes after the one that made it apply to it too
-            shared = forward_pass(shared, context)
+            shared = forward_pass(shared, context, copy=False)
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared)

@@ -47,13 +47,13 @@ WITNESS_CONDITION = "dl_witness_condition"  # meta key: when its rows are witnes
 CLAUSES = ("expressions", "where", "having", "qualify")  # where a SELECT's subqueries can be written
 
 
-def mark_witness_uses(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     """Record on every decorrelated subquery when its rows are witnesses of its SELECT's rows (before witnesses
     are translated, while its uses still read as ``x IS NULL`` / ARRAY_ANY): ``meta[USED_POSITIVELY]``, and
     ``meta[WITNESS_CONDITION]`` (see :func:`witness_condition`)."""
     if not has_decorrelated(expression):
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     for sub in tree.find_all(exp.Subquery):
         if sub.meta.get(DECORRELATED):
             select = sub.find_ancestor(exp.Select)
@@ -142,7 +142,7 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     if on is not None and on.off:
         return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
     for analysis_pass in ANALYSIS_PASSES:
-        tree = analysis_pass(tree, context)
+        tree = analysis_pass(tree, context, copy=False)  # the tree is this call's own copy
     return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
 
 

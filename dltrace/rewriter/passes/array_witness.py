@@ -35,10 +35,10 @@ class ArrayWitness:
     tests: tuple[tuple[str, exp.Expression], ...]
 
 
-def array_witness(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def array_witness(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not has_decorrelated(expression):
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     for sub in list(tree.find_all(exp.Subquery)):
         if not sub.meta.get(DECORRELATED) or not isinstance(sub.this, exp.Select):
             continue

@@ -26,7 +26,7 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
 _BUILDS = ("dl_bitmap_build", "dl_bitmap_build64")
 
 
-def build_after_limit(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def build_after_limit(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     lineage = expression.meta.get(LINEAGE_COLUMNS)
     if (not context.fns.lists_inside or not lineage or not isinstance(expression, exp.Select)
             or not (expression.args.get("limit") or expression.args.get("offset"))
@@ -41,7 +41,8 @@ def build_after_limit(expression: exp.Expression, context: PassContext) -> exp.E
     outer_order = _outer_order(order, expression.expressions) if order is not None else None
     if not moved or (order is not None and outer_order is None):
         return expression
-    inner = expression.copy()
+    meta = dict(expression.meta)
+    inner = exp.maybe_copy(expression, copy)
     inner.meta.clear()
     top = "_dl_top"
     projections = []
@@ -59,7 +60,7 @@ def build_after_limit(expression: exp.Expression, context: PassContext) -> exp.E
     if outer_order is not None:
         outer.set("order", exp.Order(expressions=[
             o.__class__(**{**o.args, "this": exp.column(n.copy(), table=top)}) for o, n in outer_order]))
-    outer.meta.update(expression.meta)
+    outer.meta.update(meta)
     return outer
 
 

@@ -13,10 +13,10 @@ from sqlglot import exp
 from dltrace.rewriter.passes.context import PassContext
 
 
-def explicit_cross_joins(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def explicit_cross_joins(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not any(_comma_joins(select) for select in expression.find_all(exp.Select)):
         return expression  # nothing to mark: no copy
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     for select in tree.find_all(exp.Select):
         for join in _comma_joins(select):
             join.set("kind", "CROSS")

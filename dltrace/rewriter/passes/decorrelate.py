@@ -43,10 +43,10 @@ REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorr
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 
 
-def decorrelate(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not _has_clause_subquery(expression):
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     _remember_predicate_subqueries(tree)
     kept = _keep_in_place(tree)
     before = {id(s) for s in tree.find_all(exp.Subquery)}

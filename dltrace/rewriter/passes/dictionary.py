@@ -12,11 +12,11 @@ from dltrace.rewriter.lineage_on import DICTIONARY
 from dltrace.rewriter.passes.context import PassContext
 
 
-def add_dictionary(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def add_dictionary(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     spec = context.on
     if spec is None or not spec.table:
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     cte = exp.CTE(this=spec.dictionary(), alias=exp.TableAlias(this=exp.to_identifier(DICTIONARY)))
     with_ = tree.args.get("with_")
     if with_ is None:

@@ -17,11 +17,11 @@ from dltrace.rewriter.passes.context import PassContext
 ON_TABLE = "dl_on_table"  # meta key of the subquery that replaces an occurrence of T
 
 
-def use_dictionary_ids(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def use_dictionary_ids(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     spec = context.on
     if spec is None or not spec.table:
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     columns = [c for c in (context.schema or {}).get(spec.table, {}) if c.lower() != RID]
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for t in list(tree.find_all(exp.Table)):

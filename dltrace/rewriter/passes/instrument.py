@@ -35,8 +35,8 @@ LINEAGE_COLUMNS = "dl_lineage_columns"  # meta key of the rewritten root: {base 
 SHARED_LINEAGE = "dl_shared_lineage"  # meta key of the rewritten root: the one-row query of the shared lineage
 
 
-def instrument(expression: exp.Expression, context: PassContext) -> exp.Expression:
-    root = expression.copy()
+def instrument(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
+    root = exp.maybe_copy(expression, copy)
     on = context.on
     ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
                   instrument=instrument_node, from_slots=from_slots, composed=context.composed,

@@ -14,11 +14,11 @@ from sqlglot import exp
 from dltrace.rewriter.passes.context import PassContext
 
 
-def known_aggregates(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def known_aggregates(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     names = context.fns.aggregate_functions
     if not any(isinstance(n, exp.Anonymous) and n.name.lower() in names for n in expression.find_all(exp.Anonymous)):
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     for node in list(tree.find_all(exp.Anonymous)):
         if node.name.lower() in names:
             node.replace(exp.AnonymousAggFunc(this=node.name, expressions=[e.copy() for e in node.expressions]))

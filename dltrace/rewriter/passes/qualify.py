@@ -16,11 +16,12 @@ from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
 
 
-def qualify(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
+    schema = schema_for(expression, context.schema)
     try:
         tree = sqlglot_qualify(
-            expression.copy(), schema=schema_for(expression, context.schema), dialect=context.dialect,
+            exp.maybe_copy(expression, copy), schema=schema, dialect=context.dialect,
             quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
         )
     except OptimizeError as e:

@@ -48,10 +48,10 @@ from dltrace.rewriter.shape import NONDETERMINISTIC
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
 
-def reduce_subqueries(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def reduce_subqueries(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not has_decorrelated(expression):
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     counter = [0]
     for select in list(tree.find_all(exp.Select)):  # outer first: a key list made here reduces the next level
         joins = select.args.get("joins") or []

@@ -17,15 +17,15 @@ from dltrace.rewriter.parse import defining_cte
 from dltrace.rewriter.passes.context import PassContext
 
 
-def read_rows_relations(expression: exp.Expression, context: PassContext) -> exp.Expression:
-    return with_rows_relations(expression, context.rows_relations)
+def read_rows_relations(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
+    return with_rows_relations(expression, context.rows_relations, copy)
 
 
-def with_rows_relations(expression: exp.Expression, tables: frozenset | set) -> exp.Expression:
-    """``expression`` (a copy) with every reference to one of ``tables`` reading its rows relation."""
+def with_rows_relations(expression: exp.Expression, tables: frozenset | set, copy: bool = True) -> exp.Expression:
+    """``expression`` (a copy, unless ``copy=False``) with every reference to one of ``tables`` reading its rows relation."""
     if not tables:
         return expression
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     for table in list(tree.find_all(exp.Table)):
         name = table.name.lower()
         if table.args.get("db") or not isinstance(table.this, exp.Identifier) or name not in tables:

@@ -14,10 +14,10 @@ from sqlglot import exp
 from dltrace.rewriter.passes.context import PassContext
 
 
-def union_by_name(expression: exp.Expression, context: PassContext) -> exp.Expression:
+def union_by_name(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not any(n.args.get("by_name") for n in expression.find_all(exp.SetOperation)):
         return expression  # nothing to rebuild: no copy
-    tree = expression.copy()
+    tree = exp.maybe_copy(expression, copy)
     counter = [0]
     # innermost first, so that a BY NAME side is already positional when its parent is rebuilt
     for node in reversed(list(tree.find_all(exp.SetOperation))):
