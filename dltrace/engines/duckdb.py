@@ -183,8 +183,9 @@ class DuckDBEngine:
         self.materialize(rows_relation(name), body.sql(self.name))
 
     def columns(self, name: str) -> dict[str, str]:
-        rows = self.con.execute(f"DESCRIBE {self.quote(name)}").fetchall()
-        return {r[0]: r[1] for r in rows if r[0] != RID}
+        # a relation is bound, not run: half the time of DESCRIBE (each query's rewrite reads its tables' columns)
+        rel = self.con.sql(f"SELECT * FROM {self.quote(name)}")
+        return {c: str(t) for c, t in zip(rel.columns, rel.dtypes) if c != RID}
 
     def sql(self, text: str) -> pa.Table:
         try:
