@@ -123,7 +123,8 @@ class Worker:
     def execute(self, sql: str, strategy: str):
         s = self.session
         if strategy == "original":
-            return s.run(sql, lineage=None)
+            # the baseline a user runs: the text straight on the engine, without dltrace's parsing or rewriting
+            return s.engine.sql(sql)
         if strategy in ("set", "bitmap"):
             return s.run(sql, lineage=strategy)
         if strategy == "reverse-one":
