@@ -41,6 +41,7 @@ DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation ma
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
+_WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
 
 
 def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -49,7 +50,11 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     tree = exp.maybe_copy(expression, copy)
     _remember_predicate_subqueries(tree)
     kept = _keep_in_place(tree)
-    before = {id(s) for s in tree.find_all(exp.Subquery)}
+    # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
+    # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
+    # `(SELECT count(*) FROM (SELECT ...) AS d)` lost d's lineage); meta travels with a copy
+    for sub in tree.find_all(exp.Subquery):
+        sub.meta[_WRITTEN] = True
     try:
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
@@ -58,7 +63,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     # that need it, as qualification quoted the user's own
     quote_identifiers(tree, dialect=context.dialect, identify=False)
     for sub in tree.find_all(exp.Subquery):
-        if id(sub) not in before and isinstance(sub.parent, (exp.Join, exp.From)):
+        if not sub.meta.pop(_WRITTEN, False) and isinstance(sub.parent, (exp.Join, exp.From)):
             sub.meta[DECORRELATED] = True
     for placeholder in list(tree.find_all(exp.Anonymous)):
         if placeholder.name == _KEPT:
