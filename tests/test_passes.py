@@ -27,6 +27,7 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
+from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
 SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}, "s": {"a": "BIGINT", "n": "BIGINT"}}
@@ -40,6 +41,16 @@ def _prepared(tree, context):
 
 def _instrumented(tree, context):
     return instrument(_prepared(tree, context), context)
+
+
+def _whole_lineage(tree, context):
+    """whole_lineage_query on the query's body, the CTEs of its WITH visible (it is a rule's helper, not a pass:
+    instrument calls it on a clause subquery, with the CTEs in scope as written)."""
+    with_ = tree.args.get("with_")
+    bodies = {c.alias_or_name: c.this for c in with_.expressions} if with_ else {}
+    body = tree.copy()
+    body.set("with_", None)
+    return whole_lineage_query(body, bodies, {n.lower() for n in bodies})
 
 
 # file -> (prerequisite, pass under test, dialect, strategy)
@@ -58,6 +69,7 @@ PASSES = {
     "instrument_composed.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_composed_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
+    "whole_lineage.sql": (None, _whole_lineage, "duckdb", "set"),
 }
 
 
@@ -113,6 +125,22 @@ def test_passes_do_not_mutate_their_input():
         text = generate(tree, dialect)
         under_test(tree, context)
         assert generate(tree, dialect) == text, name
+
+
+def test_copy_false_changes_the_input_into_the_same_output():
+    """``copy=False`` (what the pipelines pass for the tree they own) gives the SQL that ``copy=True`` gives, and
+    a pass that rewrites changes its input in place rather than building a copy."""
+    query = ('SELECT "t"."a" AS "a", COUNT(*) AS "n" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" '
+             'WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b") GROUP BY "t"."a" ORDER BY "n" LIMIT 2')
+    passes = [decorrelate, array_witness, explicit_cross_joins, reduce_subqueries, instrument, build_after_limit]
+    for strategy in ("set", "bitmap"):
+        context = PassContext("duckdb", lineage_functions("duckdb", strategy), SCHEMA)
+        copied = qualify(parse(query, "duckdb")[0], context)
+        owned = qualify(parse(query, "duckdb")[0], context)
+        for step in passes:
+            copied = step(copied, context)
+            owned = step(owned, context, copy=False)
+            assert generate(owned, "duckdb") == generate(copied, "duckdb"), step.__name__
 
 
 def test_witness_uses_are_marked_before_translation():

@@ -50,6 +50,7 @@ class Context:
     semantics: str = "witness"
     wide: frozenset = frozenset()  # tables that need 64-bit bitmaps
     ctes: dict = field(default_factory=dict)  # CTE name -> list[Exported]
+    cte_bodies: dict = field(default_factory=dict)  # CTE name -> its query before instrumenting (whole_lineage)
     counter: list = field(default_factory=lambda: [0])
     only_tables: frozenset | None = None  # LINEAGE ON: lineage only for these base tables
     names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
@@ -75,7 +76,7 @@ class Context:
 
     def scoped(self) -> "Context":
         """A context for a nested scope: its own CTE names; everything else shared."""
-        return replace(self, ctes=dict(self.ctes))
+        return replace(self, ctes=dict(self.ctes), cte_bodies=dict(self.cte_bodies))
 
     def take_hoisted(self) -> dict[str, list[exp.Expression]]:
         """The hoisted constant lineage, per table, for the final lineage columns (taken once; nothing when

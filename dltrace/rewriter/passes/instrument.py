@@ -106,7 +106,12 @@ def _with_ctes(node: exp.Expression, ctx: Context) -> Context:
     if not with_:
         return ctx
     ctx = ctx.scoped()
+    recursive = bool(with_.args.get("recursive"))
     for cte in with_.expressions:
+        if recursive:
+            ctx.cte_bodies.pop(cte.alias_or_name, None)
+        else:  # as written: a subquery's whole lineage may read it instead of the instrumented CTE
+            ctx.cte_bodies[cte.alias_or_name] = cte.this.copy()
         inner, exported = instrument_node(cte.this, ctx, final=False)
         cte.set("this", inner)
         ctx.ctes[cte.alias_or_name] = exported

@@ -25,6 +25,7 @@ from dltrace.rewriter.analysis import (
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate
+from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 from dltrace.rewriter.shape import global_aggregate, global_aggregate_row
 from dltrace.rewriter.slots import Context, Slot, by_table
 
@@ -130,7 +131,10 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
 
 
 def _lineage_aggregate(query: exp.Expression, ctx: Context):
-    """``SELECT DLUNION(...) FROM (query)``: the whole lineage of ``query`` as one row."""
+    """``SELECT DLUNION(...) FROM (query)``: the whole lineage of ``query`` as one row (of a query with the same
+    whole lineage, cheaper: :mod:`.whole_lineage`)."""
+    names = {c.alias_or_name.lower() for c in ctx.root.find_all(exp.CTE)} if ctx.root is not None else set()
+    query = whole_lineage_query(query, ctx.cte_bodies, names)
     inner, exported = ctx.instrument(query, ctx.scoped(), final=False)
     holder = ctx.fresh("_dl_q")
     agg = exp.select().from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
