@@ -158,6 +158,9 @@ TOP = [
     ("SELECT a, b FROM t WHERE b > (SELECT min(c) FROM u) ORDER BY b LIMIT 2", True),
     ("SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY max(b) NULLS LAST LIMIT 2", True),
     ("SELECT a, b AS a2 FROM t LIMIT 7", False),
+    # no LIMIT: HAVING and ORDER BY (the builds above the sort)
+    ("SELECT a, count(*) AS n FROM t GROUP BY a HAVING count(*) >= 1 ORDER BY n DESC, a NULLS FIRST", True),
+    ("SELECT a, sum(b) AS s FROM t GROUP BY a HAVING sum(b) > (SELECT min(c) FROM u) ORDER BY s, a", True),
 ]
 
 

@@ -9,11 +9,16 @@ pass moves the build above the LIMIT::
     FROM (SELECT c1, ..., <list> AS dl_t ... ORDER BY o LIMIT n) AS _dl_top
     ORDER BY <o, as the output columns it names>
 
+The same move serves an aggregate whose HAVING keeps few groups and which is sorted: the engine calls the
+(Python) build once per batch of the projection, and after HAVING the batches hold a few rows each (TPC-H Q11:
+45 calls of about 0.3 ms for 1,048 rows); above the inner ORDER BY, whose sort hands on full batches, the
+builds take 3 calls (Q11 38 -> 26 ms). The outer sort is then a second one, over the kept rows.
+
 Valid (the same rows in the same order, each with the same lineage) when the outermost query is a SELECT with
-LIMIT (or OFFSET) whose output names are distinct and whose ORDER BY items are all output columns (the outer
-ORDER BY then sorts the kept rows as the inner one did; rows it ties are tied in the query as written too).
-Lineage columns that are not a plain build (hoisted lineage merged in) stay where they are. Not applied
-under LINEAGE ON over a table (its dictionary CTE is added to the outermost query).
+LIMIT or OFFSET, or with HAVING and ORDER BY, whose output names are distinct and whose ORDER BY items are all
+output columns (the outer ORDER BY then sorts the kept rows as the inner one did; rows it ties are tied in the
+query as written too). Lineage columns that are not a plain build (hoisted lineage merged in) stay where they
+are. Not applied under LINEAGE ON over a table (its dictionary CTE is added to the outermost query).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ _BUILDS = ("dl_bitmap_build", "dl_bitmap_build64")
 def build_after_limit(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     lineage = expression.meta.get(LINEAGE_COLUMNS)
     if (not context.fns.lists_inside or not lineage or not isinstance(expression, exp.Select)
-            or not (expression.args.get("limit") or expression.args.get("offset"))
+            or not (expression.args.get("limit") or expression.args.get("offset")
+                    or (expression.args.get("having") and expression.args.get("order")))
             or (context.on is not None and context.on.table)):
         return expression
     names = [p.alias_or_name for p in expression.expressions]
