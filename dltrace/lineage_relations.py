@@ -28,6 +28,7 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable
 from dltrace.explore import is_bitmap_type
 from dltrace.lineage_data import LineageData
+from dltrace.rewriter.build import add_join
 from dltrace.udafs.bitmap import load as load_bitmap
 
 ROW, TABLE, RID_COLUMN = "row", "table", "rid"
@@ -206,8 +207,8 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
         if t in data.shared_lineage:
             common = exp.select(exp.column(ROW, quoted=True),
                                 exp.alias_(exp.Explode(this=_ids(data, t)), RID_COLUMN, quoted=True)).from_(
-                exp.Table(this=exp.to_identifier(names["rows"], quoted=True))).join(
-                exp.Table(this=exp.to_identifier(_shared_relation(name), quoted=True)), join_type="CROSS")
+                exp.Table(this=exp.to_identifier(names["rows"], quoted=True)))
+            add_join(common, exp.Table(this=exp.to_identifier(_shared_relation(name), quoted=True)), kind="CROSS")
             one = exp.union(one, common, distinct=True)  # a rid in both parts is one triple
         catalog.add_view(names[t], one)
         per_table.append(exp.select(exp.column(ROW, quoted=True),

@@ -34,6 +34,7 @@ from dltrace.backward.tracing import (
 )
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
@@ -177,7 +178,7 @@ class Tracer:
         on = exp.and_(*[exp.NullSafeEQ(this=col(n, "m"), expression=col(c, "tg"))
                         for n, c in zip(node.names, targets.cols)])
         query = exp.select(*[col(c, "tg").as_(c, quoted=True) for c in keep]).distinct()
-        query = query.from_(targets.relation("tg")).join(table_ref(mat, "m"), on=on, join_type="INNER")
+        query = add_join(query.from_(targets.relation("tg")), table_ref(mat, "m"), kind="INNER", on=on)
         return Targets(query, targets.cols, targets.mode, targets.tests, targets.outer, exact=True)
 
     def values_to_groups(self, node: Node, targets: Targets) -> Targets:
@@ -194,7 +195,7 @@ class Tracer:
                            *[col(k, "m").as_(c, quoted=True) for k, c in zip(keys, cols)],
                            *[col(o, "tg").as_(o, quoted=True) for o in targets.outer]).distinct()
         on = exp.and_(*[exp.NullSafeEQ(this=col(n, "m"), expression=col(c, "tg")) for n, c in zip(own, targets.cols)])
-        query = query.from_(table_ref(node.gmat, "m")).join(targets.relation("tg"), on=on, join_type="INNER")
+        query = add_join(query.from_(table_ref(node.gmat, "m")), targets.relation("tg"), kind="INNER", on=on)
         return Targets(query, cols, "keys", targets.tests, targets.outer)
 
     def consume(self, query: exp.Select, provs: list[Prov], into: Collector, unique: bool = False) -> None:
@@ -248,7 +249,8 @@ class Tracer:
             value = exp.Case(this=k, ifs=[exp.If(this=exp.Literal.number(i), true=e) for i, (_, e) in enumerate(entries)])
             numbers = exp.values([(exp.Literal.number(i),) for i in range(len(entries))], alias="k", columns=["_dl_e"])
             query = exp.select(k.copy().as_("_dl_e", quoted=True), col(TID, "r").as_(TID, quoted=True),
-                               value.as_("_dl_rid", quoted=True)).from_(rel("r")).join(numbers, join_type="CROSS")
+                               value.as_("_dl_rid", quoted=True)).from_(rel("r"))
+            add_join(query, numbers, kind="CROSS")
         query = query.where(exp.not_(exp.Is(this=value.copy(), expression=exp.Null())))
         if not unique:
             query = query.distinct()

@@ -47,6 +47,7 @@ from dltrace.rewriter.analysis import (
     is_decorrelated,
     witness_condition,
 )
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.parse import defining_cte, position
 from dltrace.rewriter.passes.decorrelate import is_correlated
 
@@ -402,9 +403,9 @@ class Builder:
                 conds.append(exp.paren(exp.or_(*tests)) if len(tests) > 1 else tests[0])
             right = targets.relation(tg)
             if conds:
-                query = query.join(right, on=exp.and_(*conds), join_type="INNER")
+                query = add_join(query, right, kind="INNER", on=exp.and_(*conds))
             else:
-                query = query.join(right, join_type="CROSS")
+                query = add_join(query, right, kind="CROSS")
         return query, provs
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.names import RID
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID
 from dltrace.rewriter.passes.context import PassContext
 
@@ -36,7 +37,8 @@ def use_dictionary_ids(expression: exp.Expression, context: PassContext, copy: b
         select = exp.select(
             *[exp.column(c, table=spec.table, quoted=True) for c in columns],
             exp.alias_(exp.column(ON_ID, table="_dl_d"), RID, quoted=True),
-        ).from_(base).join(d, on=on, join_type="LEFT")
+        ).from_(base)
+        add_join(select, d, side="LEFT", on=on)
         sub = exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(t.alias_or_name, quoted=True)))
         sub.meta[ON_TABLE] = spec.table
         t.replace(sub)

@@ -37,6 +37,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import (
     REDUCTION,
@@ -95,7 +96,7 @@ def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expre
     names = [f"k{i}" for i in range(len(keys))]
     outer_keys = exp.select(*[exp.alias_(e.copy(), n) for (_, e), n in zip(keys, names)]).from_(kept[0].copy())
     for item in kept[1:]:
-        outer_keys.join(item.copy(), join_type="CROSS", copy=False)
+        add_join(outer_keys, item.copy(), kind="CROSS")
     mine = [f for f in filters if _aliases(f) <= used]
     if mine:
         outer_keys.where(exp.and_(*[f.copy() for f in mine]), copy=False)
@@ -108,7 +109,7 @@ def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expre
     for item in inner.args.get("joins") or []:  # comma items as CROSS JOINs, so the join below follows them all
         if not (item.args.get("kind") or item.side or item.args.get("on") or item.args.get("using")):
             item.set("kind", "CROSS")
-    inner.join(holder, on=on, join_type="INNER", copy=False)
+    add_join(inner, holder, kind="INNER", on=on)
 
 
 def _selective_items(start: set[str], items: list[exp.Expression], filters: list[exp.Expression],

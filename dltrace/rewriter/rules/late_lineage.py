@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.shape import NONDETERMINISTIC
 from dltrace.rewriter.slots import Context, Slot
 
@@ -62,8 +63,7 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
     out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(_identifier(p), table=g)), _identifier(p))
                        for p in select.expressions])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
-    out = out.join(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), on=on,
-                   join_type="INNER", copy=False)
+    add_join(out, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), kind="INNER", on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
     moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
     return out, moved

@@ -22,6 +22,7 @@ from dltrace.rewriter.analysis import (
     is_aggregate,
     witness_condition,
 )
+from dltrace.rewriter.build import add_join
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate
@@ -197,7 +198,7 @@ def _cross_join(select: exp.Select, query: exp.Select, ctx: Context) -> str:
     if select.args.get("from_") is None:
         select.from_(sub, copy=False)
     else:
-        select.join(sub, join_type="CROSS", copy=False)
+        add_join(select, sub, kind="CROSS")
     return alias
 
 
