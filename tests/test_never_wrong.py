@@ -365,6 +365,32 @@ def test_a_global_aggregate_over_no_rows_keeps_its_subqueries(s, sql, expected, 
         s.trace(sql)
 
 
+# A grand total (GROUPING SETS with (), ROLLUP, CUBE) is a row over zero input rows too: a scalar subquery in its
+# HAVING was decorrelated into a cross join read through MAX() (silently no row, found by hand), and the lineage
+# of a subquery below it was hoisted onto every output row, the grand total of nothing included (long profile:
+# `grouping_sets` + `from_subquery` + `global_aggregate` + `having` + `sq_exists`).
+ALL_U = [0, 1, 2, 3]
+GRAND_TOTALS = [
+    ("SELECT t.a, count(*) AS n FROM t WHERE t.a > 100 GROUP BY GROUPING SETS ((t.a), ()) "
+     "HAVING count(*) < (SELECT max(u.c) FROM u)", [((None, 0), L((), ALL_U))]),
+    ("SELECT t.a, count(*) AS n, (SELECT max(u.c) FROM u) AS m FROM t WHERE t.a > 100 GROUP BY ROLLUP (t.a)",
+     [((None, 0, 9), L((), ALL_U))]),
+    ("SELECT x.m, count(*) AS n FROM (SELECT max(t.b) AS m FROM t HAVING count(*) > 100 AND EXISTS "
+     "(SELECT 1 FROM u)) AS x GROUP BY GROUPING SETS ((x.m), ())", [((None, 0), L((), ()))]),
+    ("SELECT t.a, count(*) AS n FROM t GROUP BY CUBE (t.a) HAVING count(*) < (SELECT max(u.c) FROM u)",
+     [((1, 1), L([0], ALL_U)), ((2, 2), L([1, 3], ALL_U)), ((None, 1), L([2], ALL_U)),
+      ((None, 4), L([0, 1, 2, 3], ALL_U))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", GRAND_TOTALS, ids=[c[0][:70] for c in GRAND_TOTALS])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_grand_total_over_no_rows_keeps_its_subqueries_and_no_others(s, sql, expected, strategy):
+    assert rows(s.run(sql, lineage=strategy).table) == rows(s.sql(sql))
+    want = Counter({(repr(row), lineage): n for (row, lineage), n in Counter(expected).items()})
+    assert with_lineage(s.run(sql, lineage=strategy)) == want
+
+
 def test_lineage_of_a_global_unknown_aggregate(s):
     r = s.run("SELECT product(b) AS p FROM t")
     assert r.lineage(0)["t"] == [0, 1, 2, 3]

@@ -30,7 +30,22 @@ def global_aggregate(select: exp.Select) -> bool:
     return is_aggregate(select) and not select.args.get("group")
 
 
+def makes_rows_from_nothing(select: exp.Select) -> bool:
+    """Can ``select`` give a row that no input row reaches? A global aggregate's one row, and the grand total of
+    GROUPING SETS with ``()``, ROLLUP or CUBE (taken for any of them: ``GROUP BY a, ROLLUP (b)`` has none, but
+    telling them apart buys little)."""
+    if not is_aggregate(select):
+        return False
+    group = select.args.get("group")
+    if not group:
+        return True
+    if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        return True
+    return group.find(exp.Rollup, exp.Cube, exp.GroupingSets) is not None  # (sqlglot keeps some among the keys)
+
+
 def global_aggregate_row(select: exp.Select, clause: str | None) -> bool:
-    """Is ``clause`` of ``select`` ("expressions", "having", ...) evaluated for a global aggregate's one row,
-    which zero input rows also give (so no input row carries what is joined in for it)?"""
-    return clause in ("expressions", "having") and global_aggregate(select)
+    """Is ``clause`` of ``select`` ("expressions", "having", ...) evaluated for a row that zero input rows also
+    give (a global aggregate's one row, a grand total: :func:`makes_rows_from_nothing`), so that no input row
+    carries what is joined in for it?"""
+    return clause in ("expressions", "having") and makes_rows_from_nothing(select)

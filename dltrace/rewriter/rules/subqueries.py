@@ -27,7 +27,7 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
-from dltrace.rewriter.shape import global_aggregate, global_aggregate_row
+from dltrace.rewriter.shape import global_aggregate_row, makes_rows_from_nothing
 from dltrace.rewriter.slots import Context, Slot, by_table
 
 
@@ -103,14 +103,14 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
 
     True along FROM items, inner/cross joins and the preserved side of outer joins up to the query's
     root; false under a set operation, a CTE, a predicate, or the null-padded side of an outer join, and
-    under a global aggregate (its one row exists even when no row reaches it). ``per_input_row``: the
-    lineage belongs to the rows *entering* ``select`` (a WHERE/ON subquery), so ``select`` itself must not be
-    a global aggregate either. Lineage that is constant over such a select can be computed once and added to
+    under a global aggregate or a grand total (GROUPING SETS with (), ROLLUP, CUBE: a row that exists even when
+    no row reaches it). ``per_input_row``: the lineage belongs to the rows *entering* ``select`` (a WHERE/ON
+    subquery), so ``select`` itself must not make such rows either. Lineage that is constant over such a select can be computed once and added to
     every output row, instead of being copied into each of its rows (the cost Perm's rewrites pay).
     """
     if not ctx.fns.scalar_subquery_arguments and not ctx.shared:
         return False  # (kept apart, the shared lineage needs no scalar subquery as an argument)
-    if per_input_row and global_aggregate(select):
+    if per_input_row and makes_rows_from_nothing(select):
         return False
     node = select
     while node is not ctx.root:
@@ -121,7 +121,7 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
             if (parent.side or "").upper() in ("LEFT", "FULL") or parent.args.get("kind") in ("SEMI", "ANTI"):
                 return False
         elif isinstance(parent, exp.Select):
-            if node.arg_key not in ("from_", "joins") or global_aggregate(parent):
+            if node.arg_key not in ("from_", "joins") or makes_rows_from_nothing(parent):
                 return False
             if any((j.side or "").upper() in ("RIGHT", "FULL") for j in parent.args.get("joins") or []):
                 return False
