@@ -193,8 +193,10 @@ WHOLE = [
     "SELECT a, count(*) AS n FROM t WHERE EXISTS (SELECT a FROM u GROUP BY a) GROUP BY a",
     # left alone: a WHERE over the groups, a HAVING, a LIMIT keep some groups only
     "WITH g AS (SELECT a, sum(c) AS s FROM u GROUP BY a) SELECT a FROM t WHERE b > (SELECT max(s) FROM g WHERE s < 9)",
-    "SELECT a FROM t WHERE b > (SELECT max(x.n) FROM (SELECT a, count(*) AS n FROM u GROUP BY a HAVING count(*) > 1) x)",
-    "SELECT a FROM t WHERE b > (SELECT max(x.n) FROM (SELECT a, count(*) AS n FROM u GROUP BY a ORDER BY n, a LIMIT 1) x)",
+    "SELECT a FROM t WHERE b > (SELECT max(x.n) FROM (SELECT a, count(*) AS n FROM u GROUP BY a "
+    "HAVING count(*) > 1) x)",
+    "SELECT a FROM t WHERE b > (SELECT max(x.n) FROM (SELECT a, count(*) AS n FROM u GROUP BY a "
+    "ORDER BY n, a LIMIT 1) x)",
 ]
 WHOLE.insert(-3, "SELECT a FROM t WHERE b >= (SELECT count(*) FROM (SELECT a FROM u) AS d, t AS t2)")
 

@@ -22,7 +22,8 @@ def read_rows_relations(expression: exp.Expression, context: PassContext, copy: 
 
 
 def with_rows_relations(expression: exp.Expression, tables: frozenset | set, copy: bool = True) -> exp.Expression:
-    """``expression`` (a copy, unless ``copy=False``) with every reference to one of ``tables`` reading its rows relation."""
+    """``expression`` (a copy, unless ``copy=False``) with every reference to one of ``tables`` reading its rows
+    relation."""
     if not tables:
         return expression
     tree = exp.maybe_copy(expression, copy)

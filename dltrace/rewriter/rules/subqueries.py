@@ -105,8 +105,9 @@ def reaches_every_output_row(select: exp.Select, ctx: Context, per_input_row: bo
     root; false under a set operation, a CTE, a predicate, or the null-padded side of an outer join, and
     under a global aggregate or a grand total (GROUPING SETS with (), ROLLUP, CUBE: a row that exists even when
     no row reaches it). ``per_input_row``: the lineage belongs to the rows *entering* ``select`` (a WHERE/ON
-    subquery), so ``select`` itself must not make such rows either. Lineage that is constant over such a select can be computed once and added to
-    every output row, instead of being copied into each of its rows (the cost Perm's rewrites pay).
+    subquery), so ``select`` itself must not make such rows either. Lineage that is constant over such a select
+    can be computed once and added to every output row, instead of being copied into each of its rows (the cost
+    Perm's rewrites pay).
     """
     if not ctx.fns.scalar_subquery_arguments and not ctx.shared:
         return False  # (kept apart, the shared lineage needs no scalar subquery as an argument)
