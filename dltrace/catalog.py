@@ -17,6 +17,7 @@ from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, check_storage
 from dltrace.errors import DuplicateTable, ReservedName, UnknownTable
 from dltrace.names import reserved_prefix, rows_relation
+from dltrace.plans import PlanCache
 
 T = TypeVar("T")
 
@@ -33,6 +34,8 @@ class Catalog:
         self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
         self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
         self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
+        self.generation = 0  # bumped by every (re)registration: the rewritten queries kept are keyed by it
+        self.plans = PlanCache()  # rewritten queries (dltrace.plans)
 
     @property
     def dialect(self) -> str:
@@ -123,7 +126,9 @@ class Catalog:
         self.views.add(name.lower())
 
     def _forget(self, key: str) -> None:
-        """Drop what was known about a previous registration of ``key``."""
+        """Drop what was known about a previous registration of ``key`` (and every rewritten query kept)."""
+        self.generation += 1
+        self.plans.clear()
         self._counts.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)

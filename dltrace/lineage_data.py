@@ -10,6 +10,7 @@ this data plus those methods, one layer up.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,9 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.names import value_order
 from dltrace.udafs import decode
+from dltrace.udafs import encode_bitmaps
 from dltrace.udafs.bitmap_arrow import set_union_arrow, union_arrow
+from dltrace.udafs.sets_arrow import sorted_sets
 
 
 def is_bitmap_type(t: pa.DataType) -> bool:
@@ -35,6 +38,59 @@ def decode_ids(value: Any) -> list[int]:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return decode(bytes(value))
     return sorted({int(v) for v in value if v is not None})
+
+
+class FinishedOnRead(MutableMapping):
+    """A result's lineage columns (base table -> column), some of them still as the engine returned them and
+    finished the first time they are read, then kept: id lists built into bitmaps (``encode_bitmaps``, the bytes
+    ``dl_bitmap_build`` writes; ``rewriter/passes/build_on_read.py``), or sorted and deduplicated into sets
+    (``sorted_sets``). Reading is every way a mapping is read (``[t]``, ``get``, ``items``, ``values``), so no
+    reader sees an unfinished column; a column set (``[t] = col``) is taken as finished."""
+
+    def __init__(self, columns: Mapping[str, pa.ChunkedArray],
+                 finish: Callable[[str, pa.ChunkedArray], pa.ChunkedArray], pending: Iterable[str]) -> None:
+        self._columns = dict(columns)
+        self._finish = finish
+        self._pending = set(pending) & set(self._columns)
+
+    @classmethod
+    def bitmaps(cls, columns: Mapping[str, pa.ChunkedArray], wide: frozenset[str] = frozenset()) -> "FinishedOnRead":
+        """Bitmap columns, those of list type built when read (64-bit for the ``wide`` tables)."""
+        return cls(columns, lambda t, col: encode_bitmaps(col, wide=t in wide),
+                   [t for t, col in columns.items() if not is_bitmap_type(col.type)])
+
+    @classmethod
+    def sets(cls, columns: Mapping[str, pa.ChunkedArray]) -> "FinishedOnRead":
+        """Id lists, every one sorted and deduplicated when read."""
+        return cls(columns, lambda t, col: sorted_sets(col), list(columns))
+
+    def __getitem__(self, table: str) -> pa.ChunkedArray:
+        col = self._columns[table]
+        if table in self._pending:
+            col = self._columns[table] = self._finish(table, col)
+            self._pending.discard(table)
+        return col
+
+    def __setitem__(self, table: str, col: pa.ChunkedArray) -> None:
+        self._columns[table] = col
+        self._pending.discard(table)
+
+    def __delitem__(self, table: str) -> None:
+        del self._columns[table]
+        self._pending.discard(table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def finished(self) -> bool:
+        """Is every column finished already?"""
+        return not self._pending
+
+    def __repr__(self) -> str:
+        return f"FinishedOnRead({', '.join(self._columns)}{'' if self.finished() else '; not all read yet'})"
 
 
 @dataclass

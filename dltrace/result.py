@@ -25,13 +25,15 @@ from dltrace.compose import composed_sources, compose_traced, converted
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, UnsupportedQuery
-from dltrace.lineage_data import LineageData
+from dltrace.lineage_data import FinishedOnRead, LineageData
+from dltrace.plans import ForwardPlan
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.udafs import encode_bitmaps
+from dltrace.udafs.sets_arrow import sorted_sets
 
 
 @dataclass
@@ -155,51 +157,86 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
     A source registered from a result with lineage (an earlier step) contributes its rows' stored lineage when
-    ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step)."""
+    ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step).
+    The rewrite is kept with the catalog and used again for the same query on the same tables
+    (:mod:`dltrace.plans`)."""
     read = dialect or catalog.dialect
-    tree = parse_query(sql, read)
-    catalog.check_known_tables(tree)
-    if lineage is None and tree.find(LineageOn):
-        lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
-    # the session's tables keep their row ids in private rows relations: dltrace's SQL reads them there
-    plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
-                        rows_relations=frozenset(catalog.tables))
-    if lineage is None:
-        table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
-        return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
+    key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
+    plan = catalog.plans.get(key, catalog.engine.columns) if lineage is not None else None
+    if plan is None:
+        tree = parse_query(sql, read)
+        catalog.check_known_tables(tree)
+        if lineage is None and tree.find(LineageOn):
+            lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
+        if lineage is None:
+            plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+                                rows_relations=frozenset(catalog.tables))
+            table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
+            return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
+        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end)
+        if not composed:  # reading a composed source may convert and register it: not kept
+            catalog.plans.put(key, plan)
+    else:
+        composed = {}
     engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     if engine_bitmaps:
         catalog.engine.install_functions()
-    rows = {t: catalog.num_rows(t) for t in catalog.tables}
-    composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
-    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, catalog.schema(tree), rows,
-                             rows_relations=plain.rows_relations, shared_lineage=True,
-                             composed={t: src.lineage for t, src in composed.items()})
-    text = rewritten.sql()
-    out = catalog.engine.sql(text)
-    own = out.select(list(range(len(rewritten.columns))))
-    sets = {t: out.column(name) for t, name in rewritten.lineage.items()}
+    out = catalog.engine.sql(plan.text)
+    own = out.select(list(range(plan.width)))
+    sets = {t: out.column(name) for t, name in plan.lineage}
     shared = {}
-    if rewritten.shared is not None:  # every row's common lineage: one row, kept once
-        common = catalog.engine.sql(rewritten.shared_sql())
-        shared = {t: common.column(name) for t, name in rewritten.lineage.items() if name in common.column_names}
-    if lineage == "bitmap" and not engine_bitmaps:
-        # the engine built the bitmaps' ids as sets: encode them here, so every engine returns the same bytes
-        sets = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in sets.items()}
-        shared = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in shared.items()}
-    # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
-    own = own.rename_columns(engine_names(catalog, sql, read, tree))
+    if plan.shared_text is not None:  # every row's common lineage: one row, kept once
+        common = catalog.engine.sql(plan.shared_text)
+        shared = {t: common.column(name) for t, name in plan.lineage if name in common.column_names}
+    if lineage == "bitmap":
+        # columns the engine left as id lists (or, on an engine that does not build bitmaps, as sets) are built
+        # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part now
+        rows = dict(plan.rows)
+        sets = FinishedOnRead.bitmaps(sets, frozenset(t for t in sets if rows.get(t, 0) >= BITS64))
+        if not engine_bitmaps:
+            shared = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in shared.items()}
+    elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
+        sets = FinishedOnRead.sets(sets)
+        shared = {t: sorted_sets(col) for t, col in shared.items()}
+    own = own.rename_columns(list(plan.names))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
-    off = rewritten.on is not None and rewritten.on.off
-    result = LineageResult(catalog, sql, read, own, sets, None if off else lineage, semantics, text,
+    result = LineageResult(catalog, sql, read, own, sets, None if plan.off else lineage, semantics, plan.text,
                            shared_lineage=shared, composed_from=tuple(composed))
-    on = rewritten.on
-    if on is not None and on.table:
-        words = catalog.engine.sql(generate(on.dictionary(), catalog.dialect))
+    if plan.dictionary_text is not None:
+        words = catalog.engine.sql(plan.dictionary_text)
         keys = words.column_names[:-1]
         cols = [words.column(k).to_pylist() for k in keys]
         result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}
     return result
+
+
+def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str,
+          end_to_end: bool) -> tuple[ForwardPlan, dict[str, LineageSource]]:
+    """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads."""
+    engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
+    rows = {t: catalog.num_rows(t) for t in catalog.tables}
+    composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
+    schema = catalog.schema(tree)
+    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
+                             rows_relations=frozenset(catalog.tables), shared_lineage=True,
+                             composed={t: src.lineage for t, src in composed.items()},
+                             finish_on_read=True)
+    on = rewritten.on
+    in_place = sorted(t for t in schema if catalog.storage.get(t) == "source")
+    plan = ForwardPlan(
+        text=rewritten.sql(),
+        shared_text=rewritten.shared_sql(),
+        width=len(rewritten.columns),
+        lineage=tuple(rewritten.lineage.items()),
+        # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
+        names=tuple(engine_names(catalog, sql, read, tree)),
+        rows=tuple(rows.items()),
+        off=on is not None and on.off,
+        dictionary_text=generate(on.dictionary(), catalog.dialect) if on is not None and on.table else None,
+        source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
+        sets_on_read=rewritten.sets_on_read,
+    )
+    return plan, composed
 
 
 def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageSource]:

@@ -19,11 +19,13 @@ from dltrace.rewriter.grammar import generate, parse
 from dltrace.rewriter.lineage_on import resolve, take_clause
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, array_witness
 from dltrace.rewriter.passes.build_after_limit import build_after_limit
+from dltrace.rewriter.passes.build_on_read import build_on_read
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
+from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
@@ -61,6 +63,7 @@ PASSES = {
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),
     "reduce_subqueries.sql": (_prepared, reduce_subqueries, "duckdb", "set"),
+    "inner_joins.sql": (_prepared, inner_joins, "duckdb", "set"),
     "dictionary_ids.sql": (None, use_dictionary_ids, "duckdb", "set"),
     "dictionary.sql": (None, add_dictionary, "duckdb", "set"),
     "instrument.sql": (_prepared, instrument, "duckdb", "set"),
@@ -69,6 +72,7 @@ PASSES = {
     "instrument_composed.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_composed_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
+    "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "whole_lineage.sql": (None, _whole_lineage, "duckdb", "set"),
 }
 
@@ -93,7 +97,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
     context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA, on=on,
-                          composed=COMPOSED if "composed" in name else {})
+                          composed=COMPOSED if "composed" in name else {}, build_on_read=name == "build_on_read.sql")
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)
@@ -116,9 +120,10 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("decorrelate.sql", "array_witness.sql", "instrument.sql"):
+    for name in ("decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql"):
         before, under_test, dialect, strategy = PASSES[name]
-        context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA)
+        context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA,
+                              build_on_read=name == "build_on_read.sql")
         tree = parse(query, dialect)[0]
         if before is not None:
             tree = before(tree, context)
@@ -132,9 +137,10 @@ def test_copy_false_changes_the_input_into_the_same_output():
     a pass that rewrites changes its input in place rather than building a copy."""
     query = ('SELECT "t"."a" AS "a", COUNT(*) AS "n" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" '
              'WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b") GROUP BY "t"."a" ORDER BY "n" LIMIT 2')
-    passes = [decorrelate, array_witness, explicit_cross_joins, reduce_subqueries, instrument, build_after_limit]
-    for strategy in ("set", "bitmap"):
-        context = PassContext("duckdb", lineage_functions("duckdb", strategy), SCHEMA)
+    passes = [decorrelate, array_witness, explicit_cross_joins, reduce_subqueries, inner_joins, instrument,
+              build_on_read, build_after_limit]
+    for strategy, on_read in (("set", False), ("bitmap", False), ("bitmap", True)):
+        context = PassContext("duckdb", lineage_functions("duckdb", strategy), SCHEMA, build_on_read=on_read)
         copied = qualify(parse(query, "duckdb")[0], context)
         owned = qualify(parse(query, "duckdb")[0], context)
         for step in passes:

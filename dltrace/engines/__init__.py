@@ -64,14 +64,15 @@ def starts_slowly(kind: str) -> bool:
     return kind in _SLOW_TO_START
 
 
-def lineage_functions(dialect: str, strategy: str) -> LineageFunctions:
-    """The builders of lineage SQL in sqlglot dialect ``dialect`` for ``strategy`` ("set" or "bitmap")."""
+def lineage_functions(dialect: str, strategy: str, finish_on_read: bool = False) -> LineageFunctions:
+    """The builders of lineage SQL in sqlglot dialect ``dialect`` for ``strategy`` ("set" or "bitmap");
+    ``finish_on_read``: for a session's result, which finishes the final columns when first read."""
     functions = _FUNCTIONS.get(dialect.lower())
     if functions is None:
         raise DltraceError(
             f"no engine runs the dialect {dialect!r}: lineage SQL is written for {', '.join(_FUNCTIONS)}"
         )
-    return functions(dialect, strategy)
+    return functions(dialect, strategy, finish_on_read)
 
 
 def generator_transforms(dialect: str) -> GeneratorTransforms:

@@ -66,11 +66,15 @@ class LineageFunctions:
     #: multiplicities and order inside.)
     bitmaps_at_output: ClassVar[bool] = False
 
-    def __init__(self, dialect: str, strategy: str) -> None:
+    def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
             raise DltraceError(f"unknown lineage strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
         self.dialect = dialect
         self.strategy = strategy
+        #: a session's result finishes the final columns when first read: under "set", on an engine whose lineage
+        #: may travel as lists, the "set" strategy's lineage then travels as id lists as the bitmap strategy's
+        #: does, and its final columns are those lists (sorted and deduplicated by the reader, not by the engine)
+        self.finish_on_read = finish_on_read
 
     @property
     def builds_bitmaps(self) -> bool:
@@ -80,8 +84,14 @@ class LineageFunctions:
 
     @property
     def lists_inside(self) -> bool:
-        """Does lineage travel as plain id arrays inside the query, bitmaps built only at the output?"""
-        return self.builds_bitmaps and self.bitmaps_at_output
+        """Does lineage travel as plain id arrays inside the query, bitmaps built only at the output (or, for
+        "set" finished on read, not at all: the final columns are the lists)?"""
+        return self.bitmaps_at_output and (self.builds_bitmaps or self.sets_on_read)
+
+    @property
+    def sets_on_read(self) -> bool:
+        """Are the "set" strategy's final columns id lists, sorted and deduplicated by the reader?"""
+        return self.strategy == "set" and self.bitmaps_at_output and self.finish_on_read
 
     @property
     def scalar_subquery_arguments(self) -> bool:
@@ -192,7 +202,10 @@ class LineageFunctions:
         return self.sorted_distinct(call("flatten", self.agg_list(s)))
 
     def finish(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
-        """A final lineage column: never NULL (an empty set instead)."""
+        """A final lineage column: never NULL (an empty set instead); for sets finished on read, the id list
+        itself (NULL: no ids)."""
+        if self.sets_on_read:
+            return s
         if self.lists_inside:  # the bitmap of the ids (a NULL or empty array: the empty bitmap)
             if isinstance(s, exp.Anonymous) and s.name == _STORED:  # a stored bitmap as it is: not re-encoded
                 return self.finish_bitmap(s.expressions[0], wide)
@@ -205,7 +218,7 @@ class LineageFunctions:
                     wide: bool = False) -> exp.Expression:
         """A final lineage column: the union of lineage ``parts`` (as inside the query) and of ``finished``
         values, final already (each maybe NULL: the hoisted lineage of a one-row subquery, built once)."""
-        if not self.lists_inside or not finished:
+        if not self.lists_inside or not finished or self.sets_on_read:
             return self.finish(self.union(parts + finished, nullable + [True] * len(finished), wide), wide)
         built = [self.finish(self.union(parts, nullable, wide), wide)] if parts else []
         merged = built + finished
@@ -216,7 +229,7 @@ class LineageFunctions:
     def finished(self, s: exp.Expression, wide: bool = False) -> exp.Expression:
         """Lineage as inside the query, in the form of a final column (maybe NULL): for a value computed once
         and read by every row (hoisted lineage), so that rows do not each build it."""
-        if self.lists_inside:
+        if self.lists_inside and not self.sets_on_read:
             return call(self._bitmap("build", wide), s)
         return s
 
@@ -244,6 +257,6 @@ class LineageFunctions:
     def from_stored(self, column: exp.Expression) -> exp.Expression:
         """A stored lineage column (a composed source's: bitmaps under this strategy, arrays under "set") as
         lineage inside the query."""
-        if self.lists_inside:
+        if self.lists_inside and not self.sets_on_read:  # (stored sets are id arrays already)
             return call(_STORED, column)
         return column

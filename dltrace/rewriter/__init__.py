@@ -2,8 +2,8 @@
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
     -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
-    -> FORWARD_PASSES: reduce_subqueries -> use_dictionary_ids -> instrument (rules/: one rule per operator)
-       -> build_after_limit -> add_dictionary
+    -> FORWARD_PASSES: reduce_subqueries -> inner_joins -> use_dictionary_ids -> instrument (rules/: one rule per operator)
+       -> build_on_read -> build_after_limit -> add_dictionary
     -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
@@ -24,15 +24,17 @@ from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.build_after_limit import build_after_limit
+from dltrace.rewriter.passes.build_on_read import build_on_read
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
+from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (reduce_subqueries, use_dictionary_ids, instrument, build_after_limit, add_dictionary,
-                  read_rows_relations)
+FORWARD_PASSES = (reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read, build_after_limit,
+                  add_dictionary, read_rows_relations)
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Rewritten:
     lineage: dict[str, str]  # base table -> its lineage column
     on: OnSpec | None = None  # the LINEAGE ON clause, resolved
     shared: exp.Expression | None = None  # with shared_lineage: the one-row query of every row's common lineage
+    sets_on_read: bool = False  # "set" lineage columns are id lists, for the reader to sort and deduplicate
 
     def sql(self, pretty: bool = False) -> str:
         return generate(self.tree, self.dialect, pretty=pretty)
@@ -54,27 +57,30 @@ class Rewritten:
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
                  rows_relations: frozenset = frozenset(), composed: dict | None = None,
-                 shared_lineage: bool = False) -> Rewritten:
+                 shared_lineage: bool = False, finish_on_read: bool = False) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
     (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more. ``rows_relations``: a
     session's tables, whose row ids live in their private rows relations (others carry ``dl_rid`` themselves).
     ``shared_lineage``: lineage common to every output row comes apart, as ``Rewritten.shared`` (a one-row
-    query), instead of inside every row's lineage columns.
+    query), instead of inside every row's lineage columns. ``finish_on_read``: for a reader that finishes the final
+    columns (a session's result): bitmap columns may be left as id lists, for it to build
+    (``passes/build_on_read.py``), and "set" lineage may travel as lists (``Rewritten.sets_on_read``), for it to
+    sort and deduplicate.
     ``composed``: sources whose rows carry lineage already (table -> ((base table, lineage column), ...)): their
     lineage is expressed in those base tables' row ids, not in the source's own.
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
-    context = PassContext(dialect, lineage_functions(dialect, strategy), _lower(schema), semantics, wide=wide,
-                          rows_relations=rows_relations)
+    context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
+                          wide=wide, rows_relations=rows_relations)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
     composed = {t.lower(): tuple(pairs) for t, pairs in (composed or {}).items()}
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
-                          composed=composed, shared_lineage=shared_lineage)
+                          composed=composed, shared_lineage=shared_lineage, build_on_read=finish_on_read)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:
@@ -83,7 +89,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
             shared = forward_pass(shared, context, copy=False)
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
-    return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared)
+    return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
+                     context.fns.sets_on_read)
 
 
 def _check_on_composed(on: OnSpec | None, composed: dict) -> None:

@@ -49,3 +49,16 @@ def global_aggregate_row(select: exp.Select, clause: str | None) -> bool:
     give (a global aggregate's one row, a grand total: :func:`makes_rows_from_nothing`), so that no input row
     carries what is joined in for it?"""
     return clause in ("expressions", "having") and makes_rows_from_nothing(select)
+
+
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The top-level AND-ed parts of a condition (or of a WHERE), through parentheses."""
+    if node is None:
+        return []
+    if isinstance(node, exp.Where):
+        node = node.this
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.passes.build_on_read import is_build
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
-
-_BUILDS = ("dl_bitmap_build", "dl_bitmap_build64")
 
 
 def build_after_limit(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -42,7 +41,7 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
     if len({n.lower() for n in names}) != len(names) or not all(names):
         return expression
     finals = set(lineage.values())
-    moved = [i for i, p in enumerate(expression.expressions) if p.alias_or_name in finals and _is_build(p.unalias())]
+    moved = [i for i, p in enumerate(expression.expressions) if p.alias_or_name in finals and is_build(p.unalias())]
     order = expression.args.get("order")
     outer_order = _outer_order(order, expression.expressions) if order is not None else None
     if not moved or (order is not None and outer_order is None):
@@ -68,10 +67,6 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
             o.__class__(**{**o.args, "this": exp.column(n.copy(), table=top)}) for o, n in outer_order]))
     outer.meta.update(meta)
     return outer
-
-
-def _is_build(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Anonymous) and node.name.lower() in _BUILDS and len(node.expressions) == 1
 
 
 def _outer_order(order: exp.Order, projections: list[exp.Expression]) -> list | None:

@@ -44,7 +44,7 @@ from dltrace.rewriter.passes.decorrelate import (
     has_decorrelated,
     is_correlated,
 )
-from dltrace.rewriter.shape import NONDETERMINISTIC
+from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts
 
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
@@ -67,8 +67,8 @@ def reduce_subqueries(expression: exp.Expression, context: PassContext, copy: bo
         if not all(_standalone(item) for item in [from_.this, *[j.this for j in others]]):
             continue  # an item reading another (LATERAL, DuckDB's implicit lateral subquery) cannot be copied alone
         visible = {from_.this.alias_or_name} | {j.this.alias_or_name for j in others}
-        filters = [c for c in _conjuncts(select.args.get("where")) if _over(c, visible)]
-        filters += [c for j in others for c in _conjuncts(j.args.get("on")) if _over(c, visible)]
+        filters = [c for c in conjuncts(select.args.get("where")) if _over(c, visible)]
+        filters += [c for j in others for c in conjuncts(j.args.get("on")) if _over(c, visible)]
         for join in decorrelated:
             _reduce(join, [from_.this, *[j.this for j in others]], filters, visible, counter)
     return tree
@@ -155,7 +155,7 @@ def _aliases(node: exp.Expression) -> set[str]:
 def _keys(on: exp.Expression | None, alias: str, visible: set[str]) -> list[tuple[str, exp.Expression]]:
     """``[(subquery column, outer expression)]`` when ``on`` is a conjunction of such equalities, else []."""
     keys = []
-    for c in _conjuncts(on):
+    for c in conjuncts(on):
         if not isinstance(c, exp.EQ):
             return []
         for mine, theirs in ((c.this, c.expression), (c.expression, c.this)):
@@ -186,14 +186,6 @@ def _inner(join: exp.Join) -> bool:
         return False
     on = join.args.get("on")
     return on is None or on.find(*_VOLATILE) is None
-
-
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, exp.Where):
-        node = node.this
-    return list(node.flatten()) if isinstance(node, exp.And) else [node]
 
 
 def _reads(node: exp.Expression | None, aliases: set[str]) -> bool:
