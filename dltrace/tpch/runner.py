@@ -48,8 +48,8 @@ ENGINES = ("duckdb", "spark")
 STORAGES = ("memory", "parquet")
 LIBRARY_STORAGE = {"memory": "memory", "parquet": "source"}
 STATUSES = ("ok", "timeout", "oom", "error", "unsupported")
-RECORD_KEYS = ("engine", "storage", "sf", "query", "strategy", "status", "seconds", "seconds_all", "ratio", "output_rows",
-               "lineage_ids", "bytes_raw", "bytes_stored", "agrees", "peak_rss_bytes", "message")
+RECORD_KEYS = ("engine", "storage", "sf", "query", "strategy", "status", "seconds", "seconds_all", "ratio",
+               "readable_seconds", "readable_ratio", "output_rows", "lineage_ids", "bytes_raw", "bytes_stored", "agrees", "peak_rss_bytes", "message")
 
 
 # -- arguments ---------------------------------------------------------------------------------------
@@ -146,8 +146,11 @@ def make_record(engine: str, sf: float, query: int, strategy: str, fields: dict[
     else:
         ok = rec["status"] == "ok" and rec["seconds"] is not None and original_seconds
         rec["ratio"] = rec["seconds"] / original_seconds if ok else None
+        readable = rec.get("readable_seconds")
+        rec["readable_ratio"] = readable / original_seconds if ok and readable is not None else None
     if rec["status"] != "ok":
         rec["seconds"] = None
+        rec["readable_seconds"] = None
     return {k: rec.get(k) for k in RECORD_KEYS}
 
 
