@@ -25,7 +25,7 @@ from dltrace.compose import composed_sources, compose_traced, converted
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, UnsupportedQuery
-from dltrace.lineage_data import FinishedOnRead, LineageData
+from dltrace.lineage_data import FinishedOnRead, LineageData, is_bitmap_type
 from dltrace.plans import ForwardPlan
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
@@ -192,9 +192,9 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         # columns the engine left as id lists (or, on an engine that does not build bitmaps, as sets) are built
         # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part now
         rows = dict(plan.rows)
-        sets = FinishedOnRead.bitmaps(sets, frozenset(t for t in sets if rows.get(t, 0) >= BITS64))
-        if not engine_bitmaps:
-            shared = {t: encode_bitmaps(col, wide=rows.get(t, 0) >= BITS64) for t, col in shared.items()}
+        wide = frozenset(t for t in sets if rows.get(t, 0) >= BITS64)
+        sets = FinishedOnRead.bitmaps(sets, wide)
+        shared = {t: col if is_bitmap_type(col.type) else encode_bitmaps(col, wide=t in wide) for t, col in shared.items()}
     elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
         sets = FinishedOnRead.sets(sets)
         shared = {t: sorted_sets(col) for t, col in shared.items()}

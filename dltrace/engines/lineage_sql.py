@@ -32,6 +32,12 @@ _STORED = "dl_bitmap_to_list"  # a stored bitmap's ids, as lineage inside a quer
 GeneratorTransforms = dict[type[exp.Expression], Callable[[Any, Any], str]]
 
 
+def is_bitmap_build(node: exp.Expression) -> bool:
+    """Is ``node`` a call of the bitmap build (32- or 64-bit) on one id list?"""
+    return isinstance(node, exp.Anonymous) and node.name.lower() in ("dl_bitmap_build", "dl_bitmap_build64") \
+        and len(node.expressions) == 1
+
+
 def call(name: str, *args: exp.Expression) -> exp.Expression:
     """A call of the SQL function ``name``, generated as written whatever the dialect."""
     return exp.Anonymous(this=name, expressions=list(args))

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.engines.lineage_sql import is_bitmap_build
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
-
-_BUILDS = ("dl_bitmap_build", "dl_bitmap_build64")
 
 
 def build_on_read(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -35,7 +34,7 @@ def build_on_read(expression: exp.Expression, context: PassContext, copy: bool =
         return expression
     finals = set(lineage.values())
     built = [i for i, p in enumerate(expression.expressions)
-             if isinstance(p, exp.Alias) and p.alias_or_name in finals and is_build(p.this)]
+             if isinstance(p, exp.Alias) and p.alias_or_name in finals and is_bitmap_build(p.this)]
     if not built:
         return expression
     tree = exp.maybe_copy(expression, copy)
@@ -43,8 +42,3 @@ def build_on_read(expression: exp.Expression, context: PassContext, copy: bool =
         projection = tree.expressions[i]
         projection.set("this", projection.this.expressions[0])
     return tree
-
-
-def is_build(node: exp.Expression) -> bool:
-    """Is ``node`` a call of the bitmap build on one list?"""
-    return isinstance(node, exp.Anonymous) and node.name.lower() in _BUILDS and len(node.expressions) == 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.engines.lineage_sql import is_bitmap_build
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import base_tables, is_aggregate
 from dltrace.rewriter.lineage_on import ON_COLUMN
@@ -75,13 +76,27 @@ def _shared_query(user: exp.With | None, ctx: Context, lineage: dict[str, str]) 
     for table, sub in ctx.hoisted:
         found.setdefault(table, []).append(sub)
     fns = ctx.fns
-    shared = exp.select(*[
-        exp.alias_(fns.final_union([], [], subs, table in ctx.wide), lineage[table], quoted=True)
-        for table, subs in found.items()
-    ])
+    if fns.builds_bitmaps and fns.lists_inside and fns.finish_on_read:
+        # one row, read by the session's result: its ids as lists, the bitmap built when read (NULL: none)
+        columns = [fns.concat([_unbuilt(s) for s in subs], [True] * len(subs)) for subs in found.values()]
+    else:
+        columns = [fns.final_union([], [], subs, table in ctx.wide) for table, subs in found.items()]
+    shared = exp.select(*[exp.alias_(c, lineage[table], quoted=True) for c, table in zip(columns, found)])
     ctes = [c.copy() for c in user.expressions] if user else []
     shared.set("with_", exp.With(expressions=[*ctes, *ctx.hoisted_ctes]))
     return shared
+
+
+def _unbuilt(sub: exp.Expression) -> exp.Expression:
+    """A hoisted lineage value ``(SELECT dl_bitmap_build(<list>) AS c FROM h)`` as ``(SELECT <list> AS c FROM h)``."""
+    sub = sub.copy()
+    query = sub.this if isinstance(sub, exp.Subquery) else None
+    if isinstance(query, exp.Select) and len(query.expressions) == 1:
+        projection = query.expressions[0]
+        value = projection.unalias()
+        if is_bitmap_build(value):
+            value.replace(value.expressions[0])
+    return sub
 
 
 def instrument_node(node: exp.Expression, ctx: Context, final: bool = False) -> tuple[exp.Expression, list[Exported]]:
