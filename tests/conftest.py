@@ -20,6 +20,9 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # "long": 10,000 per test, with fresh randomness: pytest --hypothesis-profile=long tests/test_differential.py
 settings.register_profile("ci", max_examples=150, deadline=None, suppress_health_check=list(HealthCheck),
                           derandomize=True, print_blob=True)
+# a look at fresh random examples after a change, between CI's fixed 150 and the long profile
+settings.register_profile("medium", max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck),
+                          print_blob=True)
 settings.register_profile("long", max_examples=10000, deadline=None, suppress_health_check=list(HealthCheck),
                           print_blob=True)
 

@@ -98,9 +98,17 @@ def _bitmap_from_sorted(v: np.ndarray, wide: bool) -> BitMap | BitMap64:
 
 
 def _sorted(v: np.ndarray) -> np.ndarray:
-    """``v`` sorted (engines often hand over already sorted lists: checking is cheaper than sorting)."""
+    """``v`` sorted, duplicates maybe dropped (engines often hand over already sorted lists: checking is cheaper
+    than sorting; ids dense in their range -- a big group's, from several threads -- are found by a mask over the
+    range, several times faster than a sort)."""
     if v.size < 2 or bool((v[1:] >= v[:-1]).all()):
         return v
+    if v.size > _MAX_ARRAY:
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < 8 * v.size:
+            mask = np.zeros(hi - lo + 1, bool)
+            mask[v - lo] = True
+            return np.flatnonzero(mask).astype(np.int64) + lo
     return np.sort(v)
 
 

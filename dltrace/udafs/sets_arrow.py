@@ -63,13 +63,13 @@ def _distinct_sorted(v: np.ndarray) -> np.ndarray:
     """The distinct values of ``v`` in ascending order."""
     if v.size == 0:
         return v
-    if bool((v[1:] >= v[:-1]).all()):  # an engine often hands over the ids in order already
-        keep = np.ones(v.size, bool)
-        keep[1:] = v[1:] != v[:-1]
-        return v[keep]
-    lo, hi = int(v.min()), int(v.max())
-    if hi - lo < 8 * v.size:  # dense ids: a mask over their range beats a sort
-        mask = np.zeros(hi - lo + 1, bool)
-        mask[v - lo] = True
-        return np.flatnonzero(mask).astype(np.int64) + lo
-    return np.unique(v)
+    if not bool((v[1:] >= v[:-1]).all()):  # (an engine often hands over the ids in order already)
+        lo, hi = int(v.min()), int(v.max())
+        if hi - lo < 8 * v.size:  # dense ids: a mask over their range beats a sort
+            mask = np.zeros(hi - lo + 1, bool)
+            mask[v - lo] = True
+            return np.flatnonzero(mask).astype(np.int64) + lo
+        v = np.sort(v)  # (numpy 2's np.unique hashes: 40 ms for 225k ids against 1.5 ms for a sort)
+    keep = np.ones(v.size, bool)
+    keep[1:] = v[1:] != v[:-1]
+    return v[keep]
