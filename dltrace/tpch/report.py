@@ -169,8 +169,9 @@ def summary(d: Data) -> list[str]:
         base = sorted(r["seconds"] for q in d.queries if (r := d.get(e, q, "original")) and r["seconds"])
         if base and base[len(base) // 2] < 0.1:
             parts.append(f"The original queries take a median {_secs(base[len(base) // 2])} here, so fixed "
-                         "per-query costs (parsing and rewriting the SQL in Python, each extra tracing query) weigh "
-                         "as much as execution; a larger --sf shows what the engine pays.")
+                         "per-query costs (the engine parsing the longer SQL, a shared-lineage query, each extra "
+                         "tracing query and, for backward tracing, rewriting in Python at each run) weigh as much as "
+                         "execution; a larger --sf shows what the engine pays.")
         agree = []
         for s in ("bitmap",) + BACKWARD:
             rows = [r for q in d.queries if (r := d.get(e, q, s)) and r["agrees"] is not None]
