@@ -20,8 +20,7 @@ import pyarrow as pa
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.names import value_order
-from dltrace.udafs import decode
-from dltrace.udafs import encode_bitmaps
+from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import set_union_arrow, union_arrow
 from dltrace.udafs.sets_arrow import sorted_sets
 

@@ -161,6 +161,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     The rewrite is kept with the catalog and used again for the same query on the same tables
     (:mod:`dltrace.plans`)."""
     read = dialect or catalog.dialect
+    engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
     plan = catalog.plans.get(key, catalog.engine.columns) if lineage is not None else None
     if plan is None:
@@ -173,12 +174,11 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
                                 rows_relations=frozenset(catalog.tables))
             table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end)
+        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps)
         if not composed:  # reading a composed source may convert and register it: not kept
             catalog.plans.put(key, plan)
     else:
         composed = {}
-    engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     if engine_bitmaps:
         catalog.engine.install_functions()
     out = catalog.engine.sql(plan.text)
@@ -194,7 +194,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         rows = dict(plan.rows)
         wide = frozenset(t for t in sets if rows.get(t, 0) >= BITS64)
         sets = FinishedOnRead.bitmaps(sets, wide)
-        shared = {t: col if is_bitmap_type(col.type) else encode_bitmaps(col, wide=t in wide) for t, col in shared.items()}
+        shared = {t: col if is_bitmap_type(col.type) else encode_bitmaps(col, wide=t in wide)
+                  for t, col in shared.items()}
     elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
         sets = FinishedOnRead.sets(sets)
         shared = {t: sorted_sets(col) for t, col in shared.items()}
@@ -210,10 +211,11 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     return result
 
 
-def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str,
-          end_to_end: bool) -> tuple[ForwardPlan, dict[str, LineageSource]]:
-    """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads."""
-    engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
+def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
+          engine_bitmaps: bool) -> tuple[ForwardPlan, dict[str, LineageSource]]:
+    """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads
+    (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
+    bitmaps)."""
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
     schema = catalog.schema(tree)

@@ -96,8 +96,8 @@ def run_pass(name: str, query: str) -> exp.Expression:
     tree = parse(query, dialect)[0]
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
-    context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA, on=on,
-                          composed=COMPOSED if "composed" in name else {}, build_on_read=name == "build_on_read.sql")
+    fns = lineage_functions(dialect, strategy, finish_on_read=name == "build_on_read.sql")
+    context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {})
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)
@@ -122,8 +122,7 @@ def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
     for name in ("decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql"):
         before, under_test, dialect, strategy = PASSES[name]
-        context = PassContext(dialect, lineage_functions(dialect, strategy), SCHEMA,
-                              build_on_read=name == "build_on_read.sql")
+        context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA)
         tree = parse(query, dialect)[0]
         if before is not None:
             tree = before(tree, context)
@@ -140,7 +139,7 @@ def test_copy_false_changes_the_input_into_the_same_output():
     passes = [decorrelate, array_witness, explicit_cross_joins, reduce_subqueries, inner_joins, instrument,
               build_on_read, build_after_limit]
     for strategy, on_read in (("set", False), ("bitmap", False), ("bitmap", True)):
-        context = PassContext("duckdb", lineage_functions("duckdb", strategy), SCHEMA, build_on_read=on_read)
+        context = PassContext("duckdb", lineage_functions("duckdb", strategy, on_read), SCHEMA)
         copied = qualify(parse(query, "duckdb")[0], context)
         owned = qualify(parse(query, "duckdb")[0], context)
         for step in passes:

@@ -2,8 +2,8 @@
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
     -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
-    -> FORWARD_PASSES: reduce_subqueries -> inner_joins -> use_dictionary_ids -> instrument (rules/: one rule per operator)
-       -> build_on_read -> build_after_limit -> add_dictionary
+    -> FORWARD_PASSES: reduce_subqueries -> inner_joins -> use_dictionary_ids
+       -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> add_dictionary
     -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
@@ -80,7 +80,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     composed = {t.lower(): tuple(pairs) for t, pairs in (composed or {}).items()}
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
-                          composed=composed, shared_lineage=shared_lineage, build_on_read=finish_on_read)
+                          composed=composed, shared_lineage=shared_lineage)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

@@ -57,8 +57,7 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
         return []
     if isinstance(node, exp.Where):
         node = node.this
-    while isinstance(node, exp.Paren):
-        node = node.this
+    node = node.unnest()  # (sqlglot: through parentheses)
     if isinstance(node, exp.And):
         return conjuncts(node.this) + conjuncts(node.expression)
     return [node]

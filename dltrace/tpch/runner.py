@@ -49,7 +49,8 @@ STORAGES = ("memory", "parquet")
 LIBRARY_STORAGE = {"memory": "memory", "parquet": "source"}
 STATUSES = ("ok", "timeout", "oom", "error", "unsupported")
 RECORD_KEYS = ("engine", "storage", "sf", "query", "strategy", "status", "seconds", "seconds_all", "ratio",
-               "readable_seconds", "readable_ratio", "output_rows", "lineage_ids", "bytes_raw", "bytes_stored", "agrees", "peak_rss_bytes", "message")
+               "readable_seconds", "readable_ratio", "output_rows", "lineage_ids", "bytes_raw", "bytes_stored",
+               "agrees", "peak_rss_bytes", "message")
 
 
 # -- arguments ---------------------------------------------------------------------------------------

@@ -136,9 +136,8 @@ class Worker:
     def job(self, job: dict[str, Any]) -> None:
         n, strategy = job["query"], job["strategy"]
         record: dict[str, Any] = {"status": "ok", "seconds": None, "seconds_all": [], "readable_seconds": None,
-                                  "output_rows": None,
-                                  "lineage_ids": None, "bytes_raw": None, "bytes_stored": None, "agrees": None,
-                                  "message": None}
+                                  "output_rows": None, "lineage_ids": None, "bytes_raw": None, "bytes_stored": None,
+                                  "agrees": None, "message": None}
         extra: dict[str, Any] = {}
         try:
             sql = query_sql(n, self.session.dialect)

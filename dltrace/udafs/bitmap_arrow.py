@@ -338,6 +338,17 @@ def _list_array(offsets: np.ndarray, values: np.ndarray, large: bool, mask: np.n
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), vals, mask=m)
 
 
+def distinct_pairs(row: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (row, id) pairs, sorted by row then id: one sort of the batch, no per-row Python."""
+    if not v.size:
+        return row, v
+    order = np.lexsort((v, row))
+    row, v = row[order], v[order]
+    keep = np.ones(v.size, bool)
+    keep[1:] = (row[1:] != row[:-1]) | (v[1:] != v[:-1])
+    return row[keep], v[keep]
+
+
 def set_union_arrow(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, large: bool = False) -> pa.Array:
     """``dl_union`` of two set arrays: per row the sorted distinct union (NULL elements dropped); NULL only when
     both inputs are NULL. One sort of the batch's (row, id) pairs, no per-row Python (DuckDB's own
@@ -354,12 +365,7 @@ def set_union_arrow(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray
         vals.append(v)
     row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     v = np.concatenate(vals) if vals else np.zeros(0, np.int64)
-    if v.size:
-        order = np.lexsort((v, row))
-        row, v = row[order], v[order]
-        keep = np.ones(v.size, bool)
-        keep[1:] = (row[1:] != row[:-1]) | (v[1:] != v[:-1])
-        row, v = row[keep], v[keep]
+    row, v = distinct_pairs(row, v)
     offsets = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=n))))
     return _list_array(offsets, v, large, mask=~valid)
 

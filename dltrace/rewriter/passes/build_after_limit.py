@@ -41,7 +41,8 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
     if len({n.lower() for n in names}) != len(names) or not all(names):
         return expression
     finals = set(lineage.values())
-    moved = [i for i, p in enumerate(expression.expressions) if p.alias_or_name in finals and is_bitmap_build(p.unalias())]
+    moved = [i for i, p in enumerate(expression.expressions)
+             if p.alias_or_name in finals and is_bitmap_build(p.unalias())]
     order = expression.args.get("order")
     outer_order = _outer_order(order, expression.expressions) if order is not None else None
     if not moved or (order is not None and outer_order is None):

@@ -7,8 +7,9 @@ session's result does not need the bitmaps before its lineage is read, so this p
 
     SELECT c1, ..., dl_bitmap_build(<list>) AS dl_t      ->      SELECT c1, ..., <list> AS dl_t
 
-and the result builds the same bitmaps (``udafs.build_arrow``, byte for byte the function's output) the first
-time the column is read (:class:`dltrace.lineage_data.BuiltOnRead`). Text for a user's own connection
+and the result builds the same bitmaps (``udafs.encode_bitmaps``, byte for byte the function's output) the first
+time the column is read (:class:`dltrace.lineage_data.FinishedOnRead`). Applied when the lineage functions finish
+on read (``LineageFunctions.finish_on_read``: a session's run); text for a user's own connection
 (``dltrace.rewrite``) keeps the builds: nobody would build them afterwards.
 
 Valid (the same rows, each with the same lineage once built) when the outermost query is a SELECT without
@@ -28,7 +29,8 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
 
 def build_on_read(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     lineage = expression.meta.get(LINEAGE_COLUMNS)
-    if (not context.build_on_read or not context.fns.lists_inside or not lineage
+    fns = context.fns
+    if (not fns.finish_on_read or not fns.builds_bitmaps or not fns.lists_inside or not lineage
             or not isinstance(expression, exp.Select) or expression.args.get("distinct")
             or (context.on is not None and context.on.table)):
         return expression

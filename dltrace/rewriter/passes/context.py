@@ -22,8 +22,6 @@ class PassContext:
     # lineage every output row has (an uncorrelated scalar subquery's) as a separate one-row query, kept once by
     # the result, rather than merged into each row's columns (see passes/instrument.py)
     shared_lineage: bool = False
-    # a session's result builds the final bitmaps when first read (passes/build_on_read.py)
-    build_on_read: bool = False
 
     @property
     def control(self) -> bool:

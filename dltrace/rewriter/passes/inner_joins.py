@@ -75,13 +75,10 @@ def _equated_columns(on: exp.Expression | None, alias: str) -> set[str]:
 
 def _match_test(node: exp.Expression, alias: str) -> str | None:
     """The column name ``c`` when ``node`` is ``NOT <alias>.c IS NULL`` (or ``<alias>.c IS NOT NULL``)."""
-    while isinstance(node, exp.Paren):
-        node = node.this
+    node = node.unnest()  # (sqlglot: through parentheses)
     if not isinstance(node, exp.Not):
         return None
-    inner = node.this
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
+    inner = node.this.unnest()
     if not (isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null)):
         return None
     column = inner.this
