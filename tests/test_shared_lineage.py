@@ -17,6 +17,11 @@ Q11 = query_sql(11)
 OVERLAP = ("SELECT o.o_custkey, count(*) AS n FROM orders AS o GROUP BY o.o_custkey "
            "HAVING count(*) > (SELECT avg(o2.o_totalprice) / 10000 FROM orders AS o2 WHERE o2.o_orderkey < 200)")
 ONLY_SHARED = "SELECT r.r_name FROM region AS r WHERE r.r_regionkey < (SELECT count(*) FROM nation AS n) - 22"
+# three subqueries kept apart, two of them over one table, one over no rows (its lineage empty): the shared query
+# reads each one's one row once
+SEVERAL = ("SELECT r.r_name FROM region AS r WHERE r.r_regionkey <= (SELECT max(n.n_regionkey) FROM nation AS n "
+           "WHERE n.n_nationkey < 7) AND coalesce((SELECT min(o.o_orderkey) FROM orders AS o WHERE o.o_orderkey < 0), "
+           "0) = 0 AND r.r_regionkey >= (SELECT count(*) FROM nation AS n2 WHERE n2.n_nationkey > 20) - 4")
 
 
 def reference(duck, sql: str, strategy: str) -> list[dict[str, list[int]]]:
@@ -33,7 +38,7 @@ def reference(duck, sql: str, strategy: str) -> list[dict[str, list[int]]]:
 
 
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])
-@pytest.mark.parametrize("sql", [Q11, OVERLAP, ONLY_SHARED], ids=["q11", "overlap", "only-shared"])
+@pytest.mark.parametrize("sql", [Q11, OVERLAP, ONLY_SHARED, SEVERAL], ids=["q11", "overlap", "only-shared", "several"])
 def test_shared_lineage_is_kept_once_and_read_with_every_row(duck, sql, strategy):
     r = duck.run(sql, lineage=strategy)
     assert r.shared_lineage, "the scalar subquery's lineage is kept apart"
