@@ -100,7 +100,7 @@ def _one_row_reads(subs: list[tuple[str, exp.Expression]],
     """Each hoisted value ``(SELECT <e> AS c FROM h)`` as ``<e>`` over ``h``'s columns, for a query that reads
     every hoisted CTE once in its FROM: valid when each is a one-row query (:func:`_one_row`), as the scalar
     subquery reads one row. DuckDB computes a CTE read by several scalar subqueries once and then reads it
-    once per subquery, and the cross join of the CTEs halved Q11's shared lineage query (8.3 -> 3.8 ms, with
+    once per subquery, and the cross join of the CTEs halved Q11's shared lineage query (8.3 -> 4.3 ms, with
     :func:`_without_any_value`). None when a value or a CTE has another shape: the scalar subqueries stay."""
     # hoist() makes each CTE an ungrouped aggregate of its subquery's lineage (its calls are the engine's, which
     # sqlglot may not know as aggregates): one row when nothing filters or limits the groups
