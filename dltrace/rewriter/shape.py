@@ -61,3 +61,24 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     if isinstance(node, exp.And):
         return conjuncts(node.this) + conjuncts(node.expression)
     return [node]
+
+
+def order_by_outputs(order: exp.Order, projections: list[exp.Expression]) -> list | None:
+    """Each ORDER BY item with the output column it sorts by (its identifier), or None when one sorts by anything
+    else: a query that computes the same output rows another way can sort them as the ORDER BY did."""
+    out = []
+    for item in order.expressions:
+        key = item.this
+        found = None
+        for p in projections:
+            ident = p.args["alias"] if isinstance(p, exp.Alias) else (p.this if isinstance(p, exp.Column) else None)
+            if ident is None:
+                continue
+            bare = isinstance(key, exp.Column) and not key.table and key.name == ident.name
+            if bare or key == p.unalias():
+                found = ident
+                break
+        if found is None:
+            return None
+        out.append((item, found))
+    return out

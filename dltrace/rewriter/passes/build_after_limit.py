@@ -28,6 +28,7 @@ from sqlglot import exp
 from dltrace.engines.lineage_sql import is_bitmap_build
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
+from dltrace.rewriter.shape import order_by_outputs
 
 
 def build_after_limit(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -44,7 +45,7 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
     moved = [i for i, p in enumerate(expression.expressions)
              if p.alias_or_name in finals and is_bitmap_build(p.unalias())]
     order = expression.args.get("order")
-    outer_order = _outer_order(order, expression.expressions) if order is not None else None
+    outer_order = order_by_outputs(order, expression.expressions) if order is not None else None
     if not moved or (order is not None and outer_order is None):
         return expression
     meta = dict(expression.meta)
@@ -68,23 +69,3 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
             o.__class__(**{**o.args, "this": exp.column(n.copy(), table=top)}) for o, n in outer_order]))
     outer.meta.update(meta)
     return outer
-
-
-def _outer_order(order: exp.Order, projections: list[exp.Expression]) -> list | None:
-    """Each ORDER BY item with the output column it sorts by, or None when one sorts by anything else."""
-    out = []
-    for item in order.expressions:
-        key = item.this
-        found = None
-        for p in projections:
-            ident = p.args["alias"] if isinstance(p, exp.Alias) else (p.this if isinstance(p, exp.Column) else None)
-            if ident is None:
-                continue
-            bare = isinstance(key, exp.Column) and not key.table and key.name == ident.name
-            if bare or key == p.unalias():
-                found = ident
-                break
-        if found is None:
-            return None
-        out.append((item, found))
-    return out

@@ -11,16 +11,21 @@ found again by its keys::
       ON _dl_g._dl_k1 IS NOT DISTINCT FROM _dl_i._dl_k1 AND ...
     GROUP BY _dl_g._dl_k1, ...
 
+    [ORDER BY <the outermost query's ORDER BY, on the output columns it names>]
+
 Valid (the same rows, each with the same lineage) when the SELECT
-- is not the query's outermost (the result's row order is not kept) and has no ORDER BY, LIMIT, OFFSET,
-  QUALIFY or DISTINCT;
+- has no LIMIT, OFFSET, QUALIFY or DISTINCT, and no ORDER BY unless it is the outermost query and every ORDER
+  BY item is one of its output columns: the rebuilt SELECT sorts the same output rows by the same values (rows
+  it ties are tied in the query as written too; without ORDER BY the order is the engine's choice either way);
 - groups by plain expressions (no GROUPING SETS, ROLLUP, CUBE): every group is one row of ``_dl_g`` with
   distinct keys, and the rows of a group are exactly the input rows whose keys are not distinct from the
   group's (GROUP BY's own equivalence: NULLs together);
 - takes its lineage from its FROM rows only (scalar rids: no subquery's lineage, no sets of a nested
   aggregate), so that re-reading the FROM finds all of it;
 - reads base tables only (a derived table or a CTE would be computed a second time: no cheaper than a set per
-  group);
+  group), besides cross joins of exactly one row (an aggregate without GROUP BY, HAVING or LIMIT: an
+  uncorrelated scalar subquery joined in for the HAVING, Q11's threshold) that no WHERE, key or lineage reads:
+  each row of the FROM is one row of the FROM without them, so the second read leaves them out;
 - is deterministic: the FROM, WHERE and keys read again give the same rows (no random or unknown function, no
   sampling, no subquery in a clause).
 Every group has at least one input row, so the inner join keeps every group, and each output group holds one
@@ -33,29 +38,35 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
-from dltrace.rewriter.shape import NONDETERMINISTIC
+from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate, order_by_outputs
 from dltrace.rewriter.slots import Context, Slot
 
-_CLAUSES_KEPT_OFF = ("order", "limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")
+_CLAUSES_KEPT_OFF = ("limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")
 
 
 def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
                        final: bool) -> tuple[exp.Select, list[Slot]] | None:
     """``select`` rebuilt to compute its groups' lineage after HAVING, with the slots to DLUNION, or None when
     the rewrite does not apply (see the module's conditions)."""
-    if final or not select.args.get("having") or not _applies(select, slots, ctx.ctes):
+    if not select.args.get("having") or not _applies(select, slots, ctx.ctes, final):
+        return None
+    order = select.args.get("order")
+    sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
+    if order is not None and sorted_by is None:
         return None
     keys = list(select.args["group"].expressions)
     g, i = ctx.fresh("_dl_g"), ctx.fresh("_dl_i")
     key_names = [f"_dl_k{n}" for n in range(1, len(keys) + 1)]
     groups = select.copy()
+    groups.set("order", None)
     for key, name in zip(keys, key_names):
         groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
     rows = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(keys, key_names)],
                       *[exp.alias_(s.expr.copy(), f"_dl_r{n}") for n, s in enumerate(slots, 1)])
     rows.set("from_", select.args["from_"].copy())
-    if select.args.get("joins"):
-        rows.set("joins", [j.copy() for j in select.args["joins"]])
+    joins = [j.copy() for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
+    if joins:
+        rows.set("joins", joins)
     if select.args.get("where"):
         rows.set("where", select.args["where"].copy())
     on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=i))
@@ -65,6 +76,9 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
     add_join(out, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), kind="INNER", on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
+    if sorted_by is not None:  # the outermost query's order, by the output columns it names
+        out.set("order", exp.Order(expressions=[
+            o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
     moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
     return out, moved
 
@@ -78,14 +92,32 @@ def _identifier(projection: exp.Expression) -> exp.Identifier:
     return exp.to_identifier(projection.alias_or_name)
 
 
-def _applies(select: exp.Select, slots: list[Slot], ctes: dict) -> bool:
+def _one_row_constant(join: exp.Join, select: exp.Select, slots: list[Slot]) -> bool:
+    """Is ``join`` a cross join of one row that no WHERE, key or lineage of ``select`` reads (an uncorrelated
+    scalar subquery joined in for HAVING, Q11's threshold)? Each row of the FROM is then one row of the FROM
+    with it, so finding a group's rows again can leave it out."""
+    source = join.this
+    if not (isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select)):
+        return False
+    if (join.side or join.args.get("on") or join.args.get("using")
+            or (join.kind or "CROSS").upper() not in ("CROSS", "INNER")):
+        return False
+    query = source.this
+    if not is_aggregate(query) or any(query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset")):
+        return False  # an aggregate without GROUP BY: exactly one row
+    alias = source.alias_or_name
+    readers = [select.args.get("where"), select.args.get("group"), *[s.expr for s in slots]]
+    return not any(c.table == alias for node in readers if node is not None for c in node.find_all(exp.Column))
+
+
+def _applies(select: exp.Select, slots: list[Slot], ctes: dict, final: bool) -> bool:
     group = select.args.get("group")
     if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "cube",
                                                                                    "rollup", "all")):
         return False
     if group.find(exp.Rollup, exp.Cube, exp.GroupingSets):  # (sqlglot keeps them among the keys)
         return False
-    if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF):
+    if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
         return False
     if not slots or any(s.kind != "rid" or s.const or s.grouped for s in slots):
         return False
@@ -98,7 +130,8 @@ def _applies(select: exp.Select, slots: list[Slot], ctes: dict) -> bool:
             return False
     if any(p.find(exp.Select, exp.Subquery, exp.Exists) for p in select.expressions):
         return False
-    items = [select.args["from_"], *(select.args.get("joins") or [])]
+    joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
+    items = [select.args["from_"], *joins]
     if not all(isinstance(item.this, exp.Table) and item.this.name not in ctes for item in items):
         return False  # a derived table or a CTE would be computed twice
     return not any(item.find(*NONDETERMINISTIC, exp.TableSample) for item in items)
