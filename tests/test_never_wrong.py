@@ -121,6 +121,16 @@ WITNESSES = [
     # a correlated IN whose value column is named: decorrelation names its array after it (not _u_<n>); the
     # witness is the u row equal to b - 13 = 7 (row 0), not the whole a = 2 group (rows 0, 3)
     ("SELECT t.a FROM t WHERE t.b - 13 IN (SELECT u.c AS cc FROM u WHERE u.a = t.a)", [((2,), L([1], [0]))]),
+    # a correlated EXISTS over an aggregate without GROUP BY: always TRUE (one row, even over none), its lineage
+    # the aggregate's input rows for the outer row; sqlglot wrote it TRUE and the rows were lost (reference
+    # evaluator, found_by_generator.md #23)
+    ("SELECT t.a FROM t WHERE EXISTS (SELECT count(*) FROM u WHERE u.a = t.a)",
+     [((1,), L([0])), ((2,), L([1], [0, 3])), ((None,), L([2])), ((2,), L([3], [0, 3]))]),
+    ("SELECT t.a FROM t WHERE EXISTS (SELECT max(u.c), min(u.c) FROM u WHERE u.a = t.a AND u.c > 5 "
+     "GROUP BY ALL) AND t.b > 10",
+     [((2,), L([1], [0])), ((None,), L([2]))]),
+    ("SELECT t.a, EXISTS (SELECT sum(u.c) FROM u WHERE u.a = t.a) AS x FROM t",
+     [((1, True), L([0])), ((2, True), L([1], [0, 3])), ((None, True), L([2])), ((2, True), L([3], [0, 3]))]),
 ]
 
 
@@ -158,6 +168,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     ("SELECT a FROM t ORDER BY (SELECT max(c) FROM u WHERE u.a = t.a)", "ORDER BY"),
     ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
     ("SELECT a, a IN (SELECT a FROM u WHERE u.c = t.b) AS f FROM t", "could not be decorrelated"),
+    # an always-TRUE EXISTS (over an aggregate) whose rows a non-equality correlation picks: the user's EXISTS
+    # is named, not the count dltrace reads its rows with
+    ("SELECT t.a FROM t WHERE EXISTS (SELECT count(*) FROM u WHERE u.c <> t.b)", r"\(EXISTS\).*EXISTS\(SELECT COUNT"),
     # decorrelated, but its test in the ON of a join a FULL JOIN pads
     ("SELECT t.a FROM t JOIN u ON t.a = u.a AND EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b) FULL JOIN e ON e.a = u.a",
      "outer join"),

@@ -28,6 +28,7 @@ from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
+    WRITTEN_AS,
     decorrelate,
     has_decorrelated,
     is_correlated,
@@ -213,9 +214,11 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
         if negative and not control:
             continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty
         if is_correlated(query):
+            written = holder.meta.get(WRITTEN_AS, holder)
+            what = "EXISTS" if written is not holder else kind.upper()
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
-                f"{'NOT ' if negative else ''}{kind.upper()}), at {position(holder)}"
+                f"{'NOT ' if negative else ''}{what}), at {position(written)}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation

@@ -8,7 +8,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   through AND, OR and parentheses alone. There NULL and FALSE both drop the row (AND/OR are monotone in
   Kleene logic), so the two-valued test is equivalent; under NOT, in a comparison (``= false``), ``IS NULL``,
   CASE, HAVING or the SELECT list it is not (``NULL IN (...)`` is NULL, the test FALSE);
-- ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test);
+- ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test); over an aggregate without GROUP
+  BY, HAVING, QUALIFY, LIMIT or OFFSET (always TRUE, which sqlglot writes as TRUE, its rows' lineage lost) it is
+  first read as a count of the same rows that is never NULL (:func:`_count_rows_of_true_exists`);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
   and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
   or several rows would drop or repeat outer rows where the engine gives NULL or an error) -- and not in the
@@ -40,6 +42,7 @@ from dltrace.rewriter.shape import global_aggregate_row
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
+WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of the user's: the user's, as written
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
 
@@ -49,6 +52,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = exp.maybe_copy(expression, copy)
     _remember_predicate_subqueries(tree)
+    _count_rows_of_true_exists(tree)
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -69,6 +73,36 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         if placeholder.name == _KEPT:
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
     return tree
+
+
+def _count_rows_of_true_exists(tree: exp.Expression) -> None:
+    """``EXISTS (SELECT <aggregates> FROM f WHERE w)``, correlated, as ``((SELECT count(*) FROM f WHERE w) IS NOT
+    NULL)``.
+
+    An aggregate without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET gives one row whatever it reads, so the EXISTS
+    is TRUE; sqlglot writes it as TRUE and its lineage -- the subquery's rows for this outer row, the input rows of
+    its aggregate -- was lost (found by the reference evaluator). The count over the same rows is never NULL, so
+    the test stays TRUE, and as a correlated scalar subquery it is decorrelated with its rows' lineage."""
+    for node in list(tree.find_all(exp.Exists)):
+        query = node.this
+        if not isinstance(query, exp.Select) or not is_correlated(query):
+            continue
+        if any(query.args.get(k) for k in ("having", "qualify", "limit", "offset")):
+            continue
+        group = query.args.get("group")
+        aggregated = [p.find(exp.AggFunc) is not None for p in query.expressions]
+        if group is not None and not (group.args.get("all") and all(aggregated)):
+            continue
+        if not any(aggregated):
+            continue
+        count = query.copy()
+        count.set("group", None)
+        count.set("order", None)
+        count.set("distinct", None)
+        count.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows")])
+        counted = exp.Subquery(this=count)
+        counted.meta[WRITTEN_AS] = node.copy()  # what a refusal names: the user's EXISTS, not this count
+        node.replace(exp.paren(counted.is_(exp.null()).not_(), copy=False))
 
 
 def has_decorrelated(tree: exp.Expression) -> bool:
