@@ -24,6 +24,10 @@ Valid (same rows, same lineage) when, in the SELECT holding the decorrelated joi
   item or a conjunct only makes the key list larger. The subset taken is the key's own items, the items with a
   filter of their own and the items joining them (unfiltered leaves of the join graph are dropped: they would
   repeat the outer query's work without removing a key); with no filter among them the subquery is left alone;
+- another decorrelated subquery of the same SELECT that is a plain semi-join (:func:`_semi_joins`: its test
+  ``NOT _u.k IS NULL`` a top-level WHERE conjunct, its ON equalities with those items, its subquery the grouped
+  keys of one table, deterministic) may join the key list as it joins the outer rows: a row that survives the
+  WHERE matched it, so no key of a surviving row is lost (TPC-H Q20 91 -> 68 ms);
 - the subquery is a SELECT whose rows are independent of each other's presence: grouped by every key it is
   joined on (removing a key removes whole groups), or not aggregating at all; no window, LIMIT, OFFSET,
   DISTINCT or QUALIFY. The key list is DISTINCT, so the added inner join removes rows and never repeats one;
@@ -40,6 +44,7 @@ from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import (
+    DECORRELATED,
     REDUCTION,
     has_decorrelated,
     is_correlated,
@@ -69,19 +74,59 @@ def reduce_subqueries(expression: exp.Expression, context: PassContext, copy: bo
         visible = {from_.this.alias_or_name} | {j.this.alias_or_name for j in others}
         filters = [c for c in conjuncts(select.args.get("where")) if _over(c, visible)]
         filters += [c for j in others for c in conjuncts(j.args.get("on")) if _over(c, visible)]
+        semi = _semi_joins(select, decorrelated, visible)  # copies, taken before any of them is reduced
         for join in decorrelated:
-            _reduce(join, [from_.this, *[j.this for j in others]], filters, visible, counter)
+            mine = [(on, sub) for j, on, sub in semi if j is not join]
+            _reduce(join, [from_.this, *[j.this for j in others]], filters, visible, counter, mine)
     return tree
 
 
+def _semi_joins(select: exp.Select, decorrelated: list[exp.Join],
+                visible: set[str]) -> list[tuple[exp.Join, exp.Expression, exp.Subquery]]:
+    """The decorrelated joins of ``select`` that filter its rows as a plain semi-join: ``(join, its ON, a copy of
+    its subquery)``.
+
+    One qualifies when its test ``NOT _u.k IS NULL`` is a top-level conjunct of the WHERE (a row that survives
+    matched it), its ON equates its columns with the other FROM items only, and its subquery is a deterministic
+    SELECT of grouped keys over one table (an IN or EXISTS as sqlglot writes it: no aggregate, HAVING or window,
+    no decorrelated subquery of its own; cheap to read again). A row that survives the WHERE has its ON values among the
+    subquery's keys, so another subquery's key list may keep only the rows that match it (TPC-H Q20: the
+    lineitem groups of the part-supplier pairs whose part is a 'forest' part, 350 instead of 32,000)."""
+    tested = {c.this.this.table for c in conjuncts(select.args.get("where"))
+              if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) and isinstance(c.this.expression, exp.Null)
+              and isinstance(c.this.this, exp.Column)}
+    out = []
+    for join in decorrelated:
+        sub = join.this
+        inner = sub.this
+        if sub.alias_or_name not in tested or not isinstance(inner, exp.Select) or not _reducible(inner):
+            continue
+        if not _keys(join.args.get("on"), sub.alias_or_name, visible) or has_decorrelated(inner):
+            continue
+        source = inner.args.get("from_")
+        if any(inner.args.get(k) for k in ("having", "joins")) or source is None or not (
+                isinstance(source.this, exp.Table) and isinstance(source.this.this, exp.Identifier)):
+            continue  # one table (or CTE: the key list is in its scope too), cheap to read again
+        where = inner.args.get("where")
+        if any(p.find(exp.AggFunc, *_VOLATILE) for p in inner.expressions) or (
+                where is not None and where.find(*_VOLATILE) is not None):
+            continue
+        copied = sub.copy()
+        copied.meta.pop(DECORRELATED, None)  # inside a key list it is dltrace's filter, not the query's subquery
+        out.append((join, join.args["on"].copy(), copied))
+    return out
+
+
 def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expression], visible: set[str],
-            counter: list[int]) -> None:
+            counter: list[int], semi: list[tuple[exp.Expression, exp.Subquery]]) -> None:
     sub: exp.Subquery = join.this
     inner = sub.this
     keys = _keys(join.args.get("on"), sub.alias_or_name, visible)
     if not keys or not isinstance(inner, exp.Select) or not _reducible(inner):
         return
-    used = _selective_items(set().union(*[_aliases(e) for _, e in keys]), items, filters, visible)
+    semi_reads = [(on, sub, _aliases(on) - {sub.alias_or_name}) for on, sub in semi]
+    used = _selective_items(set().union(*[_aliases(e) for _, e in keys]), items, filters, visible,
+                            set().union(*[r for _, _, r in semi_reads]))
     if used is None:
         return
     projections = {e.alias_or_name: e.unalias() for e in inner.expressions}
@@ -100,6 +145,9 @@ def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expre
     mine = [f for f in filters if _aliases(f) <= used]
     if mine:
         outer_keys.where(exp.and_(*[f.copy() for f in mine]), copy=False)
+    for on, sub, reads in semi_reads:  # the rows that survive matched these: only their keys can be kept
+        if reads <= used:
+            add_join(outer_keys, sub.copy(), kind="INNER", on=on.copy())
     outer_keys.set("distinct", exp.Distinct())  # one row per key: the join below never repeats a row
     counter[0] += 1
     alias = f"_dl_k{counter[0]}"
@@ -113,7 +161,7 @@ def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expre
 
 
 def _selective_items(start: set[str], items: list[exp.Expression], filters: list[exp.Expression],
-                     visible: set[str]) -> set[str] | None:
+                     visible: set[str], semi_filtered: set[str] = frozenset()) -> set[str] | None:
     """The FROM items the key list reads: the key's own, those with a filter of their own, and those joining
     them (the join graph with its unfiltered leaves pruned); None when no filter is left to reduce with.
 
@@ -121,7 +169,7 @@ def _selective_items(start: set[str], items: list[exp.Expression], filters: list
     key list over customer x orders x lineitem is every order); so the list is built from the filtered part."""
     # a key list this pass joined in one level up is a filter of its own (it only ever removes rows)
     local = {i.alias_or_name for i in items if isinstance(i, exp.Subquery) and i.meta.get(REDUCTION)}
-    local |= {a for f in filters if len(_aliases(f)) == 1 for a in _aliases(f)}
+    local |= {a for f in filters if len(_aliases(f)) == 1 for a in _aliases(f)} | semi_filtered
     items = set(visible)
     edges = [_aliases(f) for f in filters if len(_aliases(f)) > 1]
     pruned = True
