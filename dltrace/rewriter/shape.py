@@ -25,6 +25,13 @@ def is_aggregate(select: exp.Select) -> bool:
     return False
 
 
+def one_row_aggregate(query: exp.Expression) -> bool:
+    """An aggregate without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: exactly one row, whatever it reads (its
+    aggregate calls known to sqlglot)."""
+    return isinstance(query, exp.Select) and is_aggregate(query) and not any(
+        query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset"))
+
+
 def global_aggregate(select: exp.Select) -> bool:
     """Does ``select`` aggregate without GROUP BY (one row, even over zero input rows)?"""
     return is_aggregate(select) and not select.args.get("group")

@@ -21,6 +21,7 @@ from sqlglot import exp
 from dltrace.engines.lineage_sql import is_bitmap_build
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import base_tables, is_aggregate
+from dltrace.rewriter.shape import one_row_aggregate
 from dltrace.rewriter.lineage_on import ON_COLUMN
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
@@ -98,7 +99,7 @@ def _shared_query(user: exp.With | None, ctx: Context, lineage: dict[str, str]) 
 def _one_row_reads(subs: list[tuple[str, exp.Expression]],
                    hoisted: dict[str, exp.CTE]) -> dict[int, exp.Expression] | None:
     """Each hoisted value ``(SELECT <e> AS c FROM h)`` as ``<e>`` over ``h``'s columns, for a query that reads
-    every hoisted CTE once in its FROM: valid when each is a one-row query (:func:`_one_row`), as the scalar
+    every hoisted CTE once in its FROM: valid when each is a one-row query, as the scalar
     subquery reads one row. DuckDB computes a CTE read by several scalar subqueries once and then reads it
     once per subquery, and the cross join of the CTEs halved Q11's shared lineage query (8.3 -> 4.3 ms, with
     :func:`_without_any_value`). None when a value or a CTE has another shape: the scalar subqueries stay."""
@@ -128,18 +129,12 @@ def _ungrouped(query: exp.Expression) -> bool:
         query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset"))
 
 
-def _one_row(query: exp.Expression) -> bool:
-    """An aggregate (sqlglot knows one of its calls) without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: exactly
-    one row, whatever it reads."""
-    return _ungrouped(query) and is_aggregate(query)
-
-
 def _without_any_value(cte: exp.CTE) -> exp.CTE:
     """``SELECT ANY_VALUE(q.c) AS c FROM (<one row>) AS q`` as ``SELECT q.c AS c FROM (...) AS q``: the same one
     row, without copying its lists through an aggregate (Q11: 5.6 -> 3.8 ms)."""
     body = cte.this
     source = body.args.get("from_").this if body.args.get("from_") else None
-    if not (isinstance(source, exp.Subquery) and _one_row(source.this) and not any(
+    if not (isinstance(source, exp.Subquery) and one_row_aggregate(source.this) and not any(
             body.args.get(k) for k in ("joins", "where", "group", "having", "qualify", "limit", "offset"))):
         return cte
     plain = []

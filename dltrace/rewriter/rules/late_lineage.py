@@ -38,7 +38,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
-from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate, order_by_outputs
+from dltrace.rewriter.shape import NONDETERMINISTIC, one_row_aggregate, order_by_outputs
 from dltrace.rewriter.slots import Context, Slot
 
 _CLAUSES_KEPT_OFF = ("limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample")
@@ -102,9 +102,8 @@ def _one_row_constant(join: exp.Join, select: exp.Select, slots: list[Slot]) -> 
     if (join.side or join.args.get("on") or join.args.get("using")
             or (join.kind or "CROSS").upper() not in ("CROSS", "INNER")):
         return False
-    query = source.this
-    if not is_aggregate(query) or any(query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset")):
-        return False  # an aggregate without GROUP BY: exactly one row
+    if not one_row_aggregate(source.this):
+        return False
     alias = source.alias_or_name
     readers = [select.args.get("where"), select.args.get("group"), *[s.expr for s in slots]]
     return not any(c.table == alias for node in readers if node is not None for c in node.find_all(exp.Column))
