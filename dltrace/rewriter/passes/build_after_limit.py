@@ -12,7 +12,9 @@ pass moves the build above the LIMIT::
 The same move serves an aggregate whose HAVING keeps few groups and which is sorted: the engine calls the
 (Python) build once per batch of the projection, and after HAVING the batches hold a few rows each (TPC-H Q11:
 45 calls of about 0.3 ms for 1,048 rows); above the inner ORDER BY, whose sort hands on full batches, the
-builds take 3 calls (Q11 38 -> 26 ms). The outer sort is then a second one, over the kept rows.
+builds take 3 calls (Q11 38 -> 26 ms, when it still kept its HAVING: lineage after HAVING, ``rules/late_lineage.py``,
+now takes Q11's groups' lineage after the filter, and this serves a HAVING over a derived table). The outer sort
+is then a second one, over the kept rows.
 
 Valid (the same rows in the same order, each with the same lineage) when the outermost query is a SELECT with
 LIMIT or OFFSET, or with HAVING and ORDER BY, whose output names are distinct and whose ORDER BY items are all
