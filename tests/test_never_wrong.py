@@ -333,6 +333,10 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     "SELECT count(*) AS m FROM t WHERE (a IN (SELECT a FROM u)) = false GROUP BY GROUPING SETS ((b), ())",
     # a CTE read by both branches of a set operation
     "WITH w AS (SELECT a FROM t) SELECT x.a FROM w AS x UNION SELECT y.a FROM w AS y",
+    # a correlated EXISTS whose projection aggregates only inside a window or a nested subquery returns a row per
+    # matching row (it is no one-row aggregate): TRUE only where rows match (a review found it read as always TRUE)
+    "SELECT t.a FROM t WHERE EXISTS (SELECT sum(u.c) OVER () FROM u WHERE u.a = t.a)",
+    "SELECT t.a FROM t WHERE EXISTS (SELECT (SELECT max(w.c) FROM u AS w) FROM u WHERE u.a = t.a)",
     # an aggregate sqlglot does not know, over the whole table
     "SELECT product(b) AS p FROM t",
     "SELECT a, product(b) AS p FROM t GROUP BY a",

@@ -16,20 +16,26 @@ def is_aggregate(select: exp.Select) -> bool:
     """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
     if select.args.get("group"):
         return True
-    for clause in [*select.expressions, select.args.get("having")]:
-        if clause is None:
-            continue
-        for node in clause.find_all(exp.AggFunc):
-            if node.find_ancestor(exp.Select) is select and not node.find_ancestor(exp.Window):
-                return True
-    return False
+    return any(aggregates(clause, select) for clause in [*select.expressions, select.args.get("having")]
+               if clause is not None)
+
+
+def aggregates(clause: exp.Expression, select: exp.Select) -> bool:
+    """Does ``clause`` of ``select`` call an aggregate of ``select``'s rows (outside windows and subqueries)?"""
+    return any(node.find_ancestor(exp.Select) is select and not node.find_ancestor(exp.Window)
+               for node in clause.find_all(exp.AggFunc))
+
+
+def ungrouped(query: exp.Expression) -> bool:
+    """A SELECT without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: if it aggregates, exactly one row."""
+    return isinstance(query, exp.Select) and not any(
+        query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset"))
 
 
 def one_row_aggregate(query: exp.Expression) -> bool:
     """An aggregate without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: exactly one row, whatever it reads (its
     aggregate calls known to sqlglot)."""
-    return isinstance(query, exp.Select) and is_aggregate(query) and not any(
-        query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset"))
+    return ungrouped(query) and is_aggregate(query)
 
 
 def global_aggregate(select: exp.Select) -> bool:

@@ -37,7 +37,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import global_aggregate_row
+from dltrace.rewriter.shape import aggregates, global_aggregate_row, one_row_aggregate
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -87,16 +87,13 @@ def _count_rows_of_true_exists(tree: exp.Expression) -> None:
         query = node.this
         if not isinstance(query, exp.Select) or not is_correlated(query):
             continue
-        if any(query.args.get(k) for k in ("having", "qualify", "limit", "offset")):
-            continue
-        group = query.args.get("group")
-        aggregated = [p.find(exp.AggFunc) is not None for p in query.expressions]
-        if group is not None and not (group.args.get("all") and all(aggregated)):
-            continue
-        if not any(aggregated):
-            continue
         count = query.copy()
-        count.set("group", None)
+        group = query.args.get("group")
+        if group is not None and group.args.get("all") and not group.expressions and all(
+                aggregates(p, query) for p in query.expressions):
+            count.set("group", None)  # GROUP BY ALL over aggregates only groups by nothing
+        if not one_row_aggregate(count):  # (an aggregate in a window or a nested subquery is not one)
+            continue
         count.set("order", None)
         count.set("distinct", None)
         count.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows")])

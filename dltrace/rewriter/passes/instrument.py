@@ -21,7 +21,7 @@ from sqlglot import exp
 from dltrace.engines.lineage_sql import is_bitmap_build
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import base_tables, is_aggregate
-from dltrace.rewriter.shape import one_row_aggregate
+from dltrace.rewriter.shape import one_row_aggregate, ungrouped
 from dltrace.rewriter.lineage_on import ON_COLUMN
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
@@ -105,7 +105,7 @@ def _one_row_reads(subs: list[tuple[str, exp.Expression]],
     :func:`_without_any_value`). None when a value or a CTE has another shape: the scalar subqueries stay."""
     # hoist() makes each CTE an ungrouped aggregate of its subquery's lineage (its calls are the engine's, which
     # sqlglot may not know as aggregates): one row when nothing filters or limits the groups
-    if not all(_ungrouped(cte.this) for cte in hoisted.values()):
+    if not all(ungrouped(cte.this) for cte in hoisted.values()):
         return None
     out = {}
     for _, sub in subs:
@@ -121,12 +121,6 @@ def _one_row_reads(subs: list[tuple[str, exp.Expression]],
             column.set("table", exp.to_identifier(source.name, quoted=True))
         out[id(sub)] = value
     return out
-
-
-def _ungrouped(query: exp.Expression) -> bool:
-    """A SELECT without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: if it aggregates, exactly one row."""
-    return isinstance(query, exp.Select) and not any(
-        query.args.get(k) for k in ("group", "having", "qualify", "limit", "offset"))
 
 
 def _without_any_value(cte: exp.CTE) -> exp.CTE:
