@@ -95,3 +95,37 @@ def order_by_outputs(order: exp.Order, projections: list[exp.Expression]) -> lis
             return None
         out.append((item, found))
     return out
+
+
+def match_tests(where: exp.Expression | None, join: exp.Join) -> list[exp.Expression]:
+    """The top-level conjuncts of ``where`` that hold only for a row ``join`` matched: ``NOT <alias>.c IS NULL``
+    (or ``<alias>.c IS NOT NULL``) where ``c`` is equated (``=``) in a top-level conjunct of the join's ON, so it
+    is never NULL in a matched row and always NULL in a padded one (decorrelation's test of an IN / EXISTS)."""
+    alias = join.this.alias_or_name
+    keys = _equated_columns(join.args.get("on"), alias)
+    return [c for c in conjuncts(where) if _match_test(c, alias) in keys]
+
+
+def _equated_columns(on: exp.Expression | None, alias: str) -> set[str]:
+    """Columns of ``alias`` equated (``=``, not ``IS NOT DISTINCT FROM``) in a top-level conjunct of ``on``."""
+    out = set()
+    for c in conjuncts(on):
+        if isinstance(c, exp.EQ):
+            for side in (c.this, c.expression):
+                if isinstance(side, exp.Column) and side.table == alias:
+                    out.add(side.name)
+    return out
+
+
+def _match_test(node: exp.Expression, alias: str) -> str | None:
+    """The column name ``c`` when ``node`` is ``NOT <alias>.c IS NULL`` (or ``<alias>.c IS NOT NULL``)."""
+    node = node.unnest()  # (sqlglot: through parentheses)
+    if not isinstance(node, exp.Not):
+        return None
+    inner = node.this.unnest()
+    if not (isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null)):
+        return None
+    column = inner.this
+    if isinstance(column, exp.Column) and column.table == alias:
+        return column.name
+    return None

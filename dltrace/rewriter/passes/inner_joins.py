@@ -27,7 +27,7 @@ from sqlglot import exp
 from dltrace.rewriter.analysis import is_decorrelated
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import has_decorrelated
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.shape import conjuncts, match_tests
 
 
 def inner_joins(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -42,9 +42,7 @@ def inner_joins(expression: exp.Expression, context: PassContext, copy: bool = T
         for join in joins:
             if not _plain_left(join) or not is_decorrelated(join.this):
                 continue
-            alias = join.this.alias_or_name
-            keys = _equated_columns(join.args.get("on"), alias)
-            required = [c for c in conjuncts(where.this) if _match_test(c, alias) in keys]
+            required = match_tests(where, join)
             if not required:
                 continue
             join.set("side", None)
@@ -60,31 +58,6 @@ def inner_joins(expression: exp.Expression, context: PassContext, copy: bool = T
 def _plain_left(join: exp.Join) -> bool:
     return (join.side or "").upper() == "LEFT" and not join.args.get("kind") and not join.args.get("using") \
         and not join.args.get("method") and join.args.get("on") is not None
-
-
-def _equated_columns(on: exp.Expression | None, alias: str) -> set[str]:
-    """Columns of ``alias`` equated (``=``, not ``IS NOT DISTINCT FROM``) in a top-level conjunct of ``on``."""
-    out = set()
-    for c in conjuncts(on):
-        if isinstance(c, exp.EQ):
-            for side in (c.this, c.expression):
-                if isinstance(side, exp.Column) and side.table == alias:
-                    out.add(side.name)
-    return out
-
-
-def _match_test(node: exp.Expression, alias: str) -> str | None:
-    """The column name ``c`` when ``node`` is ``NOT <alias>.c IS NULL`` (or ``<alias>.c IS NOT NULL``)."""
-    node = node.unnest()  # (sqlglot: through parentheses)
-    if not isinstance(node, exp.Not):
-        return None
-    inner = node.this.unnest()
-    if not (isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null)):
-        return None
-    column = inner.this
-    if isinstance(column, exp.Column) and column.table == alias:
-        return column.name
-    return None
 
 
 def _drop_conjunct(select: exp.Select, conjunct: exp.Expression) -> None:

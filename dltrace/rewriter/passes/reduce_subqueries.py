@@ -49,7 +49,7 @@ from dltrace.rewriter.passes.decorrelate import (
     has_decorrelated,
     is_correlated,
 )
-from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts
+from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, match_tests
 
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
@@ -92,14 +92,12 @@ def _semi_joins(select: exp.Select, decorrelated: list[exp.Join],
     no decorrelated subquery of its own; cheap to read again). A row that survives the WHERE has its ON values among the
     subquery's keys, so another subquery's key list may keep only the rows that match it (TPC-H Q20: the
     lineitem groups of the part-supplier pairs whose part is a 'forest' part, 350 instead of 32,000)."""
-    tested = {c.this.this.table for c in conjuncts(select.args.get("where"))
-              if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) and isinstance(c.this.expression, exp.Null)
-              and isinstance(c.this.this, exp.Column)}
     out = []
     for join in decorrelated:
         sub = join.this
         inner = sub.this
-        if sub.alias_or_name not in tested or not isinstance(inner, exp.Select) or not _reducible(inner):
+        if not match_tests(select.args.get("where"), join) or not isinstance(inner, exp.Select) \
+                or not _reducible(inner):
             continue
         if not _keys(join.args.get("on"), sub.alias_or_name, visible) or has_decorrelated(inner):
             continue

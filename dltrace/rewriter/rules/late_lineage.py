@@ -48,7 +48,11 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
                        final: bool) -> tuple[exp.Select, list[Slot]] | None:
     """``select`` rebuilt to compute its groups' lineage after HAVING, with the slots to DLUNION, or None when
     the rewrite does not apply (see the module's conditions)."""
-    if not select.args.get("having") or not _applies(select, slots, ctx.ctes, final):
+    if not select.args.get("having"):
+        return None
+    # the joins read again with the rows: all but one-row constants nothing below reads
+    joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
+    if not _applies(select, slots, ctx.ctes, final, joins):
         return None
     order = select.args.get("order")
     sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
@@ -64,9 +68,8 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
     rows = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(keys, key_names)],
                       *[exp.alias_(s.expr.copy(), f"_dl_r{n}") for n, s in enumerate(slots, 1)])
     rows.set("from_", select.args["from_"].copy())
-    joins = [j.copy() for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
     if joins:
-        rows.set("joins", joins)
+        rows.set("joins", [j.copy() for j in joins])
     if select.args.get("where"):
         rows.set("where", select.args["where"].copy())
     on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=i))
@@ -109,7 +112,7 @@ def _one_row_constant(join: exp.Join, select: exp.Select, slots: list[Slot]) -> 
     return not any(c.table == alias for node in readers if node is not None for c in node.find_all(exp.Column))
 
 
-def _applies(select: exp.Select, slots: list[Slot], ctes: dict, final: bool) -> bool:
+def _applies(select: exp.Select, slots: list[Slot], ctes: dict, final: bool, joins: list[exp.Join]) -> bool:
     group = select.args.get("group")
     if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "cube",
                                                                                    "rollup", "all")):
@@ -129,7 +132,6 @@ def _applies(select: exp.Select, slots: list[Slot], ctes: dict, final: bool) -> 
             return False
     if any(p.find(exp.Select, exp.Subquery, exp.Exists) for p in select.expressions):
         return False
-    joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
     items = [select.args["from_"], *joins]
     if not all(isinstance(item.this, exp.Table) and item.this.name not in ctes for item in items):
         return False  # a derived table or a CTE would be computed twice
