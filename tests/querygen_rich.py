@@ -5,9 +5,10 @@ duplicate rows, empty tables. Queries: joins (inner, left, right, full, cross; O
 NATURAL), FROM subqueries and CTEs, SELECT * [EXCLUDE], DISTINCT, GROUP BY / HAVING / global aggregates /
 ROLLUP / GROUPING SETS, window functions, UNION [ALL] [BY NAME] / INTERSECT / EXCEPT (nested), ORDER BY +
 LIMIT/OFFSET anywhere (subqueries, set-operation branches), and subquery predicates (EXISTS, IN, NOT IN,
-op ANY/ALL with every comparison, scalar subqueries) in WHERE, JOIN ON, HAVING, the SELECT list and CASE,
-under NOT / OR / ``= false`` / IS NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not
-know (``product``, ``list_sum``); user names that look like internal ones. Every query records the feature
+op ANY/ALL with every comparison, scalar subqueries, their value maybe an expression of aggregates) in WHERE,
+JOIN ON, HAVING, the SELECT list and CASE, under NOT / OR / ``= false`` / IS NULL / IS [NOT] TRUE / IS FALSE;
+functions and aggregates sqlglot does not know (``product``, ``list_sum``); user names that look like internal
+ones. Every query records the feature
 names it uses (``Generated.features``) so a failure names its class.
 """
 
@@ -47,7 +48,8 @@ def rich_tables(draw) -> dict[str, pa.Table]:
 # the optional features ``rich_queries(allow=...)`` can switch off (joins and basic subqueries always stay)
 OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
-                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified"})
+                      "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
+                      "aggregate_expression"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -228,6 +230,8 @@ class Gen:
             agg = Agg(self.pick(["count", "sum", "min", "max"]), self.value(cols, "int", 0, ctes))
             where = self.pred(cols + outer, depth, ctes) if self.chance(2) else None
             outer_ints = [c for c in outer if c[2] == "int"]
+            if self.ok("aggregate_expression") and self.chance(2):
+                agg = self.aggregate_expression(agg, cols, outer_ints, ctes)
             if outer_ints and self.chance(2):  # correlate with the outer query
                 self.feat("correlated_scalar")
                 o, c = self.pick(outer_ints), self.pick([c for c in cols if c[2] == "int"] or [None])
@@ -238,6 +242,26 @@ class Gen:
         q.limit, q.offset = 1, self.pick([None, None, 1])
         self.feat("scalar_limit")
         return q
+
+    def aggregate_expression(self, agg, cols, outer_ints, ctes):
+        """An expression over aggregates, as users write them in a scalar subquery (``coalesce(sum(v), 0)``,
+        ``count(*) + 1``, ``max(v) - min(v)``, ``sum(v) + outer.k``): over no rows not what the bare aggregate
+        gives, which a decorrelation must reproduce."""
+        self.feat("aggregate_expression")
+        form = self.pick(["coalesce", "count_plus", "times", "spread", "outer"])
+        ints = [c for c in cols if c[2] == "int"]
+        if form == "coalesce":
+            return Func("coalesce", (agg, Lit(self.draw(st.integers(-1, 2)))))
+        if form == "count_plus":
+            return Bin(self.pick(["+", "-"]), Agg("count"), Lit(self.draw(st.integers(0, 2))))
+        if form == "times":
+            return Bin("*", agg, Lit(self.draw(st.integers(-1, 2))))
+        if form == "spread" and ints:
+            v = Col(*self.pick(ints)[:2])
+            return Bin("-", Agg("max", v), Agg(self.pick(["min", "count"]), v))
+        if outer_ints:
+            return Bin("+", agg, Col(*self.pick(outer_ints)[:2]))
+        return Func("coalesce", (agg, Lit(0)))
 
     # ------------------------------------------------------------------------------------------ queries
     def query(self, depth: int, want=None, outer=(), ctes=None, names=None, plain=False, top=False):

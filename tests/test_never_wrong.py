@@ -131,6 +131,17 @@ WITNESSES = [
      [((2,), L([1], [0])), ((None,), L([2]))]),
     ("SELECT t.a, EXISTS (SELECT sum(u.c) FROM u WHERE u.a = t.a) AS x FROM t",
      [((1, True), L([0])), ((2, True), L([1], [0, 3])), ((None, True), L([2])), ((2, True), L([3], [0, 3]))]),
+    # a correlated scalar over an expression of aggregates: over no rows the expression's value (coalesce 0,
+    # count 0 + 8), not NULL; its rows are the aggregates' input rows (refused before: sqlglot left it alone)
+    ("SELECT t.a, (SELECT coalesce(max(u.c), 0) FROM u WHERE u.a = t.a) AS x FROM t",
+     [((1, 0), L([0])), ((2, 7), L([1], [0, 3])), ((None, 0), L([2])), ((2, 7), L([3], [0, 3]))]),
+    ("SELECT t.a FROM t WHERE coalesce(t.b, 0) > (SELECT count(*) + 8 FROM u WHERE u.a = t.a)",
+     [((1,), L([0])), ((2,), L([1], [0, 3])), ((None,), L([2]))]),
+    ("SELECT t.a, (SELECT count(*) * 10 + t.b FROM u WHERE u.a = t.a) AS x FROM t",
+     [((1, 10), L([0])), ((2, 40), L([1], [0, 3])), ((None, 30), L([2])), ((2, None), L([3], [0, 3]))]),
+    # ... compared under OR: witnesses only where the user's comparison is TRUE (20 > 7 - 1 + 10, not NULL > 16)
+    ("SELECT t.a FROM t WHERE t.b > (SELECT max(u.c) - min(u.c) + 10 FROM u WHERE u.a = t.a) OR t.a = 2",
+     [((2,), L([1], [0, 3])), ((2,), L([3]))]),
 ]
 
 
@@ -171,6 +182,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # an always-TRUE EXISTS (over an aggregate) whose rows a non-equality correlation picks: the user's EXISTS
     # is named, not the count dltrace reads its rows with
     ("SELECT t.a FROM t WHERE EXISTS (SELECT count(*) FROM u WHERE u.c <> t.b)", r"\(EXISTS\).*EXISTS\(SELECT COUNT"),
+    # likewise a scalar over an expression of aggregates, read as one subquery per aggregate
+    ("SELECT t.a FROM t WHERE t.b > (SELECT coalesce(max(u.c), 0) FROM u WHERE u.c > t.a)",
+     r"\(SCALAR\).*\(SELECT COALESCE\(MAX"),
     # decorrelated, but its test in the ON of a join a FULL JOIN pads
     ("SELECT t.a FROM t JOIN u ON t.a = u.a AND EXISTS (SELECT 1 FROM u AS w WHERE w.c = t.b) FULL JOIN e ON e.a = u.a",
      "outer join"),

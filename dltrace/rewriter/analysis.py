@@ -28,6 +28,7 @@ from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
+    SPLIT_VALUE,
     WRITTEN_AS,
     decorrelate,
     has_decorrelated,
@@ -70,8 +71,15 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bo
 
 
 def _value_use(ref: exp.Expression) -> exp.Expression:
-    """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper and parentheses)."""
+    """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper and parentheses; a piece
+    of a split subquery: the split's expression, where the user's subquery was)."""
     node = ref
+    split = ref.parent
+    while split is not None and not isinstance(split, exp.Select):
+        if split.meta.get(SPLIT_VALUE):
+            node = split
+            break
+        split = split.parent
     while isinstance(node.parent, (exp.Max, exp.Paren)):
         node = node.parent
     return node
@@ -215,7 +223,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty
         if is_correlated(query):
             written = holder.meta.get(WRITTEN_AS, holder)
-            what = "EXISTS" if written is not holder else kind.upper()
+            what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
                 f"{'NOT ' if negative else ''}{what}), at {position(written)}"

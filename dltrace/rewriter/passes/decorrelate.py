@@ -11,6 +11,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test); over an aggregate without GROUP
   BY, HAVING, QUALIFY, LIMIT or OFFSET (always TRUE, which sqlglot writes as TRUE, its rows' lineage lost) it is
   first read as a count of the same rows that is never NULL (:func:`_count_rows_of_true_exists`);
+- a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
+  (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
+  is first written as the expression over one subquery per aggregate (:func:`_split_aggregate_values`);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
   and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
   or several rows would drop or repeat outer rows where the engine gives NULL or an error) -- and not in the
@@ -37,7 +40,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import aggregates, global_aggregate_row, one_row_aggregate
+from dltrace.rewriter.shape import aggregates, global_aggregate_row, one_row_aggregate, ungrouped
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -45,6 +48,8 @@ REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorr
 WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of the user's: the user's, as written
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
+SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subquery became (its value's use)
+_PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
 
 
 def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -53,6 +58,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     tree = exp.maybe_copy(expression, copy)
     _remember_predicate_subqueries(tree)
     _count_rows_of_true_exists(tree)
+    _split_aggregate_values(tree)
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -72,6 +78,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     for placeholder in list(tree.find_all(exp.Anonymous)):
         if placeholder.name == _KEPT:
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
+    for wrapper in [n for n in tree.find_all(exp.Is) if n.meta.get(_PIECE)]:
+        wrapper.replace(wrapper.this)
     return tree
 
 
@@ -100,6 +108,78 @@ def _count_rows_of_true_exists(tree: exp.Expression) -> None:
         counted = exp.Subquery(this=count)
         counted.meta[WRITTEN_AS] = node.copy()  # what a refusal names: the user's EXISTS, not this count
         node.replace(exp.paren(counted.is_(exp.null()).not_(), copy=False))
+
+
+_SQLGLOT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)  # what sqlglot decorrelates (30.30)
+
+
+def _split_aggregate_values(tree: exp.Expression) -> None:
+    """``(SELECT f(agg1, ..., aggn) FROM r WHERE w)``, correlated, as ``(f((SELECT agg1 FROM r WHERE w), ...,
+    (SELECT aggn FROM r WHERE w)))`` where sqlglot would not decorrelate ``f`` itself.
+
+    Valid because such a subquery (one projection, no GROUP BY, HAVING, QUALIFY, DISTINCT, ORDER BY, LIMIT or
+    OFFSET) gives exactly one row per outer row, its aggregates all over the same rows ``r WHERE w``, and ``f``
+    reads nothing else of them (every column outside the aggregates is the outer query's): each aggregate's own
+    subquery gives the same value, also over no rows, where ``f`` of it -- ``coalesce(NULL, 0)``, ``0 + 1`` --
+    is then the engine's own value (sqlglot fills a missing COUNT with 0, a missing SUM/AVG/MIN/MAX stays NULL,
+    as over no rows). Each piece is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their
+    union is the subquery's); the expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where
+    the user's subquery was used (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a
+    piece sits in an ``IS NULL`` it decorrelates under (a scalar inside a function of the SELECT list is
+    otherwise left alone; that is only for values that are not aggregates), taken off after.
+    """
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        if isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)) \
+                or not _splittable(query):
+            continue
+        value = query.expressions[0].unalias().copy()
+        for agg in list(value.find_all(*_SQLGLOT_AGGREGATES)):
+            piece = query.copy()
+            piece.set("expressions", [exp.alias_(agg.copy(), "_dl_value", quoted=True)])
+            written = exp.Subquery(this=piece)
+            written.meta[WRITTEN_AS] = sub.copy()  # what a refusal names: the user's subquery
+            wrapper = exp.Is(this=written, expression=exp.null())
+            wrapper.meta[_PIECE] = True
+            agg.replace(wrapper)
+        split = exp.Paren(this=value)
+        split.meta[SPLIT_VALUE] = True
+        sub.replace(split)
+
+
+def _splittable(query: exp.Expression) -> bool:
+    """A correlated one-row aggregate whose value is an expression of COUNT/SUM/AVG/MIN/MAX calls and the outer
+    query's columns that sqlglot does not decorrelate as it is."""
+    if not (isinstance(query, exp.Select) and ungrouped(query) and len(query.expressions) == 1
+            and not any(query.args.get(k) for k in ("distinct", "order", "windows"))
+            and is_correlated(query)):
+        return False
+    value = query.expressions[0].unalias()
+    if value.find(exp.Query, exp.Window, exp.Filter) is not None or _sqlglot_decorrelates(value):
+        return False
+    calls = list(value.find_all(exp.AggFunc))
+    if not calls or any(not isinstance(c, _SQLGLOT_AGGREGATES) or c.find_ancestor(exp.AggFunc) for c in calls):
+        return False
+    own = _defined_names(query)
+    outside = [c for c in value.find_all(exp.Column) if not c.find_ancestor(*_SQLGLOT_AGGREGATES)]
+    return all(c.table and c.table not in own for c in outside)
+
+
+def _sqlglot_decorrelates(value: exp.Expression) -> bool:
+    """Does sqlglot's decorrelation take this scalar aggregate as it is (one aggregate, or arithmetic of numbers
+    and aggregates other than COUNT; sqlglot 30.30's ``_is_supported_scalar_aggregate``)?"""
+    value = value.unnest()
+    if isinstance(value, _SQLGLOT_AGGREGATES):
+        return True
+    if isinstance(value, exp.Literal):
+        return value.is_number
+    if isinstance(value, exp.Neg):
+        operands = [value.this]
+    elif isinstance(value, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Pow)):
+        operands = [value.this, value.expression]
+    else:
+        return False
+    return all(not isinstance(o.unnest(), exp.Count) and _sqlglot_decorrelates(o) for o in operands)
 
 
 def has_decorrelated(tree: exp.Expression) -> bool:
@@ -235,9 +315,7 @@ def _one_value(query: exp.Expression, correlated: bool) -> bool:
 
 def _reaches_past_itself(query: exp.Expression) -> bool:
     """Does a subquery nested in ``query`` read a table that ``query`` does not define (an outer one)?"""
-    own = {t.alias_or_name for t in query.find_all(exp.Table)}
-    own |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
-    own |= {c.alias_or_name for c in query.find_all(exp.CTE)}
+    own = _defined_names(query)
     for nested in query.find_all(exp.Select):
         if nested is not query and any(c.table and c.table not in own for c in nested.find_all(exp.Column)):
             return True
@@ -246,10 +324,16 @@ def _reaches_past_itself(query: exp.Expression) -> bool:
 
 def is_correlated(query: exp.Expression) -> bool:
     """Does ``query`` read a column of a table it does not define (an outer query's)?"""
+    inner = _defined_names(query)
+    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
+
+
+def _defined_names(query: exp.Expression) -> set[str]:
+    """The names ``query`` gives its own tables, derived tables and CTEs."""
     inner = {t.alias_or_name for t in query.find_all(exp.Table)}
     inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
     inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
-    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
+    return inner
 
 
 def _remember_predicate_subqueries(tree: exp.Expression) -> None:
