@@ -378,10 +378,16 @@ class Gen:
                                                               unique_by=lambda c: (c[0], c[1])))]
         gtypes = {(g.qual, g.name): t for q_, n, t in cols for g in group if (g.qual, g.name) == (q_, n)}
         items = []
+        keys = [c for c in cols if any((c[0], c[1]) == (g.qual, g.name) for g in group)]
         for t, a in zip(types, aliases):
             same = [g for g in group if gtypes[(g.qual, g.name)] == t]
             if same and self.chance(2):
                 items.append((self.pick(same), a))
+                continue
+            if keys and depth > 0 and self.ok("scalar_value") and self.chance(5):
+                # a scalar subquery read once per group, correlated with the group's keys only
+                self.feat("scalar_per_group")
+                items.append((Scalar(self.scalar_query(keys, depth - 1, ctes, t)), a))
                 continue
             typed = [c for c in cols if c[2] == t]
             if t == "int":

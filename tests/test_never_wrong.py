@@ -139,6 +139,12 @@ WITNESSES = [
      [((1,), L([0])), ((2,), L([1], [0, 3])), ((None,), L([2]))]),
     ("SELECT t.a, (SELECT count(*) * 10 + t.b FROM u WHERE u.a = t.a) AS x FROM t",
      [((1, 10), L([0])), ((2, 40), L([1], [0, 3])), ((None, 30), L([2])), ((2, None), L([3], [0, 3]))]),
+    # a correlated scalar after GROUP BY that reads only the group's keys: one value per group, its rows the
+    # group's (refused before: sqlglot does not decorrelate after the grouping)
+    ("SELECT t.a, count(*) AS n, (SELECT max(u.c) FROM u WHERE u.a = t.a) AS m FROM t GROUP BY t.a",
+     [((1, 1, None), L([0])), ((2, 2, 7), L([1, 3], [0, 3])), ((None, 1, None), L([2]))]),
+    ("SELECT t.a, count(*) AS n FROM t GROUP BY t.a HAVING count(*) > (SELECT count(*) FROM u WHERE u.a = t.a) - 1",
+     [((1, 1), L([0])), ((2, 2), L([1, 3], [0, 3])), ((None, 1), L([2]))]),
     # ... compared under OR: witnesses only where the user's comparison is TRUE (20 > 7 - 1 + 10, not NULL > 16)
     ("SELECT t.a FROM t WHERE t.b > (SELECT max(u.c) - min(u.c) + 10 FROM u WHERE u.a = t.a) OR t.a = 2",
      [((2,), L([1], [0, 3])), ((2,), L([3]))]),
@@ -182,6 +188,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # an always-TRUE EXISTS (over an aggregate) whose rows a non-equality correlation picks: the user's EXISTS
     # is named, not the count dltrace reads its rows with
     ("SELECT t.a FROM t WHERE EXISTS (SELECT count(*) FROM u WHERE u.c <> t.b)", r"\(EXISTS\).*EXISTS\(SELECT COUNT"),
+    # a scalar after a ROLLUP: a subtotal's key is NULL where its rows' are not (not read per input row)
+    ("SELECT t.a, (SELECT max(u.c) FROM u WHERE u.a = t.a) AS m FROM t GROUP BY ROLLUP (t.a)",
+     r"could not be decorrelated \(SCALAR\)"),
     # likewise a scalar over an expression of aggregates, read as one subquery per aggregate
     ("SELECT t.a FROM t WHERE t.b > (SELECT coalesce(max(u.c), 0) FROM u WHERE u.c > t.a)",
      r"\(SCALAR\).*\(SELECT COALESCE\(MAX"),

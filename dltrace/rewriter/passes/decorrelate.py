@@ -14,6 +14,8 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`_split_aggregate_values`);
+- a correlated scalar subquery in the SELECT list or HAVING of a plain GROUP BY that reads only group keys of
+  its SELECT is first read per input row, through ``MAX()`` (:func:`_read_group_constants_per_row`);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
   and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
   or several rows would drop or repeat outer rows where the engine gives NULL or an error) -- and not in the
@@ -59,6 +61,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     _remember_predicate_subqueries(tree)
     _count_rows_of_true_exists(tree)
     _split_aggregate_values(tree)
+    _read_group_constants_per_row(tree)
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -145,6 +148,38 @@ def _split_aggregate_values(tree: exp.Expression) -> None:
         split = exp.Paren(this=value)
         split.meta[SPLIT_VALUE] = True
         sub.replace(split)
+
+
+def _read_group_constants_per_row(tree: exp.Expression) -> None:
+    """A correlated scalar subquery of aggregates in the SELECT list or HAVING of ``SELECT ... GROUP BY k``
+    whose outer columns are all GROUP BY keys of that SELECT, as ``MAX((subquery))``.
+
+    sqlglot leaves a subquery after the grouping alone (the columns it would join in are not grouped). Valid
+    because its value depends on the group's keys only, so it is the same for every input row of the group, and
+    a GROUP BY group has at least one row: MAX over the group's rows is the value the engine computes once for
+    the group, and read per input row, before the grouping, the subquery is decorrelated as any other (its rows'
+    lineage reaches the group's row through the aggregation). Not under ROLLUP / CUBE / GROUPING SETS (a
+    subtotal's keys are NULL where its rows' are not), nor over a global aggregate (one row over no rows)."""
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        node = sub.parent if sub.parent is not None and sub.parent.meta.get(_PIECE) else sub
+        select = node.find_ancestor(exp.Select)
+        group = select.args.get("group") if select is not None else None
+        if group is None or group.args.get("all") or any(
+                group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")) or not group.expressions:
+            continue
+        if isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)) \
+                or _enclosing_clause(node, select) not in ("expressions", "having") \
+                or node.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select \
+                or not is_correlated(query) or not _one_value(query, correlated=True):
+            continue
+        own = _defined_names(query)
+        outer = [c for c in query.find_all(exp.Column) if c.table and c.table not in own]
+        if not all(any(c == key for key in group.expressions) for c in outer):
+            continue  # (a column of another SELECT, or not a key: not constant over the group's rows)
+        wrapper = node.copy() if node is not sub else exp.Is(this=sub.copy(), expression=exp.null())
+        wrapper.meta[_PIECE] = True  # (an IS NULL sqlglot decorrelates under, taken off after; see the split)
+        node.replace(exp.Max(this=wrapper))
 
 
 def _splittable(query: exp.Expression) -> bool:
