@@ -128,23 +128,20 @@ def _split_aggregate_values(tree: exp.Expression) -> None:
     as over no rows). Each piece is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their
     union is the subquery's); the expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where
     the user's subquery was used (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a
-    piece sits in an ``IS NULL`` it decorrelates under (a scalar inside a function of the SELECT list is
-    otherwise left alone; that is only for values that are not aggregates), taken off after.
+    piece sits in an ``IS NULL`` (:func:`_under_is_null`).
     """
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
-        if isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)) \
-                or not _splittable(query):
+        if not _in_a_clause(sub) or not _splittable(query):
             continue
         value = query.expressions[0].unalias().copy()
+        users = sub.copy()  # what a refusal of a piece names: the user's subquery
         for agg in list(value.find_all(*_SQLGLOT_AGGREGATES)):
             piece = query.copy()
             piece.set("expressions", [exp.alias_(agg.copy(), "_dl_value", quoted=True)])
             written = exp.Subquery(this=piece)
-            written.meta[WRITTEN_AS] = sub.copy()  # what a refusal names: the user's subquery
-            wrapper = exp.Is(this=written, expression=exp.null())
-            wrapper.meta[_PIECE] = True
-            agg.replace(wrapper)
+            written.meta[WRITTEN_AS] = users
+            agg.replace(_under_is_null(written))
         split = exp.Paren(this=value)
         split.meta[SPLIT_VALUE] = True
         sub.replace(split)
@@ -158,8 +155,10 @@ def _read_group_constants_per_row(tree: exp.Expression) -> None:
     because its value depends on the group's keys only, so it is the same for every input row of the group, and
     a GROUP BY group has at least one row: MAX over the group's rows is the value the engine computes once for
     the group, and read per input row, before the grouping, the subquery is decorrelated as any other (its rows'
-    lineage reaches the group's row through the aggregation). Not under ROLLUP / CUBE / GROUPING SETS (a
-    subtotal's keys are NULL where its rows' are not), nor over a global aggregate (one row over no rows)."""
+    lineage reaches the group's row through the aggregation). Only plain keys count: a column under ROLLUP (...),
+    CUBE (...) or GROUPING SETS (sqlglot keeps them among the keys), or under WITH ROLLUP / WITH TOTALS, is NULL
+    in a subtotal whose rows' are not (and a SELECT with any of them, which may give a grand total of no rows, is
+    kept in place further on: :func:`_in_a_global_aggregate_row`); never over a global aggregate."""
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
         node = sub.parent if sub.parent is not None and sub.parent.meta.get(_PIECE) else sub
@@ -168,18 +167,29 @@ def _read_group_constants_per_row(tree: exp.Expression) -> None:
         if group is None or group.args.get("all") or any(
                 group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")) or not group.expressions:
             continue
-        if isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)) \
-                or _enclosing_clause(node, select) not in ("expressions", "having") \
-                or node.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select \
-                or not is_correlated(query) or not _one_value(query, correlated=True):
+        if not _in_a_clause(sub) or _enclosing_clause(node, select) not in ("expressions", "having") \
+                or node.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select:
             continue
-        own = _defined_names(query)
-        outer = [c for c in query.find_all(exp.Column) if c.table and c.table not in own]
+        outer = _outer_columns(query)
+        if not outer or not _one_value(query, correlated=True):
+            continue
         if not all(any(c == key for key in group.expressions) for c in outer):
-            continue  # (a column of another SELECT, or not a key: not constant over the group's rows)
-        wrapper = node.copy() if node is not sub else exp.Is(this=sub.copy(), expression=exp.null())
-        wrapper.meta[_PIECE] = True  # (an IS NULL sqlglot decorrelates under, taken off after; see the split)
-        node.replace(exp.Max(this=wrapper))
+            continue  # (a column of another SELECT, or not a plain key: not constant over the group's rows)
+        node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))
+
+
+def _in_a_clause(sub: exp.Subquery) -> bool:
+    """Is ``sub`` written in a clause (not a FROM/JOIN item, a CTE, a set operation's side or parenthesized)?"""
+    return not isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery))
+
+
+def _under_is_null(sub: exp.Subquery) -> exp.Is:
+    """``sub IS NULL``, marked to be taken off after sqlglot ran: a scalar subquery of aggregates sqlglot leaves
+    alone inside a function of the SELECT list or an aggregate's argument (it has no predicate there; that is
+    for values that are not aggregates) is decorrelated under it."""
+    wrapper = exp.Is(this=sub, expression=exp.null())
+    wrapper.meta[_PIECE] = True
+    return wrapper
 
 
 def _splittable(query: exp.Expression) -> bool:
@@ -286,7 +296,7 @@ def _holders(tree: exp.Expression):
             yield node
         elif isinstance(node, exp.All) and isinstance(node.this, exp.Query):
             yield node
-        elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery)):
+        elif isinstance(node, exp.Subquery) and _in_a_clause(node):
             if isinstance(node.this, exp.Query) and not isinstance(node.parent, exp.All):
                 yield node
 
@@ -359,8 +369,13 @@ def _reaches_past_itself(query: exp.Expression) -> bool:
 
 def is_correlated(query: exp.Expression) -> bool:
     """Does ``query`` read a column of a table it does not define (an outer query's)?"""
+    return bool(_outer_columns(query))
+
+
+def _outer_columns(query: exp.Expression) -> list[exp.Column]:
+    """The columns ``query`` reads of tables it does not define (an outer query's)."""
     inner = _defined_names(query)
-    return any(c.table and c.table not in inner for c in query.find_all(exp.Column))
+    return [c for c in query.find_all(exp.Column) if c.table and c.table not in inner]
 
 
 def _defined_names(query: exp.Expression) -> set[str]:
