@@ -378,7 +378,7 @@ class Gen:
                                                               unique_by=lambda c: (c[0], c[1])))]
         gtypes = {(g.qual, g.name): t for q_, n, t in cols for g in group if (g.qual, g.name) == (q_, n)}
         items = []
-        keys = [c for c in cols if any((c[0], c[1]) == (g.qual, g.name) for g in group)]
+        keys = [c for c in cols if any((c[0], c[1]) == (g.qual, g.name) for g in group)]  # (the group's columns)
         for t, a in zip(types, aliases):
             same = [g for g in group if gtypes[(g.qual, g.name)] == t]
             if same and self.chance(2):
@@ -409,11 +409,10 @@ class Gen:
         having = None
         if self.chance(3):
             self.feat("having")
-            gscope = [c for c in scope if any((c[0], c[1]) == (g.qual, g.name) for g in group)]
             outer = [c for c in scope if c not in cols]
             having = Bin(">=", Agg("count"), Lit(self.draw(st.integers(0, 2))))
             if depth > 0 and self.chance(2):
-                having = Bin("AND", having, self.pred(gscope + outer, depth, ctes, where="having"))
+                having = Bin("AND", having, self.pred(keys + outer, depth, ctes, where="having"))
         q = Select(items, item, where, group=group, grouping=grouping, having=having)
         return q, [(a, "float" if isinstance(e, Agg) and e.name == "product" else t)
                    for (e, a), t in zip(items, types)]
