@@ -145,6 +145,12 @@ WITNESSES = [
      [((1, 1, None), L([0])), ((2, 2, 7), L([1, 3], [0, 3])), ((None, 1, None), L([2]))]),
     ("SELECT t.a, count(*) AS n FROM t GROUP BY t.a HAVING count(*) > (SELECT count(*) FROM u WHERE u.a = t.a) - 1",
      [((1, 1), L([0])), ((2, 2), L([1, 3], [0, 3])), ((None, 1), L([2]))]),
+    # ... whose value reads the outer row only outside its aggregate, beside a window: its pieces are uncorrelated
+    # and stay in place (sqlglot read them through MAX(), taking the window for an aggregation: found_by_generator
+    # #24)
+    ("SELECT t.a, count(*) OVER () AS n, (SELECT min(u.c) + t.b FROM u) AS x FROM t",
+     [((1, 4, 11), L([0], [0, 1, 2, 3])), ((2, 4, 21), L([1], [0, 1, 2, 3])), ((None, 4, 31), L([2], [0, 1, 2, 3])),
+      ((2, 4, None), L([3], [0, 1, 2, 3]))]),
     # ... compared under OR: witnesses only where the user's comparison is TRUE (20 > 7 - 1 + 10, not NULL > 16)
     ("SELECT t.a FROM t WHERE t.b > (SELECT max(u.c) - min(u.c) + 10 FROM u WHERE u.a = t.a) OR t.a = 2",
      [((2,), L([1], [0, 3])), ((2,), L([3]))]),
@@ -360,6 +366,10 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     # matching row (it is no one-row aggregate): TRUE only where rows match (a review found it read as always TRUE)
     "SELECT t.a FROM t WHERE EXISTS (SELECT sum(u.c) OVER () FROM u WHERE u.a = t.a)",
     "SELECT t.a FROM t WHERE EXISTS (SELECT (SELECT max(w.c) FROM u AS w) FROM u WHERE u.a = t.a)",
+    # an uncorrelated scalar in an expression beside a ranking window (sqlglot read it through MAX(), making the
+    # SELECT an aggregation the engine refused: found_by_generator #24)
+    "SELECT rank() OVER (ORDER BY t.a) AS r, (SELECT min(u.c) FROM u) + t.b AS x FROM t",
+    "SELECT rank() OVER (ORDER BY t.a) AS r, (SELECT min(u.c) + t.b FROM u) AS x FROM t",
     # an aggregate sqlglot does not know, over the whole table
     "SELECT product(b) AS p FROM t",
     "SELECT a, product(b) AS p FROM t GROUP BY a",

@@ -20,7 +20,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   and, when uncorrelated, no GROUP BY / HAVING / LIMIT / OFFSET / DISTINCT / QUALIFY (a CROSS JOIN with zero
   or several rows would drop or repeat outer rows where the engine gives NULL or an error) -- and not in the
   SELECT list or HAVING of a global aggregate (sqlglot reads the joined value through MAX(), NULL over zero
-  input rows, where the engine gives the subquery's value);
+  input rows, where the engine gives the subquery's value), nor, uncorrelated, in the SELECT list of a SELECT
+  that calls aggregates only in windows (sqlglot takes it for an aggregation and adds that MAX(): the engine
+  refuses it);
 - ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place).
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
@@ -36,13 +38,13 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify_columns import quote_identifiers
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import find_in_scope, traverse_scope
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import aggregates, global_aggregate_row, one_row_aggregate, ungrouped
+from dltrace.rewriter.shape import aggregates, global_aggregate_row, is_aggregate, one_row_aggregate, ungrouped
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -317,7 +319,19 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
         return False
     if _in_a_global_aggregate_row(holder):
         return False  # sqlglot reads its cross-joined value through MAX(): NULL when no input row reaches it
+    if not correlated and _windows_taken_for_aggregates(holder):
+        return False
     return _one_value(query, correlated)
+
+
+def _windows_taken_for_aggregates(holder: exp.Expression) -> bool:
+    """Is ``holder`` in the SELECT list of a SELECT that does not aggregate but calls an aggregate in a window
+    (``rank() OVER (...)``, ``sum(v) OVER ()``)? sqlglot takes that SELECT for an aggregation and reads an
+    uncorrelated scalar subquery cross joined into it through MAX(), which the engine refuses (a column outside
+    GROUP BY; found by the long profile: `aggregate_expression` + `window`)."""
+    select = holder.find_ancestor(exp.Select)
+    return select is not None and _enclosing_clause(holder, select) == "expressions" and not is_aggregate(select) \
+        and any(find_in_scope(p, exp.AggFunc) for p in select.expressions)
 
 
 def _in_a_global_aggregate_row(holder: exp.Expression) -> bool:
