@@ -222,7 +222,8 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
                              rows_relations=frozenset(catalog.tables), shared_lineage=True,
                              composed={t: src.lineage for t, src in composed.items()},
-                             finish_on_read=True)
+                             finish_on_read=True,
+                             estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)))
     on = rewritten.on
     in_place = sorted(t for t in schema if catalog.storage.get(t) == "source")
     plan = ForwardPlan(

@@ -49,7 +49,7 @@ def rich_tables(draw) -> dict[str, pa.Table]:
 OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
-                      "aggregate_expression"})
+                      "aggregate_expression", "group_over_groups"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -322,6 +322,8 @@ class Gen:
         return [f"c{i}" for i in range(n)]
 
     def select(self, depth, want, outer, ctes, names) -> tuple:
+        if depth > 0 and self.ok("aggregate") and self.ok("group_over_groups") and self.chance(6):
+            return self.group_over_groups(depth, want, outer, ctes, names)
         item, cols, star = self.from_item(depth, ctes, outer)
         scope = cols
         where = self.pred(scope, depth, ctes) if self.chance(2) else None
@@ -369,6 +371,24 @@ class Gen:
         if shape == "distinct":
             self.feat("distinct")
         return q, list(zip(aliases, types))
+
+    def group_over_groups(self, depth, want, outer, ctes, names) -> tuple:
+        """A GROUP BY over the groups of another, read from base tables (TPC-H Q13's shape): the rewrite that
+        finds the outer groups' rows again through the inner keys (rules/nested_lineage.py) takes it."""
+        self.feat("group_over_groups")
+        item, cols, star = self.base(ctes)
+        if self.chance(2):
+            item, cols, star = self.join(item, cols, star, depth - 1, ctes, outer)
+        where = self.pred(cols, depth - 1, ctes) if self.chance(2) else None
+        types = [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
+        inner, out = self.aggregate("group", item, cols, cols, where, types, self.names_for(len(types), ()),
+                                    depth - 1, ctes, True)
+        alias = self.alias()
+        dcols = [(alias, n, t) for n, t in out]
+        where = self.pred(dcols, depth - 1, ctes) if self.chance(3) else None
+        types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
+        return self.aggregate("group", Derived(inner, alias), dcols, dcols, where, types,
+                              self.names_for(len(types), names), depth - 1, ctes, want is None)
 
     def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
         self.feat(shape == "group" and "group_by" or "global_aggregate")

@@ -216,6 +216,10 @@ class Engine(Protocol):
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text``, without running it."""
 
+    def estimated_rows(self, text: str) -> int | None:
+        """The optimizer's estimate of how many rows query ``text`` gives, without running it; None when the
+        engine gives none (or the query cannot be planned)."""
+
     def materialize(self, name: str, text: str) -> None:
         """Store the result of query ``text`` as a temporary relation ``name`` (temp table, cached DataFrame)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import duckdb
@@ -215,6 +216,14 @@ class DuckDBEngine:
             return list(self.con.sql(text).columns)
         except duckdb.Error as e:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
+
+    def estimated_rows(self, text: str) -> int | None:
+        """The estimated cardinality of the plan's root (``EXPLAIN (FORMAT JSON)``: planned, not run)."""
+        try:
+            plan = json.loads(self.con.execute(f"EXPLAIN (FORMAT JSON) {text}").fetchall()[0][1])
+            return int(plan[0]["extra_info"]["Estimated Cardinality"])
+        except (duckdb.Error, ValueError, LookupError, TypeError):
+            return None
 
     def materialize(self, name: str, text: str) -> None:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")

@@ -345,6 +345,11 @@ class SparkEngine:
         except _spark_errors() as e:
             raise QueryError(f"Spark: {_one_line(e)}") from None
 
+    def estimated_rows(self, text: str) -> int | None:
+        """None: Spark's row count statistics exist only for analysed tables (not for temp views or cached
+        DataFrames), so the rewrites that need an estimate keep their default."""
+        return None
+
     def materialize(self, name: str, text: str) -> None:
         try:
             with _quiet():

@@ -14,6 +14,7 @@ expression`` and never mutates its input unless told ``copy=False`` (the pipelin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlglot import exp
 
@@ -57,7 +58,8 @@ class Rewritten:
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
                  rows_relations: frozenset = frozenset(), composed: dict | None = None,
-                 shared_lineage: bool = False, finish_on_read: bool = False) -> Rewritten:
+                 shared_lineage: bool = False, finish_on_read: bool = False,
+                 estimate_rows: Callable[[exp.Expression], int | None] | None = None) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -70,6 +72,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     sort and deduplicate.
     ``composed``: sources whose rows carry lineage already (table -> ((base table, lineage column), ...)): their
     lineage is expressed in those base tables' row ids, not in the source's own.
+    ``estimate_rows``: the engine's estimate of a query's rows (a tree in ``dialect``), or None: where two exact
+    rewrites exist, the cheaper for the data (``rules/nested_lineage.py``); without it the first.
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
@@ -80,7 +84,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     composed = {t.lower(): tuple(pairs) for t, pairs in (composed or {}).items()}
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
-                          composed=composed, shared_lineage=shared_lineage)
+                          composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

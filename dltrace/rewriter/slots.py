@@ -60,6 +60,8 @@ class Context:
     # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's
     # meta[SHARED_LINEAGE]) and kept once, instead of being merged into every output row
     shared: bool = False
+    # the engine's estimate of a query's rows (None: no estimate; see rules/nested_lineage.py)
+    estimate_rows: Callable[[exp.Expression], int | None] | None = None
     root: exp.Expression | None = None  # the query being instrumented
     # the instrument pass's entry points, handed to the rules so that they can recurse into nested queries
     # and FROM clauses without importing the pass (rules sit below it)

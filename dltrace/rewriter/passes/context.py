@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlglot import exp
 
 from dltrace.engines import LineageFunctions
 from dltrace.rewriter.lineage_on import OnSpec
@@ -22,6 +25,9 @@ class PassContext:
     # lineage every output row has (an uncorrelated scalar subquery's) as a separate one-row query, kept once by
     # the result, rather than merged into each row's columns (see passes/instrument.py)
     shared_lineage: bool = False
+    # the engine's estimate of how many rows a query (a sqlglot tree in ``dialect``) gives, or None: lets a rule
+    # choose the cheaper of two exact rewrites (rules/nested_lineage.py); None (no engine at hand) keeps the first
+    estimate_rows: Callable[[exp.Expression], int | None] | None = None
 
     @property
     def control(self) -> bool:

@@ -27,6 +27,7 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.distinct import group_all
+from dltrace.rewriter.rules.nested_lineage import nested_group_lineage
 from dltrace.rewriter.rules.output import project
 from dltrace.rewriter.rules.setops import instrument_setop
 from dltrace.rewriter.rules.sources import from_slots
@@ -42,7 +43,7 @@ def instrument(expression: exp.Expression, context: PassContext, copy: bool = Tr
     on = context.on
     ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
                   instrument=instrument_node, from_slots=from_slots, composed=context.composed,
-                  shared=context.shared_lineage)
+                  shared=context.shared_lineage, estimate_rows=context.estimate_rows)
     if on is not None:
         ctx.only_tables = on.tables
         if on.table:
@@ -194,6 +195,9 @@ def _with_ctes(node: exp.Expression, ctx: Context) -> Context:
 
 def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[exp.Expression, list[Exported]]:
     ctx = _with_ctes(select, ctx)
+    nested = nested_group_lineage(select, ctx, final)
+    if nested is not None:  # groups of many small groups: their rows found again (before the FROM is instrumented)
+        return aggregate(*nested, ctx, final)
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
     distinct = select.args.get("distinct")

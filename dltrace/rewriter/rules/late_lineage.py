@@ -52,7 +52,7 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
         return None
     # the joins read again with the rows: all but one-row constants nothing below reads
     joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
-    if not _applies(select, slots, ctx.ctes, final, joins):
+    if not regroupable(select, slots, ctx.ctes, final, joins):
         return None
     order = select.args.get("order")
     sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
@@ -74,8 +74,8 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
         rows.set("where", select.args["where"].copy())
     on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=i))
                     for n in key_names])
-    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(_identifier(p), table=g)), _identifier(p))
-                       for p in select.expressions])
+    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
+                                  output_identifier(p)) for p in select.expressions])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
     add_join(out, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), kind="INNER", on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
@@ -86,7 +86,7 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
     return out, moved
 
 
-def _identifier(projection: exp.Expression) -> exp.Identifier:
+def output_identifier(projection: exp.Expression) -> exp.Identifier:
     """The output column name of ``projection``, spelt (quoted or not) as the query spells it."""
     if isinstance(projection, exp.Alias):
         return projection.args["alias"].copy()
@@ -112,12 +112,21 @@ def _one_row_constant(join: exp.Join, select: exp.Select, slots: list[Slot]) -> 
     return not any(c.table == alias for node in readers if node is not None for c in node.find_all(exp.Column))
 
 
-def _applies(select: exp.Select, slots: list[Slot], ctes: dict, final: bool, joins: list[exp.Join]) -> bool:
+def plain_keys(select: exp.Select) -> bool:
+    """Does ``select`` group by plain expressions (at least one; no GROUPING SETS, ROLLUP, CUBE, GROUP BY ALL)?
+    Then each group is one output row with distinct keys, and its rows are the input rows whose keys are not
+    distinct from the group's."""
     group = select.args.get("group")
     if group is None or not group.expressions or any(group.args.get(k) for k in ("grouping_sets", "cube",
                                                                                    "rollup", "all")):
         return False
-    if group.find(exp.Rollup, exp.Cube, exp.GroupingSets):  # (sqlglot keeps them among the keys)
+    return not group.find(exp.Rollup, exp.Cube, exp.GroupingSets)  # (sqlglot keeps them among the keys)
+
+
+def regroupable(select: exp.Select, slots: list[Slot], ctes: dict, final: bool, joins: list[exp.Join]) -> bool:
+    """May ``select``'s groups be found again by their keys, reading ``joins`` besides its FROM (the module's
+    conditions, HAVING aside)? ``slots``: its FROM rows' slots."""
+    if not plain_keys(select):
         return False
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
         return False

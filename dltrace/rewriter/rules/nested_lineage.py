@@ -1,0 +1,164 @@
+"""Lineage of an aggregate over many small groups: the inner groups' rows found again, not a list per group.
+
+An aggregation over the groups of another (TPC-H Q13: customers per order count, over the orders of each
+customer) carries a list of row ids per inner group and merges those lists per outer group. DuckDB's list
+aggregate costs microseconds per group: Q13's 150,000 inner lists, merged into 42, took 4-5x the query. When the
+engine estimates that the inner SELECT makes many groups for its input rows (``Context.estimate_rows``), the
+outer groups are computed as written and the rows of each are found again through the inner groups' keys::
+
+    SELECT ANY_VALUE(_dl_g.c) AS c, ..., DLUNION(_dl_m._dl_r1), ...
+    FROM (SELECT <the outer SELECT as written>, <outer key 1> AS _dl_o1, ...) AS _dl_g
+    JOIN (SELECT <outer key 1> AS _dl_o1, ..., _dl_i._dl_r1, ...
+          FROM (SELECT <the inner SELECT as written>, <inner key 1> AS _dl_k1, ...) AS <its alias>
+          JOIN (SELECT <inner key 1> AS _dl_k1, ..., <rid 1> AS _dl_r1, ... FROM <its FROM> WHERE <its WHERE>) AS _dl_i
+            ON <alias>._dl_k1 IS NOT DISTINCT FROM _dl_i._dl_k1 AND ...
+          [WHERE <the outer WHERE>]) AS _dl_m
+      ON _dl_g._dl_o1 IS NOT DISTINCT FROM _dl_m._dl_o1 AND ...
+    GROUP BY _dl_g._dl_o1, ...
+    [ORDER BY <the outermost query's ORDER BY, on the output columns it names>]
+
+Valid (the same rows, each with the same lineage: the union of its inner groups' input rows) when
+- the inner SELECT may have its groups found again by their keys (:func:`.late_lineage.regroupable`: plain
+  GROUP BY keys, deterministic, base tables only, scalar row ids, no LIMIT, OFFSET, QUALIFY, DISTINCT or ORDER
+  BY): each inner group is one row of the derived table, with distinct keys, and its input rows are exactly the
+  rows of its FROM and WHERE whose keys are not distinct from the group's; its HAVING stays where it is (a
+  dropped group has no row to join);
+- the outer SELECT reads that derived table alone, groups by plain expressions (at least one key: a global
+  aggregate makes its row from no input rows too), is deterministic, has no subquery, no DISTINCT, LIMIT,
+  OFFSET, QUALIFY or window, and no ORDER BY unless it is the outermost query and every ORDER BY item is one of
+  its output columns (the rebuilt SELECT sorts the same rows by the same values); its output names are
+  distinct. Every outer group has a row of the derived table, which has an input row, so the inner joins keep
+  every outer group, and ANY_VALUE returns its values (one row of ``_dl_g`` per group).
+The derived table is computed twice (its values decide the outer keys), its FROM read once more: cheaper only
+when the inner groups are many for their rows, which the engine's estimate decides; without an estimate (Spark,
+``dltrace.rewrite()``) the lists stay.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.build import add_join
+from dltrace.rewriter.rules.late_lineage import output_identifier, plain_keys, regroupable
+from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate, order_by_outputs
+from dltrace.rewriter.slots import Context, Slot
+
+#: the engine's estimate that makes finding the rows again cheaper than a list per group (see _many_groups)
+MIN_GROUPS = 1000
+ROWS_PER_GROUP = 32
+
+_CLAUSES_KEPT_OFF = ("limit", "offset", "qualify", "distinct", "windows", "prewhere", "connect", "sample", "joins",
+                     "laterals", "pivots")
+
+
+def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple[exp.Select, list[Slot]] | None:
+    """``select`` rebuilt to find its groups' rows through its derived table's groups, with the row-level slots
+    to DLUNION, or None when the rewrite does not apply (see the module's conditions) or the engine does not
+    estimate many inner groups."""
+    if ctx.estimate_rows is None or not _outer_applies(select, final):
+        return None
+    derived = select.args["from_"].this
+    inner = derived.this
+    if not isinstance(inner, exp.Select) or not is_aggregate(inner) or inner.args.get("with_"):
+        return None
+    items = [inner.args.get("from_"), *(inner.args.get("joins") or [])]
+    if not all(item is not None and isinstance(item.this, exp.Table) and not item.this.args.get("db")
+               and item.this.name not in ctx.ctes and isinstance(item.this.this, exp.Identifier) for item in items):
+        return None  # base tables only (checked before reading their slots: a nested query would be instrumented)
+    rows = _rows_query(inner)
+    slots = ctx.from_slots(rows, ctx)
+    if not regroupable(inner, slots, ctx.ctes, False, inner.args.get("joins") or []):
+        return None
+    if not _many_groups(inner, rows, ctx.estimate_rows):
+        return None
+    order = select.args.get("order")
+    sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
+    if order is not None and sorted_by is None:
+        return None
+    inner_keys = list(inner.args["group"].expressions)
+    outer_keys = list(select.args["group"].expressions)
+    k_names = [f"_dl_k{n}" for n in range(1, len(inner_keys) + 1)]
+    o_names = [f"_dl_o{n}" for n in range(1, len(outer_keys) + 1)]
+    r_names = [f"_dl_r{n}" for n in range(1, len(slots) + 1)]
+    g, m, i = ctx.fresh("_dl_g"), ctx.fresh("_dl_m"), ctx.fresh("_dl_i")
+
+    groups = select.copy()  # the outer SELECT as written, with its keys named
+    groups.set("order", None)
+    for key, name in zip(outer_keys, o_names):
+        groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
+
+    for key, name in zip(inner_keys, k_names):  # the inner groups' rows, with their keys and row ids
+        rows.select(exp.alias_(key.copy(), name), append=True, copy=False)
+    for slot, name in zip(slots, r_names):
+        rows.select(exp.alias_(slot.expr.copy(), name), append=True, copy=False)
+    keyed = inner.copy()  # the inner groups, with their keys named
+    for key, name in zip(inner_keys, k_names):
+        keyed.select(exp.alias_(key.copy(), name), append=True, copy=False)
+    members = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
+                         *[exp.column(n, table=i) for n in r_names])
+    members = members.from_(exp.Subquery(this=keyed, alias=derived.args["alias"].copy()), copy=False)
+    add_join(members, _subquery(rows, i), kind="INNER", on=_null_safe(derived.args["alias"].this, i, k_names))
+    if select.args.get("where"):
+        members.set("where", select.args["where"].copy())
+
+    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
+                                  output_identifier(p)) for p in select.expressions])
+    out = out.from_(_subquery(groups, g), copy=False)
+    add_join(out, _subquery(members, m), kind="INNER", on=_null_safe(g, m, o_names))
+    out = out.group_by(*[exp.column(n, table=g) for n in o_names], copy=False)
+    if sorted_by is not None:  # the outermost query's order, by the output columns it names
+        out.set("order", exp.Order(expressions=[
+            o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
+    moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable) for s, n in zip(slots, r_names)]
+    return out, moved
+
+
+def _many_groups(inner: exp.Select, rows: exp.Select, estimate) -> bool:
+    """Does the engine estimate at least :data:`MIN_GROUPS` groups of ``inner``, and one group for at most
+    :data:`ROWS_PER_GROUP` of its input rows? A list per group costs DuckDB about 3 us a group besides its ids
+    (TPC-H SF 1: 100,000 lists of 1.5M ids 350 ms, one list of them 26 ms), while finding the rows again costs
+    about the query once more whatever the groups: Q13 (150,000 groups of 1.5M rows) 5.3x -> 2.8x of the query,
+    a grouping of millions of rows into a few hundred groups would lose."""
+    groups = estimate(inner)
+    if groups is None or groups < MIN_GROUPS:
+        return False
+    counted = rows.copy()
+    counted.set("expressions", [exp.alias_(exp.Literal.number(1), "_dl_one")])
+    read = estimate(counted)
+    return read is not None and groups * ROWS_PER_GROUP >= read
+
+
+def _outer_applies(select: exp.Select, final: bool) -> bool:
+    from_ = select.args.get("from_")
+    if from_ is None or not isinstance(from_.this, exp.Subquery) or from_.this.meta:
+        return False  # (a decorrelated subquery, a key list or LINEAGE ON's table carry meta of the passes)
+    if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
+        return False
+    if not is_aggregate(select) or not plain_keys(select):
+        return False
+    names = [n.lower() for n in select.named_selects]
+    if not all(names) or len(set(names)) != len(names) or any(n.startswith("_dl_") for n in names):
+        return False
+    clauses = [select.args.get(c) for c in ("where", "group", "having")] + list(select.expressions)
+    return not any(c is not None and c.find(*NONDETERMINISTIC, exp.Select, exp.Subquery, exp.Exists,
+                                            exp.Window) for c in clauses)
+
+
+def _rows_query(inner: exp.Select) -> exp.Select:
+    """``SELECT FROM <inner's FROM and joins> WHERE <its WHERE>``: its input rows (projections added later)."""
+    rows = exp.Select()
+    rows.set("from_", inner.args["from_"].copy())
+    if inner.args.get("joins"):
+        rows.set("joins", [j.copy() for j in inner.args["joins"]])
+    if inner.args.get("where"):
+        rows.set("where", inner.args["where"].copy())
+    return rows
+
+
+def _subquery(query: exp.Select, alias: str) -> exp.Subquery:
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _null_safe(left: str, right: str, names: list[str]) -> exp.Expression:
+    return exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=left), expression=exp.column(n, table=right))
+                      for n in names])
