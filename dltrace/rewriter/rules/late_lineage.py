@@ -54,17 +54,12 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
     joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
     if not regroupable(select, slots, ctx.ctes, final, joins):
         return None
-    order = select.args.get("order")
-    sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
-    if order is not None and sorted_by is None:
+    kept, sorted_by = kept_order(select)
+    if not kept:
         return None
     keys = list(select.args["group"].expressions)
     g, i = ctx.fresh("_dl_g"), ctx.fresh("_dl_i")
     key_names = [f"_dl_k{n}" for n in range(1, len(keys) + 1)]
-    groups = select.copy()
-    groups.set("order", None)
-    for key, name in zip(keys, key_names):
-        groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
     rows = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(keys, key_names)],
                       *[exp.alias_(s.expr.copy(), f"_dl_r{n}") for n, s in enumerate(slots, 1)])
     rows.set("from_", select.args["from_"].copy())
@@ -72,18 +67,42 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
         rows.set("joins", [j.copy() for j in joins])
     if select.args.get("where"):
         rows.set("where", select.args["where"].copy())
-    on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=i))
+    out = regrouped(select, g, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), i,
+                    key_names, sorted_by, ctx)
+    moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
+    return out, moved
+
+
+def kept_order(select: exp.Select) -> tuple[bool, list | None]:
+    """(can the rebuilt SELECT keep ``select``'s order, the ORDER BY items with the output columns they name):
+    without ORDER BY, (True, None); with one naming anything but output columns, (False, None)."""
+    order = select.args.get("order")
+    if order is None:
+        return True, None
+    sorted_by = order_by_outputs(order, select.expressions)
+    return sorted_by is not None, sorted_by
+
+
+def regrouped(select: exp.Select, g: str, rows: exp.Expression, r: str, key_names: list[str],
+              sorted_by: list | None, ctx: Context) -> exp.Select:
+    """``SELECT ANY_VALUE(g.<output>) ... FROM (<select as written, its keys named key_names>) AS g JOIN <rows>
+    ON g.<key> IS NOT DISTINCT FROM r.<key> ... GROUP BY g.<key> ... [ORDER BY <sorted_by>]``: ``select``'s
+    groups, each joined to its rows (``rows``, aliased ``r``, naming the same keys)."""
+    groups = select.copy()
+    groups.set("order", None)
+    for key, name in zip(select.args["group"].expressions, key_names):
+        groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
+    on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=r))
                     for n in key_names])
     out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
                                   output_identifier(p)) for p in select.expressions])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
-    add_join(out, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), kind="INNER", on=on)
+    add_join(out, rows, kind="INNER", on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
     if sorted_by is not None:  # the outermost query's order, by the output columns it names
         out.set("order", exp.Order(expressions=[
             o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
-    moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
-    return out, moved
+    return out
 
 
 def output_identifier(projection: exp.Expression) -> exp.Identifier:

@@ -39,8 +39,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
-from dltrace.rewriter.rules.late_lineage import output_identifier, plain_keys, regroupable
-from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate, order_by_outputs
+from dltrace.rewriter.rules.late_lineage import kept_order, plain_keys, regrouped, regroupable
+from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate
 from dltrace.rewriter.slots import Context, Slot
 
 #: the engine's estimate that makes finding the rows again cheaper than a list per group (see _many_groups)
@@ -71,9 +71,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
         return None
     if not _many_groups(inner, rows, ctx.estimate_rows):
         return None
-    order = select.args.get("order")
-    sorted_by = order_by_outputs(order, select.expressions) if order is not None else None
-    if order is not None and sorted_by is None:
+    kept, sorted_by = kept_order(select)
+    if not kept:
         return None
     inner_keys = list(inner.args["group"].expressions)
     outer_keys = list(select.args["group"].expressions)
@@ -81,11 +80,6 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     o_names = [f"_dl_o{n}" for n in range(1, len(outer_keys) + 1)]
     r_names = [f"_dl_r{n}" for n in range(1, len(slots) + 1)]
     g, m, i = ctx.fresh("_dl_g"), ctx.fresh("_dl_m"), ctx.fresh("_dl_i")
-
-    groups = select.copy()  # the outer SELECT as written, with its keys named
-    groups.set("order", None)
-    for key, name in zip(outer_keys, o_names):
-        groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
 
     for key, name in zip(inner_keys, k_names):  # the inner groups' rows, with their keys and row ids
         rows.select(exp.alias_(key.copy(), name), append=True, copy=False)
@@ -101,14 +95,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     if select.args.get("where"):
         members.set("where", select.args["where"].copy())
 
-    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
-                                  output_identifier(p)) for p in select.expressions])
-    out = out.from_(_subquery(groups, g), copy=False)
-    add_join(out, _subquery(members, m), kind="INNER", on=_null_safe(g, m, o_names))
-    out = out.group_by(*[exp.column(n, table=g) for n in o_names], copy=False)
-    if sorted_by is not None:  # the outermost query's order, by the output columns it names
-        out.set("order", exp.Order(expressions=[
-            o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
+    out = regrouped(select, g, _subquery(members, m), m, o_names, sorted_by, ctx)
     moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable) for s, n in zip(slots, r_names)]
     return out, moved
 
