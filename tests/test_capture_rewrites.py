@@ -267,6 +267,10 @@ REGROUPED = [
     "SELECT y.n, y.k FROM (SELECT x.n, count(*) AS k FROM (SELECT t.a, count(*) AS n FROM t JOIN u ON t.a = u.a "
     "GROUP BY t.a) AS x GROUP BY x.n) AS y WHERE y.k > 0",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t WHERE b > 100 GROUP BY a) AS x GROUP BY x.n",
+    # the inner groups in a CTE, read by the outer aggregate alone, or by a join beside it too
+    "WITH g AS (SELECT a, count(*) AS n FROM t GROUP BY a) SELECT n, count(*) AS k FROM g GROUP BY n ORDER BY n",
+    "WITH g AS (SELECT t.a, count(u.c) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY t.a) "
+    "SELECT y.n, y.k, g.a FROM (SELECT x.n, count(*) AS k FROM g AS x GROUP BY x.n) AS y JOIN g ON g.n = y.n",
 ]
 
 
@@ -314,7 +318,7 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
     # a global aggregate (a row from no groups too), DISTINCT, LIMIT, an order by a non-output, a window
     "SELECT count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x",
     "SELECT DISTINCT x.n FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n",
-    "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n LIMIT 1",
+    "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n ORDER BY x.n LIMIT 1",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n ORDER BY max(x.a)",
     "SELECT x.n, rank() OVER (ORDER BY x.n) AS r FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n",
     # inner groups that are not one key tuple each, a random inner filter, a CTE inside, a subquery outside
@@ -322,6 +326,8 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t WHERE b > random() GROUP BY a) AS x GROUP BY x.n",
     "WITH v AS (SELECT * FROM t) SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM v GROUP BY a) AS x "
     "GROUP BY x.n",
+    "WITH v AS (SELECT a, count(*) AS n FROM t GROUP BY a UNION ALL SELECT a, c FROM u) SELECT n, count(*) AS k "
+    "FROM v GROUP BY n",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x "
     "WHERE x.n < (SELECT max(c) FROM u) GROUP BY x.n",
     # the inner SELECT reads a derived table, not base tables

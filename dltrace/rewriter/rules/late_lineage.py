@@ -90,6 +90,7 @@ def regrouped(select: exp.Select, g: str, rows: exp.Expression, r: str, key_name
     groups, each joined to its rows (``rows``, aliased ``r``, naming the same keys)."""
     groups = select.copy()
     groups.set("order", None)
+    groups.set("with_", None)  # (the CTEs stay with the rebuilt SELECT, where every part of it sees them)
     for key, name in zip(select.args["group"].expressions, key_names):
         groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
     on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=r))
@@ -99,6 +100,8 @@ def regrouped(select: exp.Select, g: str, rows: exp.Expression, r: str, key_name
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
     add_join(out, rows, kind="INNER", on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
+    if select.args.get("with_"):
+        out.set("with_", select.args["with_"].copy())
     if sorted_by is not None:  # the outermost query's order, by the output columns it names
         out.set("order", exp.Order(expressions=[
             o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))

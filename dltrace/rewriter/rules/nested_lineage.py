@@ -23,7 +23,8 @@ Valid (the same rows, each with the same lineage: the union of its inner groups'
   BY): each inner group is one row of the derived table, with distinct keys, and its input rows are exactly the
   rows of its FROM and WHERE whose keys are not distinct from the group's; its HAVING stays where it is (a
   dropped group has no row to join);
-- the outer SELECT reads that derived table alone, groups by plain expressions (at least one key: a global
+- the outer SELECT reads that derived table alone (or a CTE of the query, whose body as written is then read in its
+  place: the same rows, its body being deterministic), groups by plain expressions (at least one key: a global
   aggregate makes its row from no input rows too), is deterministic, has no subquery, no DISTINCT, LIMIT,
   OFFSET, QUALIFY or window, and no ORDER BY unless it is the outermost query and every ORDER BY item is one of
   its output columns (the rebuilt SELECT sorts the same rows by the same values); its output names are
@@ -56,6 +57,9 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     to DLUNION, or None when the rewrite does not apply (see the module's conditions) or the engine does not
     estimate many inner groups."""
     if ctx.estimate_rows is None or not _outer_applies(select, final):
+        return None
+    select = _reading_derived(select, ctx)
+    if select is None:
         return None
     derived = select.args["from_"].this
     inner = derived.this
@@ -117,7 +121,7 @@ def _many_groups(inner: exp.Select, rows: exp.Select, estimate) -> bool:
 
 def _outer_applies(select: exp.Select, final: bool) -> bool:
     from_ = select.args.get("from_")
-    if from_ is None or not isinstance(from_.this, exp.Subquery) or from_.this.meta:
+    if from_ is None or not isinstance(from_.this, (exp.Subquery, exp.Table)) or from_.this.meta:
         return False  # (a decorrelated subquery, a key list or LINEAGE ON's table carry meta of the passes)
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
         return False
@@ -129,6 +133,22 @@ def _outer_applies(select: exp.Select, final: bool) -> bool:
     clauses = [select.args.get(c) for c in ("where", "group", "having")] + list(select.expressions)
     return not any(c is not None and c.find(*NONDETERMINISTIC, exp.Select, exp.Subquery, exp.Exists,
                                             exp.Window) for c in clauses)
+
+
+def _reading_derived(select: exp.Select, ctx: Context) -> exp.Select | None:
+    """``select`` reading its FROM item as a derived table: as it is when it is one; a copy reading the body of
+    the CTE it names, as written, under the same alias (the rebuilt query reads that body twice instead of the
+    instrumented CTE, whose lists are then computed only where something else reads it); None for a table."""
+    source = select.args["from_"].this
+    if isinstance(source, exp.Subquery):
+        return select
+    body = ctx.cte_bodies.get(source.name) if not source.args.get("db") else None
+    if not isinstance(body, exp.Select):
+        return None
+    select = select.copy()
+    alias = exp.TableAlias(this=exp.to_identifier(source.alias_or_name, quoted=True))
+    select.set("from_", exp.From(this=exp.Subquery(this=body.copy(), alias=alias)))
+    return select
 
 
 def _rows_query(inner: exp.Select) -> exp.Select:
