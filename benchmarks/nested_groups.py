@@ -16,10 +16,13 @@ import dltrace
 from dltrace.rewriter.rules import nested_lineage
 from dltrace.tpch.queries import query_sql
 
-FEW_GROUPS = """SELECT x.nation, sum(x.profit) AS p FROM (SELECT n_name AS nation,
- extract(year FROM o_orderdate) AS o_year, sum(l_extendedprice) AS profit FROM lineitem, orders, supplier, nation WHERE l_orderkey = o_orderkey
- AND l_suppkey = s_suppkey AND s_nationkey = n_nationkey AND l_shipdate < DATE '1993-01-01' GROUP BY 1, 2) AS x
- GROUP BY x.nation"""
+FEW_GROUPS = """SELECT x.nation, sum(x.profit) AS p FROM (
+  SELECT n_name AS nation, extract(year FROM o_orderdate) AS o_year, sum(l_extendedprice) AS profit
+  FROM lineitem, orders, supplier, nation
+  WHERE l_orderkey = o_orderkey AND l_suppkey = s_suppkey AND s_nationkey = n_nationkey
+    AND l_shipdate < DATE '1993-01-01'
+  GROUP BY 1, 2) AS x
+GROUP BY x.nation"""
 
 
 def _median(fn, repeat: int) -> float:
