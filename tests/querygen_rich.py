@@ -387,8 +387,8 @@ class Gen:
         dcols = [(alias, n, t) for n, t in out]
         where = self.pred(dcols, depth - 1, ctes) if self.chance(3) else None
         types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
-        return self.aggregate("group", Derived(inner, alias), dcols, dcols, where, types,
-                              self.names_for(len(types), names), depth - 1, ctes, want is None)
+        return self.aggregate(self.pick(["group", "group", "global"]), Derived(inner, alias), dcols, dcols, where,
+                              types, self.names_for(len(types), names), depth - 1, ctes, want is None)
 
     def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
         self.feat(shape == "group" and "group_by" or "global_aggregate")

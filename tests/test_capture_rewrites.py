@@ -267,6 +267,13 @@ REGROUPED = [
     "SELECT y.n, y.k FROM (SELECT x.n, count(*) AS k FROM (SELECT t.a, count(*) AS n FROM t JOIN u ON t.a = u.a "
     "GROUP BY t.a) AS x GROUP BY x.n) AS y WHERE y.k > 0",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t WHERE b > 100 GROUP BY a) AS x GROUP BY x.n",
+    # a global aggregate over the groups: over all of them, over none (its row stays), dropped by its HAVING
+    "SELECT count(*) AS k, max(x.n) AS m FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x",
+    "SELECT count(*) AS k, sum(x.n) AS s FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x WHERE x.n > 100",
+    "SELECT count(*) AS k FROM (SELECT a, count(*) AS n FROM t WHERE b > 100 GROUP BY a) AS x",
+    "SELECT count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x HAVING count(*) > 100",
+    "SELECT avg(x.n) AS v FROM (SELECT t.a, count(u.c) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY t.a) AS x "
+    "HAVING count(*) >= 1",
     # the inner groups in a CTE, read by the outer aggregate alone, or by a join beside it too
     "WITH g AS (SELECT a, count(*) AS n FROM t GROUP BY a) SELECT n, count(*) AS k FROM g GROUP BY n ORDER BY n",
     "WITH g AS (SELECT t.a, count(u.c) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY t.a) "
@@ -315,8 +322,7 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
 
 
 @pytest.mark.parametrize("sql", [
-    # a global aggregate (a row from no groups too), DISTINCT, LIMIT, an order by a non-output, a window
-    "SELECT count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x",
+    # DISTINCT, LIMIT, an order by a non-output, a window
     "SELECT DISTINCT x.n FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n ORDER BY x.n LIMIT 1",
     "SELECT x.n, count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x GROUP BY x.n ORDER BY max(x.a)",

@@ -67,7 +67,7 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
         rows.set("joins", [j.copy() for j in joins])
     if select.args.get("where"):
         rows.set("where", select.args["where"].copy())
-    out = regrouped(select, g, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), i,
+    out = regrouped(select, keys, g, exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(i))), i,
                     key_names, sorted_by, ctx)
     moved = [Slot(s.table, exp.column(f"_dl_r{n}", table=i), s.kind) for n, s in enumerate(slots, 1)]
     return out, moved
@@ -83,22 +83,23 @@ def kept_order(select: exp.Select) -> tuple[bool, list | None]:
     return sorted_by is not None, sorted_by
 
 
-def regrouped(select: exp.Select, g: str, rows: exp.Expression, r: str, key_names: list[str],
-              sorted_by: list | None, ctx: Context) -> exp.Select:
+def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.Expression, r: str,
+              key_names: list[str], sorted_by: list | None, ctx: Context, side: str | None = None) -> exp.Select:
     """``SELECT ANY_VALUE(g.<output>) ... FROM (<select as written, its keys named key_names>) AS g JOIN <rows>
     ON g.<key> IS NOT DISTINCT FROM r.<key> ... GROUP BY g.<key> ... [ORDER BY <sorted_by>]``: ``select``'s
-    groups, each joined to its rows (``rows``, aliased ``r``, naming the same keys)."""
+    groups, each joined to its rows (``rows``, aliased ``r``, naming the same keys); ``side`` "LEFT" keeps a
+    group without rows."""
     groups = select.copy()
     groups.set("order", None)
     groups.set("with_", None)  # (the CTEs stay with the rebuilt SELECT, where every part of it sees them)
-    for key, name in zip(select.args["group"].expressions, key_names):
+    for key, name in zip(keys, key_names):
         groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
     on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=r))
                     for n in key_names])
     out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
                                   output_identifier(p)) for p in select.expressions])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
-    add_join(out, rows, kind="INNER", on=on)
+    add_join(out, rows, kind=None if side else "INNER", side=side, on=on)
     out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
     if select.args.get("with_"):
         out.set("with_", select.args["with_"].copy())

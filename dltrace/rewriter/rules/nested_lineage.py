@@ -24,12 +24,13 @@ Valid (the same rows, each with the same lineage: the union of its inner groups'
   rows of its FROM and WHERE whose keys are not distinct from the group's; its HAVING stays where it is (a
   dropped group has no row to join);
 - the outer SELECT reads that derived table alone (or a CTE of the query, whose body as written is then read in its
-  place: the same rows, its body being deterministic), groups by plain expressions (at least one key: a global
-  aggregate makes its row from no input rows too), is deterministic, has no subquery, no DISTINCT, LIMIT,
+  place: the same rows, its body being deterministic), groups by plain expressions or is a global aggregate (its
+  one group keyed by a constant and joined LEFT: its row exists over no input rows too, and its HAVING may still
+  drop it), is deterministic, has no subquery, no DISTINCT, LIMIT,
   OFFSET, QUALIFY or window, and no ORDER BY unless it is the outermost query and every ORDER BY item is one of
   its output columns (the rebuilt SELECT sorts the same rows by the same values); its output names are
-  distinct. Every outer group has a row of the derived table, which has an input row, so the inner joins keep
-  every outer group, and ANY_VALUE returns its values (one row of ``_dl_g`` per group).
+  distinct. Every outer group but a global aggregate's has a row of the derived table, which has an input row,
+  so the inner joins keep every outer group, and ANY_VALUE returns its values (one row of ``_dl_g`` per group).
 The derived table is computed twice (its values decide the outer keys), its FROM read once more: cheaper only
 when the inner groups are many for their rows, which the engine's estimate decides; without an estimate (Spark,
 ``dltrace.rewrite()``) the lists stay.
@@ -79,7 +80,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     if not kept:
         return None
     inner_keys = list(inner.args["group"].expressions)
-    outer_keys = list(select.args["group"].expressions)
+    whole = select.args.get("group") is None  # a global aggregate: one group, of every row, kept without rows
+    outer_keys = [exp.Literal.number(1)] if whole else list(select.args["group"].expressions)
     k_names = [f"_dl_k{n}" for n in range(1, len(inner_keys) + 1)]
     o_names = [f"_dl_o{n}" for n in range(1, len(outer_keys) + 1)]
     r_names = [f"_dl_r{n}" for n in range(1, len(slots) + 1)]
@@ -99,8 +101,10 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     if select.args.get("where"):
         members.set("where", select.args["where"].copy())
 
-    out = regrouped(select, g, _subquery(members, m), m, o_names, sorted_by, ctx)
-    moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable) for s, n in zip(slots, r_names)]
+    out = regrouped(select, outer_keys, g, _subquery(members, m), m, o_names, sorted_by, ctx,
+                    side="LEFT" if whole else None)
+    moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable or whole)
+             for s, n in zip(slots, r_names)]
     return out, moved
 
 
@@ -125,7 +129,7 @@ def _outer_applies(select: exp.Select, final: bool) -> bool:
         return False  # (a decorrelated subquery, a key list or LINEAGE ON's table carry meta of the passes)
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
         return False
-    if not is_aggregate(select) or not plain_keys(select):
+    if not is_aggregate(select) or not (plain_keys(select) or select.args.get("group") is None):
         return False
     names = [n.lower() for n in select.named_selects]
     if not all(names) or len(set(names)) != len(names) or any(n.startswith("_dl_") for n in names):
