@@ -53,7 +53,20 @@ WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of 
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
 SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subquery became (its value's use)
+_QUANTIFIED_AT = "dl_quantified_at"  # meta key: where the user wrote an ANY / ALL (sqlglot may rewrite it)
 _PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
+
+
+def _refuse_quantified_aggregates(tree: exp.Expression) -> None:
+    """A quantifier over an aggregate after decorrelation (``x < ANY MAX(_u.c)``: DuckDB refuses it, an UNNEST of
+    a number, and no rule reads its witnesses) is refused, naming the user's ANY / ALL. The per-group read of a
+    scalar made one of a correlated ANY in a grouped SELECT's HAVING (found by the long generator profile); it
+    now reads scalars only, and this guards the shape whatever makes it."""
+    for quantified in tree.find_all(exp.Any, exp.All):
+        if isinstance(quantified.this, exp.AggFunc):
+            where = quantified.meta.get(_QUANTIFIED_AT) or position(quantified)
+            raise UnsupportedQuery(f"a correlated {type(quantified).__name__.upper()} over an aggregate in a grouped "
+                                   f"SELECT could not be decorrelated, at {where}")
 
 
 def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -70,10 +83,13 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     # `(SELECT count(*) FROM (SELECT ...) AS d)` lost d's lineage); meta travels with a copy
     for sub in tree.find_all(exp.Subquery):
         sub.meta[_WRITTEN] = True
+    for quantified in tree.find_all(exp.Any, exp.All):
+        quantified.meta[_QUANTIFIED_AT] = position(quantified)
     try:
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
+    _refuse_quantified_aggregates(tree)
     # sqlglot's rewrite aliases columns with the user's names unquoted (`ARRAY_AGG(x) AS a b`): quote the names
     # that need it, as qualification quoted the user's own
     quote_identifiers(tree, dialect=context.dialect, identify=False)
@@ -163,6 +179,8 @@ def _read_group_constants_per_row(tree: exp.Expression) -> None:
     kept in place further on: :func:`_in_a_global_aggregate_row`); never over a global aggregate."""
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
+        if isinstance(sub.parent, (exp.Any, exp.All, exp.In, exp.Exists)):
+            continue  # a scalar only: ANY (MAX((SELECT ...))) compares with one value, not the subquery's rows
         node = sub.parent if sub.parent is not None and sub.parent.meta.get(_PIECE) else sub
         select = node.find_ancestor(exp.Select)
         group = select.args.get("group") if select is not None else None
