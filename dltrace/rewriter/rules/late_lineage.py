@@ -94,8 +94,7 @@ def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.
     groups.set("with_", None)  # (the CTEs stay with the rebuilt SELECT, where every part of it sees them)
     for key, name in zip(keys, key_names):
         groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
-    on = exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=g), expression=exp.column(n, table=r))
-                    for n in key_names])
+    on = null_safe_keys(g, r, key_names)
     out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
                                   output_identifier(p)) for p in select.expressions])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
@@ -107,6 +106,12 @@ def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.
         out.set("order", exp.Order(expressions=[
             o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
     return out
+
+
+def null_safe_keys(left: exp.Identifier | str, right: str, names: list[str]) -> exp.Expression:
+    """``left.<name> IS NOT DISTINCT FROM right.<name> AND ...``: the same group keys (GROUP BY's NULLs together)."""
+    return exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=left), expression=exp.column(n, table=right))
+                      for n in names])
 
 
 def output_identifier(projection: exp.Expression) -> exp.Identifier:

@@ -41,7 +41,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
-from dltrace.rewriter.rules.late_lineage import kept_order, plain_keys, regrouped, regroupable
+from dltrace.rewriter.rules.late_lineage import kept_order, null_safe_keys, plain_keys, regrouped, regroupable
 from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate
 from dltrace.rewriter.slots import Context, Slot
 
@@ -97,7 +97,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     members = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
                          *[exp.column(n, table=i) for n in r_names])
     members = members.from_(exp.Subquery(this=keyed, alias=derived.args["alias"].copy()), copy=False)
-    add_join(members, _subquery(rows, i), kind="INNER", on=_null_safe(derived.args["alias"].this, i, k_names))
+    add_join(members, _subquery(rows, i), kind="INNER", on=null_safe_keys(derived.args["alias"].this, i, k_names))
     if select.args.get("where"):
         members.set("where", select.args["where"].copy())
 
@@ -169,7 +169,3 @@ def _rows_query(inner: exp.Select) -> exp.Select:
 def _subquery(query: exp.Select, alias: str) -> exp.Subquery:
     return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias)))
 
-
-def _null_safe(left: str, right: str, names: list[str]) -> exp.Expression:
-    return exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=left), expression=exp.column(n, table=right))
-                      for n in names])
