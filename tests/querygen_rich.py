@@ -49,7 +49,7 @@ def rich_tables(draw) -> dict[str, pa.Table]:
 OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
-                      "aggregate_expression", "group_over_groups"})
+                      "aggregate_expression", "group_over_groups", "exists_after_filter"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -277,6 +277,8 @@ class Gen:
             return With([(name, cq)], body), out
         if not plain and depth > 0 and self.ok("setop") and self.chance(4):
             return self.setop(depth, want, outer, ctes, names)
+        if top and depth > 0 and self.ok("aggregate") and self.ok("exists_after_filter") and self.chance(5):
+            return self.exists_after_filter(depth, want, ctes, names)
         q, out = self.select(depth, want, outer, ctes, names)
         if not top and self.ok("limit") and self.chance(6):
             q.limit, q.offset = self.pick([0, 1, 2, 3, None]), self.pick([None, None, 1])
@@ -389,6 +391,50 @@ class Gen:
         types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
         return self.aggregate(self.pick(["group", "group", "global"]), Derived(inner, alias), dcols, dcols, where,
                               types, self.names_for(len(types), names), depth - 1, ctes, want is None)
+
+    def exists_after_filter(self, depth, want, ctes, names) -> tuple:
+        """An outermost aggregate over the rows correlated EXISTS / NOT EXISTS let through, correlated by an
+        inequality too (TPC-H Q21's shape): forward lineage leaves them in place and joins the witnesses to the
+        rows that passed (passes/late_witnesses.py)."""
+        self.feat("exists_after_filter")
+        item, cols, star = self.base(ctes)
+        if self.chance(2):
+            item, cols, star = self.join(item, cols, star, depth - 1, ctes, [])
+        where = self.pred(cols, 0, ctes) if self.chance(2) else None
+        for _ in range(self.draw(st.integers(1, 2))):
+            test = self.correlated_exists(cols, ctes)
+            where = test if where is None else Bin("AND", where, test)
+        types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
+        return self.aggregate(self.pick(["group", "group", "global"]), item, cols, cols, where, types,
+                              self.names_for(len(types), names), depth - 1, ctes, want is None)
+
+    def correlated_exists(self, outer, ctes):
+        """``[NOT] EXISTS (SELECT 1 FROM <table> [JOIN <table>] WHERE <inner> = <outer> AND <inner> op <outer>
+        ...)``: an equality or not, an inequality, maybe a filter of its own."""
+        item, cols, _ = self.base(ctes)
+        if self.chance(3):
+            right, rcols, _ = self.base(ctes)
+            left_ints, right_ints = [c for c in cols if c[2] == "int"], [c for c in rcols if c[2] == "int"]
+            on = Bin("=", Col(*self.pick(left_ints)[:2]), Col(*self.pick(right_ints)[:2])) \
+                if left_ints and right_ints else None
+            item, cols = Join("INNER" if on is not None else "CROSS", item, right, on), cols + rcols
+            self.feat("exists_with_join")
+        inner_ints, outer_ints = [c for c in cols if c[2] == "int"], [c for c in outer if c[2] == "int"]
+        tests = []
+        if inner_ints and outer_ints:
+            for op in (self.pick(["=", "=", None]), self.pick(["<", "<>", ">=", ">"])):
+                if op is not None:
+                    tests.append(Bin(op, Col(*self.pick(inner_ints)[:2]), Col(*self.pick(outer_ints)[:2])))
+        if self.chance(2):
+            tests.append(self.pred(cols, 0, ctes))
+        where = None
+        for test in tests:
+            where = test if where is None else Bin("AND", where, test)
+        found = Exists(Select([(Lit(1), "x")], item, where))
+        if self.chance(3):
+            self.feat("not_exists_after_filter")
+            return Not(found)
+        return found
 
     def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
         self.feat(shape == "group" and "group_by" or "global_aggregate")

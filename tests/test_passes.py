@@ -28,6 +28,7 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.qualify import qualify
+from dltrace.rewriter.passes.late_witnesses import late_witnesses
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 
@@ -67,6 +68,7 @@ PASSES = {
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),
+    "late_witnesses.sql": (_prepared, late_witnesses, "duckdb", "set"),
     "reduce_subqueries.sql": (_prepared, reduce_subqueries, "duckdb", "set"),
     "inner_joins.sql": (_prepared, inner_joins, "duckdb", "set"),
     "dictionary_ids.sql": (None, use_dictionary_ids, "duckdb", "set"),
@@ -104,7 +106,8 @@ def run_pass(name: str, query: str) -> exp.Expression:
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
     fns = lineage_functions(dialect, strategy, finish_on_read=name == "build_on_read.sql")
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
-                          estimate_rows=_many_rows if "nested" in name else None)
+                          estimate_rows=_many_rows if "nested" in name else None,
+                          late_witnesses=name == "late_witnesses.sql")
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)
@@ -127,9 +130,11 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql"):
+    for name in ("decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
+                 "late_witnesses.sql"):
         before, under_test, dialect, strategy = PASSES[name]
-        context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA)
+        context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA,
+                              late_witnesses=True)
         tree = parse(query, dialect)[0]
         if before is not None:
             tree = before(tree, context)

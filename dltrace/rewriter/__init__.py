@@ -2,7 +2,7 @@
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
     -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
-    -> FORWARD_PASSES: reduce_subqueries -> inner_joins -> use_dictionary_ids
+    -> FORWARD_PASSES: late_witnesses -> reduce_subqueries -> inner_joins -> use_dictionary_ids
        -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> add_dictionary
     -> SQL
 
@@ -31,10 +31,11 @@ from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
+from dltrace.rewriter.passes.late_witnesses import late_witnesses
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read, build_after_limit,
+FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read, build_after_limit,
                   add_dictionary, read_rows_relations)
 
 
@@ -77,7 +78,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
-                          wide=wide, rows_relations=rows_relations)
+                          wide=wide, rows_relations=rows_relations, late_witnesses=not composed)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)

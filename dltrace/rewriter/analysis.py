@@ -14,7 +14,7 @@ questions of the prepared tree through the functions below:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -36,6 +36,7 @@ from dltrace.rewriter.passes.decorrelate import (
     subquery_kind,
 )
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
+from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.union_by_name import union_by_name
 
@@ -150,6 +151,8 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     on = resolve(clause, tree, context.schema) if clause is not None else None
     if on is not None and on.off:
         return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
+    if on is not None:  # (a granularity clause reads lineage the rebuilt query would move: left as it is)
+        context = replace(context, late_witnesses=False)
     for analysis_pass in ANALYSIS_PASSES:
         tree = analysis_pass(tree, context, copy=False)  # the tree is this call's own copy
     return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
@@ -215,6 +218,8 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
     """
     out = []
     for clause, holder, query in direct_subqueries(select):
+        if holder.meta.get(LATE_WITNESS):
+            continue  # its witnesses are joined to the rows that passed it (passes/late_witnesses.py)
         kind, predicate, comparison = subquery_kind(holder)
         # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
         # value is no predicate: only a comparison of it is (its condition, below)

@@ -23,7 +23,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   input rows, where the engine gives the subquery's value), nor, uncorrelated, in the SELECT list of a SELECT
   that calls aggregates only in windows (sqlglot takes it for an aggregation and adds that MAX(): the engine
   refuses it);
-- ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place).
+- ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place);
+- for forward lineage (``context.late_witnesses``), the correlated EXISTS / NOT EXISTS of an aggregating
+  outermost query that ``passes/late_witnesses.py`` rebuilds: kept in place, marked ``meta[LATE_WITNESS]``.
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
@@ -44,6 +46,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.shape import aggregates, global_aggregate_row, is_aggregate, one_row_aggregate, ungrouped
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
@@ -77,6 +80,9 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     _count_rows_of_true_exists(tree)
     _split_aggregate_values(tree)
     _read_group_constants_per_row(tree)
+    if context.late_witnesses and context.semantics == "witness":
+        for holder in late_witness_exists(tree):  # left in place, their witnesses joined after the filter
+            holder.meta[LATE_WITNESS] = True
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -302,7 +308,7 @@ def _keep_in_place(tree: exp.Expression) -> list[exp.Expression]:
     """Swap every subquery sqlglot cannot decorrelate exactly for a placeholder; return them by number."""
     kept: list[exp.Expression] = []
     for holder in list(_holders(tree)):
-        if holder.root() is not tree or _safe_to_decorrelate(holder):
+        if holder.root() is not tree or (_safe_to_decorrelate(holder) and not holder.meta.get(LATE_WITNESS)):
             continue  # (inside a subquery kept already: stays in place with it)
         kept.append(holder)
         holder.replace(exp.Anonymous(this=_KEPT, expressions=[exp.Literal.number(len(kept) - 1)]))

@@ -108,10 +108,16 @@ def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.
     return out
 
 
-def null_safe_keys(left: exp.Identifier | str, right: str, names: list[str]) -> exp.Expression:
-    """``left.<name> IS NOT DISTINCT FROM right.<name> AND ...``: the same group keys (GROUP BY's NULLs together)."""
-    return exp.and_(*[exp.NullSafeEQ(this=exp.column(n, table=left), expression=exp.column(n, table=right))
-                      for n in names])
+def null_safe_keys(left: exp.Identifier | str, right: str, names: list[str], quoted: bool = False) -> exp.Expression:
+    """``left.<name> IS NOT DISTINCT FROM right.<name> AND ...``: the same group keys (GROUP BY's NULLs together);
+    ``quoted``: every name quoted."""
+    def column(name: str, table: exp.Identifier | str) -> exp.Column:
+        if not quoted:
+            return exp.column(name, table=table)
+        return exp.column(exp.to_identifier(name, quoted=True), table=exp.to_identifier(
+            table.name if isinstance(table, exp.Identifier) else table, quoted=True))
+
+    return exp.and_(*[exp.NullSafeEQ(this=column(n, left), expression=column(n, right)) for n in names])
 
 
 def output_identifier(projection: exp.Expression) -> exp.Identifier:

@@ -1,0 +1,101 @@
+"""Which correlated EXISTS forward lineage leaves in place, their witnesses joined to the rows that passed them:
+decided during decorrelation (``passes/decorrelate.py``), on the qualified query; the rewrite, what makes it
+valid and why it pays are in :mod:`dltrace.rewriter.passes.late_witnesses`."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.rules.late_lineage import plain_keys
+from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, is_aggregate, order_by_outputs
+
+LATE_WITNESS = "dl_late_witness"  # meta key of an EXISTS left in place whose witnesses are joined after the filter
+
+_NOT_HERE = ("distinct", "qualify", "windows", "prewhere", "connect", "sample", "match", "laterals", "pivots")
+_NOT_IN_SUBQUERY = ("group", "having", "qualify", "distinct", "windows", "limit", "offset", "order", "laterals",
+                    "connect", "sample", "pivots")
+
+
+def late_witness_exists(select: exp.Expression) -> list[exp.Exists]:
+    """The EXISTS nodes of ``select`` (the outermost query, qualified, before decorrelation) to leave in place
+    with their witnesses joined after the filter: all its correlated EXISTS / NOT EXISTS, or none when the
+    rewrite does not apply (see the module's conditions)."""
+    if not isinstance(select, exp.Select) or not select.args.get("where") or not is_aggregate(select):
+        return []
+    if select.args.get("group") and (not plain_keys(select) or any(
+            isinstance(k, exp.Literal) for k in select.args["group"].expressions)):
+        return []
+    if any(select.args.get(k) for k in _NOT_HERE) or select.find(exp.Window, *NONDETERMINISTIC, exp.TableSample):
+        return []
+    if select.args.get("order") and order_by_outputs(select.args["order"], select.expressions) is None:
+        return []
+    names = [n.lower() for n in select.named_selects]
+    if not all(names) or len(set(names)) != len(names) or any(n.startswith("_dl_") for n in names):
+        return []
+    ctes = {c.alias_or_name for c in select.find_all(exp.CTE)}
+    outer = _base_items(select, ctes)
+    if outer is None:
+        return []
+    found, pays = [], False
+    for conjunct in conjuncts(select.args["where"]):
+        holder = conjunct.this.unnest() if isinstance(conjunct, exp.Not) else conjunct
+        if not isinstance(holder, exp.Exists):
+            if conjunct.find(exp.Select, exp.Subquery, exp.Exists):
+                return []
+            continue
+        query = holder.this
+        if not (isinstance(query, exp.Select) and _plain_subquery(query, outer, ctes)):
+            return []
+        found.append(holder)
+        pays = pays or (holder is conjunct and not _equalities_only(query, outer))
+    if not pays:
+        return []
+    for key in ("expressions", "group", "having", "order", "joins", "from_"):
+        value = select.args.get(key)
+        for node in value if isinstance(value, list) else [value]:
+            if node is not None and node.find(exp.Select, exp.Subquery, exp.Exists):
+                return []
+    return found
+
+
+def _base_items(select: exp.Select, ctes: set[str]) -> set[str] | None:
+    """The aliases of ``select``'s FROM and join items when all are base tables (not CTEs), else None."""
+    items = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]] \
+        if select.args.get("from_") else []
+    if not items or not all(isinstance(t, exp.Table) and t.name not in ctes and isinstance(t.this, exp.Identifier)
+                            for t in items):
+        return None
+    aliases = [t.alias_or_name for t in items]
+    return set(aliases) if len(set(aliases)) == len(aliases) else None
+
+
+def _plain_subquery(query: exp.Select, outer: set[str], ctes: set[str]) -> bool:
+    """Is ``query`` an EXISTS subquery whose witnesses a join can find (the module's conditions)?"""
+    if any(query.args.get(k) for k in _NOT_IN_SUBQUERY) or is_aggregate(query):
+        return False
+    inner = _base_items(query, ctes)
+    if inner is None or inner & outer:
+        return False
+    if any(j.side or (j.kind or "").upper() not in ("", "INNER", "CROSS") or j.args.get("using")
+           for j in query.args.get("joins") or []):
+        return False
+    body = [query.args["from_"], *(query.args.get("joins") or []), query.args.get("where")]
+    if any(n is not None and n.find(exp.Select, exp.Subquery, exp.Exists, exp.Window, *NONDETERMINISTIC)
+           for n in body):
+        return False
+    read = {c.table for n in body if n is not None for c in n.find_all(exp.Column)}
+    return bool(read & outer) and read <= inner | outer
+
+
+def _equalities_only(query: exp.Select, outer: set[str]) -> bool:
+    """Is every correlated conjunct of ``query``'s WHERE an equality of an outer column with an inner value?"""
+    for conjunct in conjuncts(query.args.get("where")):
+        tables = [c.table in outer for c in conjunct.find_all(exp.Column)]
+        if not any(tables):
+            continue
+        if not isinstance(conjunct, exp.EQ):
+            return False
+        sides = [[c.table in outer for c in side.find_all(exp.Column)] for side in (conjunct.this, conjunct.expression)]
+        if not any(all(s) and s and not any(o) for s, o in (sides, sides[::-1])):
+            return False
+    return True
