@@ -279,8 +279,9 @@ def write_report(out: Path) -> Path:
     L += [p + "\n" for p in summary(d)] or ["No completed runs.\n"]
 
     L += ["## Overhead: time relative to the original query", "",
-          "Original: median seconds. Other strategies: median time / original's time in the same run "
-          "(the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
+          "Original: median seconds. Other strategies: median time / the median of the original query timed "
+          "beside them (each run paired with a run of the original, in turn before and after it, in the same "
+          "worker; the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
     for e in d.engines:
         L += [f"### {ENGINE_NAMES.get(e, e)}, {d.storage} storage", ""]
         rows = [[f"Q{q}"] + [_cell(d.get(e, q, s)) for s in d.strategies] for q in d.queries]

@@ -133,11 +133,16 @@ class Worker:
             return s.trace(sql)
         raise ValueError(f"unknown strategy {strategy!r}")
 
+    def time_original(self, sql: str) -> float:
+        t = time.perf_counter()
+        self.execute(sql, "original")
+        return time.perf_counter() - t
+
     def job(self, job: dict[str, Any]) -> None:
         n, strategy = job["query"], job["strategy"]
         record: dict[str, Any] = {"status": "ok", "seconds": None, "seconds_all": [], "readable_seconds": None,
                                   "output_rows": None, "lineage_ids": None, "bytes_raw": None, "bytes_stored": None,
-                                  "agrees": None, "message": None}
+                                  "agrees": None, "message": None, "paired_original_seconds": None}
         extra: dict[str, Any] = {}
         try:
             sql = query_sql(n, self.session.dialect)
@@ -150,22 +155,30 @@ class Worker:
             sleep = job.get("debug_sleep") or 0
             result = None
             runs = job["warmup"] + job["repeat"]
-            readable = []
+            readable, paired = [], []
             for k in range(runs):
                 timed = k >= job["warmup"]
                 self.phase(f"run {k - job['warmup'] + 1}/{job['repeat']}" if timed else "warm-up")
+                # paired: the original query timed beside each run, first on every other one, so that a burst of
+                # load on a shared machine meets both alike (the ratio is taken to these times)
+                before = job.get("paired") and k % 2 == 0
+                if before:
+                    paired.append(self.time_original(sql))
                 result = None
                 t = time.perf_counter()
                 if sleep:
                     time.sleep(sleep)
                 result = self.execute(sql, strategy)
                 dt = time.perf_counter() - t
+                if job.get("paired") and not before:
+                    paired.append(self.time_original(sql))
                 if timed:
                     record["seconds_all"].append(dt)
                     if strategy != "original":  # and until every row's lineage can be read (bitmaps built on read)
                         readable.append(dt + read_lineage(result))
             record["seconds"] = median(record["seconds_all"])
             record["readable_seconds"] = median(readable) if readable else None
+            record["paired_original_seconds"] = median(paired[job["warmup"]:]) if paired else None
             self.phase(ANALYSIS)
             self.analyse(job, result, record, extra)
         except BaseException as e:  # noqa: BLE001 - every failure is a record, the worker goes on
