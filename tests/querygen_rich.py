@@ -405,8 +405,15 @@ class Gen:
             test = self.correlated_exists(cols, ctes)
             where = test if where is None else Bin("AND", where, test)
         types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
-        return self.aggregate(self.pick(["group", "group", "global"]), item, cols, cols, where, types,
-                              self.names_for(len(types), names), depth - 1, ctes, want is None)
+        q, out = self.aggregate(self.pick(["group", "group", "global"]), item, cols, cols, where, types,
+                                self.names_for(len(types), names), depth - 1, ctes, want is None)
+        if self.chance(3):  # read by an outer query: its rows still reach the output
+            self.feat("exists_after_filter_below")
+            alias = self.alias()
+            dcols = [(alias, n, t) for n, t in out]
+            outer_where = self.pred(dcols, 0, ctes) if self.chance(2) else None
+            return Select([(Col(alias, n), n) for n, _ in out], Derived(q, alias), outer_where), out
+        return q, out
 
     def correlated_exists(self, outer, ctes):
         """``[NOT] EXISTS (SELECT 1 FROM <table> [JOIN <table>] WHERE <inner> = <outer> AND <inner> op <outer>

@@ -398,6 +398,15 @@ LATE = [
     "AND t2.b <> t.b) GROUP BY t.a",
     "SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a) "
     "AND EXISTS (SELECT * FROM u AS v WHERE v.a = t.a AND v.c > t.b) GROUP BY t.a",
+    # below the outermost query: a derived table, a CTE read twice, a UNION ALL branch, beside a join
+    "SELECT x.a, x.n * 2 AS m FROM (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a "
+    "AND u.c > t.b) GROUP BY t.a LIMIT 5) AS x WHERE x.n > 0",
+    "WITH g AS (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c <> t.b) "
+    "GROUP BY t.a) SELECT g.a, g.n, h.n AS m FROM g JOIN g AS h ON g.a = h.a",
+    "SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c > t.b) GROUP BY t.a "
+    "UNION ALL SELECT u.a, u.c FROM u",
+    "SELECT u.c, x.n FROM u JOIN (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u AS v "
+    "WHERE v.a = t.a AND v.c < t.b) GROUP BY t.a) AS x ON u.a = x.a",
     # odd names: a quoted table and columns with spaces and capitals
     'SELECT o."Key", count(*) AS "the count" FROM "odd names" AS o WHERE EXISTS (SELECT * FROM u '
     'WHERE u.c <> o."a value" AND u.a = o."Key") GROUP BY o."Key"',
@@ -458,8 +467,14 @@ def test_witnesses_after_the_filter_by_hand(s, sql, answer, lineage, strategy):
     # equality correlations only (the decorrelated join is cheaper), no aggregate, not the outermost SELECT
     "SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a) GROUP BY t.a",
     "SELECT t.a FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c > t.b)",
+    # inside a clause's subquery (its rows are a predicate's), reading an enclosing query's column
+    "SELECT u.c FROM u WHERE u.a IN (SELECT x.a FROM (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * "
+    "FROM u AS v WHERE v.a = t.a AND v.c > t.b) GROUP BY t.a) AS x)",
+    "SELECT u.c, (SELECT count(*) FROM t WHERE t.a = u.a AND EXISTS (SELECT * FROM u AS v WHERE v.a = t.a "
+    "AND v.c > t.b)) AS n FROM u",
+    # an ORDER BY below the outermost query
     "SELECT x.a FROM (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a "
-    "AND u.c > t.b) GROUP BY t.a) AS x",
+    "AND u.c > t.b) GROUP BY t.a ORDER BY n LIMIT 2) AS x",
     # under OR, another subquery beside it, a CTE read, an aggregate inside, a random filter, DISTINCT, a window
     "SELECT count(*) AS n FROM t WHERE t.a = 1 OR EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c > t.b)",
     "SELECT count(*) AS n FROM t WHERE t.a IN (SELECT a FROM u) AND EXISTS (SELECT * FROM u WHERE u.a = t.a "

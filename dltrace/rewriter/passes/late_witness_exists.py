@@ -16,23 +16,49 @@ _NOT_IN_SUBQUERY = ("group", "having", "qualify", "distinct", "windows", "limit"
                     "connect", "sample", "pivots")
 
 
-def late_witness_exists(select: exp.Expression) -> list[exp.Exists]:
-    """The EXISTS nodes of ``select`` (the outermost query, qualified, before decorrelation) to leave in place
-    with their witnesses joined after the filter: all its correlated EXISTS / NOT EXISTS, or none when the
-    rewrite does not apply (see the module's conditions)."""
-    if not isinstance(select, exp.Select) or not select.args.get("where") or not is_aggregate(select):
+def late_witness_exists(tree: exp.Expression) -> list[exp.Exists]:
+    """The EXISTS nodes of ``tree`` (a qualified query, before decorrelation) to leave in place with their
+    witnesses joined after the filter: all the correlated EXISTS / NOT EXISTS of every SELECT the rewrite applies
+    to (see :mod:`.late_witnesses`), in the outermost query or in a derived table, CTE or set operation branch
+    reached from it (never in a clause's subquery: its rows are a predicate's, not output rows)."""
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return [e for select in _output_selects(tree) for e in _select_exists(select, select is tree, ctes)]
+
+
+def _output_selects(node: exp.Expression):
+    """The SELECTs whose rows reach ``node``'s output: itself, its CTE bodies, derived tables, set operation
+    branches, recursively."""
+    if isinstance(node, exp.Subquery):
+        yield from _output_selects(node.this)
+        return
+    with_ = node.args.get("with_")
+    for cte in with_.expressions if with_ else ():
+        yield from _output_selects(cte.this)
+    if isinstance(node, exp.SetOperation):
+        yield from _output_selects(node.left)
+        yield from _output_selects(node.right)
+    elif isinstance(node, exp.Select):
+        yield node
+        for item in [node.args.get("from_"), *(node.args.get("joins") or [])]:
+            if item is not None and isinstance(item.this, exp.Subquery):
+                yield from _output_selects(item.this)
+
+
+def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[exp.Exists]:
+    """``select``'s EXISTS to leave in place, or none when the rewrite does not apply to it."""
+    if not select.args.get("where") or not is_aggregate(select):
         return []
     if select.args.get("group") and (not plain_keys(select) or any(
             isinstance(k, exp.Literal) for k in select.args["group"].expressions)):
         return []
     if any(select.args.get(k) for k in _NOT_HERE) or select.find(exp.Window, *NONDETERMINISTIC, exp.TableSample):
         return []
-    if select.args.get("order") and order_by_outputs(select.args["order"], select.expressions) is None:
-        return []
+    if select.args.get("order") and (not outermost or order_by_outputs(select.args["order"],
+                                                                       select.expressions) is None):
+        return []  # (a derived table's order is no order: the rebuilt SELECT would not keep it either)
     names = [n.lower() for n in select.named_selects]
     if not all(names) or len(set(names)) != len(names) or any(n.startswith("_dl_") for n in names):
         return []
-    ctes = {c.alias_or_name for c in select.find_all(exp.CTE)}
     outer = _base_items(select, ctes)
     if outer is None:
         return []
@@ -40,7 +66,7 @@ def late_witness_exists(select: exp.Expression) -> list[exp.Exists]:
     for conjunct in conjuncts(select.args["where"]):
         holder = conjunct.this.unnest() if isinstance(conjunct, exp.Not) else conjunct
         if not isinstance(holder, exp.Exists):
-            if conjunct.find(exp.Select, exp.Subquery, exp.Exists):
+            if conjunct.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(conjunct, outer):
                 return []
             continue
         query = holder.this
@@ -53,9 +79,14 @@ def late_witness_exists(select: exp.Expression) -> list[exp.Exists]:
     for key in ("expressions", "group", "having", "order", "joins", "from_"):
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value]:
-            if node is not None and node.find(exp.Select, exp.Subquery, exp.Exists):
+            if node is not None and (node.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(node, outer)):
                 return []
     return found
+
+
+def _reads_only(node: exp.Expression, items: set[str]) -> bool:
+    """Does ``node`` read columns of ``items`` only (or output names, unqualified): not an enclosing query's?"""
+    return all(not c.table or c.table in items for c in node.find_all(exp.Column))
 
 
 def _base_items(select: exp.Select, ctes: set[str]) -> set[str] | None:

@@ -27,11 +27,15 @@ filter of dltrace's, ``meta[REDUCTION]``, which contributes no lineage: ``_dl_g`
 the EXISTS, so every group of ``_dl_g`` meets a row of ``_dl_w1`` (joined LEFT all the same), and the group keys
 are joined by GROUP BY's own equivalence (``IS NOT DISTINCT FROM``: NULLs together).
 
+``_dl_kept`` joins the outermost query's WITH (it reads base tables only; a CTE there is seen everywhere).
+
 Valid (decided by :func:`.late_witness_exists.late_witness_exists` during decorrelation, which then leaves those
 EXISTS in place; forward lineage only, witness semantics, no LINEAGE ON clause or composed source) when:
-- the SELECT is the outermost query and aggregates: plain GROUP BY keys (not positions; no GROUPING SETS,
-  ROLLUP, CUBE) or none; no DISTINCT, QUALIFY or window; an ORDER BY only by its output columns (re-applied to
-  the same rows outside); its output columns named, distinct and not ``_dl_``-prefixed;
+- the SELECT's rows are output rows -- the outermost query, or a derived table, CTE or set operation branch
+  reached from it, not a clause's subquery -- and it reads no enclosing query's column; it aggregates: plain
+  GROUP BY keys (not positions; no GROUPING SETS, ROLLUP, CUBE) or none; no DISTINCT, QUALIFY or window; an ORDER
+  BY only in the outermost query, by its output columns (re-applied to the same rows outside); its output
+  columns named, distinct and not ``_dl_``-prefixed;
 - its FROM and joins are base tables (no CTE: ``_dl_kept`` reads them once, as written), no sampling; it is
   deterministic (``_dl_kept`` may be read twice: no random or unknown function anywhere in it);
 - its subqueries are all WHERE conjuncts ``EXISTS (q)`` / ``NOT EXISTS (q)``, each ``q`` a correlated SELECT
@@ -56,16 +60,34 @@ from dltrace.rewriter.shape import conjuncts, order_by_outputs
 
 
 def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
-    """The outermost SELECT rebuilt as in the module docstring, when decorrelation left EXISTS in place for it."""
-    if not isinstance(expression, exp.Select) or not _marked(expression):
+    """Every SELECT whose EXISTS decorrelation left in place, rebuilt as in the module docstring; their
+    ``_dl_kept`` CTEs join the outermost query's WITH (they read base tables only, and are seen everywhere)."""
+    if not any(_marked(s) for s in expression.find_all(exp.Select)):
         return expression
-    select = exp.maybe_copy(expression, copy)
-    taken = {i.name.lower() for i in select.find_all(exp.Identifier)}
+    tree = exp.maybe_copy(expression, copy)
+    taken = {i.name.lower() for i in tree.find_all(exp.Identifier)}
+    kept_ctes = []
+    for select in reversed([s for s in tree.find_all(exp.Select) if _marked(s)]):  # (inner ones first)
+        out, kept = _rebuilt(select, taken, outermost=select is tree)
+        if select is tree:
+            tree = out
+        else:
+            select.replace(out)
+        kept_ctes.append(kept)
+    with_ = tree.args.get("with_") or exp.With(expressions=[])
+    with_.set("expressions", [*kept_ctes, *with_.expressions])
+    tree.set("with_", with_)
+    return tree
+
+
+def _rebuilt(select: exp.Select, taken: set[str], outermost: bool) -> tuple[exp.Select, exp.CTE]:
+    """``select`` as ``_dl_g`` LEFT JOIN ``_dl_w1`` ... over its kept rows, and the CTE of those rows."""
     kept_name, g = _fresh("_dl_kept", taken), _fresh("_dl_g", taken)
     items = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
     outer = {item.alias_or_name for item in items}
     positive = [c.this for c in conjuncts(select.args["where"]) if isinstance(c, exp.Exists)]
-    sorted_by = order_by_outputs(select.args["order"], select.expressions) if select.args.get("order") else None
+    sorted_by = order_by_outputs(select.args["order"], select.expressions) \
+        if outermost and select.args.get("order") else None
 
     # the columns the groups and the witnesses read, each once, under a name of _dl_kept's
     read: dict[tuple[str, str], str] = {}
@@ -74,9 +96,11 @@ def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool 
         for column in node.find_all(exp.Column) if node is not None else ():
             if column.table in outer and (column.table, column.name) not in read:
                 read[(column.table, column.name)] = _fresh(f"_dl_c{len(read) + 1}", taken)
-    kept = exp.select(*[exp.alias_(exp.column(c, table=t, quoted=True), n, quoted=True) for (t, c), n in read.items()])
-    for key in ("from_", "joins", "where"):
-        kept.set(key, select.args[key].copy() if key != "joins" else [j.copy() for j in select.args.get("joins") or []])
+    kept = exp.select(*[exp.alias_(exp.column(c, table=t, quoted=True), n, quoted=True)
+                        for (t, c), n in read.items()])
+    kept.set("from_", select.args["from_"].copy())
+    kept.set("joins", [j.copy() for j in select.args.get("joins") or []])
+    kept.set("where", select.args["where"].copy())
 
     def over_kept(node: exp.Expression) -> exp.Expression:  # a copy reading _dl_kept's columns
         return node.transform(lambda n: exp.column(read[(n.table, n.name)], table=kept_name, quoted=True)
@@ -117,12 +141,11 @@ def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool 
     if sorted_by is not None:
         out.set("order", exp.Order(expressions=[
             o.__class__(**{**o.args, "this": exp.column(name.copy())}) for o, name in sorted_by]))
-    with_ = select.args.get("with_")
-    ctes = [c.copy() for c in with_.expressions] if with_ else []
-    out.set("with_", exp.With(expressions=[*ctes, exp.CTE(this=kept, alias=exp.TableAlias(
-        this=exp.to_identifier(kept_name, quoted=True)))]))
+    if select.args.get("with_"):  # (the outermost query's own CTEs, which the rebuilt one keeps)
+        out.set("with_", select.args["with_"])
+        select.set("with_", None)
     out.meta.update(select.meta)
-    return out
+    return out, exp.CTE(this=kept, alias=exp.TableAlias(this=exp.to_identifier(kept_name, quoted=True)))
 
 
 def _table(name: str) -> exp.Table:
@@ -130,8 +153,9 @@ def _table(name: str) -> exp.Table:
 
 
 def _marked(select: exp.Select) -> bool:
-    where = select.args.get("where")
-    return where is not None and any(e.meta.get(LATE_WITNESS) for e in where.find_all(exp.Exists))
+    """Does ``select`` have an EXISTS left in place for this rewrite (a top-level WHERE conjunct, maybe NOT-ed)?"""
+    return any((c.this.unnest() if isinstance(c, exp.Not) else c).meta.get(LATE_WITNESS)
+               for c in conjuncts(select.args.get("where")))
 
 
 def _fresh(name: str, taken: set[str]) -> str:
