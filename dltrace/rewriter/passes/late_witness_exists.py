@@ -11,6 +11,10 @@ from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, is_aggregate, or
 
 LATE_WITNESS = "dl_late_witness"  # meta key of an EXISTS left in place whose witnesses are joined after the filter
 
+# take EXISTS correlated by equalities only too (benchmarks/late_witnesses.py measures both ways on TPC-H Q4:
+# the decorrelated join and its key list are cheaper there)
+EQUALITIES_TOO = False
+
 _NOT_HERE = ("distinct", "qualify", "windows", "prewhere", "connect", "sample", "match", "laterals", "pivots")
 _NOT_IN_SUBQUERY = ("group", "having", "qualify", "distinct", "windows", "limit", "offset", "order", "laterals",
                     "connect", "sample", "pivots")
@@ -73,7 +77,7 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
         if not (isinstance(query, exp.Select) and _plain_subquery(query, outer, ctes)):
             return []
         found.append(holder)
-        pays = pays or (holder is conjunct and not _equalities_only(query, outer))
+        pays = pays or (holder is conjunct and (EQUALITIES_TOO or not _equalities_only(query, outer)))
     if not pays:
         return []
     for key in ("expressions", "group", "having", "order", "joins", "from_"):
