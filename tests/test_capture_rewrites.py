@@ -407,6 +407,10 @@ LATE = [
     "UNION ALL SELECT u.a, u.c FROM u",
     "SELECT u.c, x.n FROM u JOIN (SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u AS v "
     "WHERE v.a = t.a AND v.c < t.b) GROUP BY t.a) AS x ON u.a = x.a",
+    # a parenthesised query (its WITH goes inside the parentheses), an ORDER BY and LIMIT outside them
+    "(SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c <> t.b) GROUP BY t.a)",
+    "(SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c <> t.b) GROUP BY t.a) "
+    "ORDER BY 1 NULLS FIRST LIMIT 2",
     # odd names: a quoted table and columns with spaces and capitals
     'SELECT o."Key", count(*) AS "the count" FROM "odd names" AS o WHERE EXISTS (SELECT * FROM u '
     'WHERE u.c <> o."a value" AND u.a = o."Key") GROUP BY o."Key"',
@@ -454,6 +458,10 @@ BY_HAND = [
 ]
 
 
+BY_HAND.append((  # the same, the inequality in the join's ON (a correlation there counts as one)
+    BY_HAND[-1][0].replace("ON u.a = t2.a WHERE t2.b > t.b", "ON u.a = t2.a AND t2.b > t.b"), *BY_HAND[-1][1:]))
+
+
 @pytest.mark.parametrize("sql,answer,lineage", BY_HAND)
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])
 def test_witnesses_after_the_filter_by_hand(s, sql, answer, lineage, strategy):
@@ -491,6 +499,8 @@ def test_witnesses_after_the_filter_by_hand(s, sql, answer, lineage, strategy):
     "ORDER BY max(t.b)",
     "SELECT t.a, count(*) + (SELECT max(c) FROM u) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a "
     "AND u.c > t.b) GROUP BY t.a",
+    # a whole row as a value (DuckDB's count(t): the kept rows hold columns, not rows)
+    "SELECT t.a, count(t) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c > t.b) GROUP BY t.a",
 ])
 def test_exists_the_rule_leaves_alone(s, sql):
     result = s.run(sql, lineage="bitmap")
@@ -506,3 +516,13 @@ def test_witnesses_after_the_filter_only_forward_witness_no_clause(s):
     assert "_dl_kept" in dltrace.rewrite(sql, schema=s.schema(), strategy="bitmap")
     assert "_dl_kept" not in dltrace.rewrite(sql, schema=s.schema(), strategy="bitmap", semantics="control")
     assert "_dl_kept" not in dltrace.rewrite(sql + " LINEAGE ON TABLES (t)", schema=s.schema(), strategy="bitmap")
+
+
+def test_positional_join_inside_the_exists_is_left_alone(s):
+    """POSITIONAL (ASOF, NATURAL) pairs rows by the join's own inputs: after _dl_kept cross joined in front of it,
+    not the same pairs (found in review: the witnesses came out empty). Left to the other rules, which refuse this
+    one (no equality to decorrelate by)."""
+    sql = ("SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u POSITIONAL JOIN u AS v "
+           "WHERE u.c <> t.b AND u.c > v.a) GROUP BY t.a")
+    with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated"):
+        dltrace.rewrite(sql, schema=s.schema())

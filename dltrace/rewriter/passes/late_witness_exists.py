@@ -55,7 +55,9 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
     if select.args.get("group") and (not plain_keys(select) or any(
             isinstance(k, exp.Literal) for k in select.args["group"].expressions)):
         return []
-    if any(select.args.get(k) for k in _NOT_HERE) or select.find(exp.Window, *NONDETERMINISTIC, exp.TableSample):
+    # (a whole row read as a value, DuckDB's `count(t)`: _dl_kept has the columns the SELECT reads, not rows)
+    if any(select.args.get(k) for k in _NOT_HERE) or select.find(exp.Window, *NONDETERMINISTIC, exp.TableSample,
+                                                                exp.TableColumn):
         return []
     if select.args.get("order") and (not outermost or order_by_outputs(select.args["order"],
                                                                        select.expressions) is None):
@@ -70,7 +72,7 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
     for conjunct in conjuncts(select.args["where"]):
         holder = conjunct.this.unnest() if isinstance(conjunct, exp.Not) else conjunct
         if not isinstance(holder, exp.Exists):
-            if conjunct.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(conjunct, outer):
+            if conjunct.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(conjunct, outer, names):
                 return []
             continue
         query = holder.this
@@ -83,14 +85,17 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
     for key in ("expressions", "group", "having", "order", "joins", "from_"):
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value]:
-            if node is not None and (node.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(node, outer)):
+            if node is not None and (node.find(exp.Select, exp.Subquery, exp.Exists)
+                                     or not _reads_only(node, outer, names)):
                 return []
     return found
 
 
-def _reads_only(node: exp.Expression, items: set[str]) -> bool:
-    """Does ``node`` read columns of ``items`` only (or output names, unqualified): not an enclosing query's?"""
-    return all(not c.table or c.table in items for c in node.find_all(exp.Column))
+def _reads_only(node: exp.Expression, items: set[str], outputs: list[str]) -> bool:
+    """Does ``node`` read columns of ``items`` only, or unqualified output names (not an enclosing query's
+    column)?"""
+    return all(c.table in items if c.table else c.name.lower() in outputs and c.name not in items
+               for c in node.find_all(exp.Column))
 
 
 def _base_items(select: exp.Select, ctes: set[str]) -> set[str] | None:
@@ -112,19 +117,21 @@ def _plain_subquery(query: exp.Select, outer: set[str], ctes: set[str]) -> bool:
     if inner is None or inner & outer:
         return False
     if any(j.side or (j.kind or "").upper() not in ("", "INNER", "CROSS") or j.args.get("using")
-           for j in query.args.get("joins") or []):
-        return False
+           or j.args.get("method") for j in query.args.get("joins") or []):
+        return False  # (POSITIONAL, ASOF, NATURAL: not the same pairs once _dl_kept is cross joined before them)
     body = [query.args["from_"], *(query.args.get("joins") or []), query.args.get("where")]
-    if any(n is not None and n.find(exp.Select, exp.Subquery, exp.Exists, exp.Window, *NONDETERMINISTIC)
-           for n in body):
+    if any(n is not None and n.find(exp.Select, exp.Subquery, exp.Exists, exp.Window, exp.TableColumn,
+                                    *NONDETERMINISTIC) for n in body):
         return False
     read = {c.table for n in body if n is not None for c in n.find_all(exp.Column)}
     return bool(read & outer) and read <= inner | outer
 
 
 def _equalities_only(query: exp.Select, outer: set[str]) -> bool:
-    """Is every correlated conjunct of ``query``'s WHERE an equality of an outer column with an inner value?"""
-    for conjunct in conjuncts(query.args.get("where")):
+    """Is every correlated conjunct of ``query``'s WHERE and joins' ON an equality of an outer column with an inner
+    value?"""
+    ons = [j.args.get("on") for j in query.args.get("joins") or []]
+    for conjunct in [c for node in (query.args.get("where"), *ons) for c in conjuncts(node)]:
         tables = [c.table in outer for c in conjunct.find_all(exp.Column)]
         if not any(tables):
             continue

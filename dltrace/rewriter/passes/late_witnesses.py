@@ -74,9 +74,12 @@ def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool 
         else:
             select.replace(out)
         kept_ctes.append(kept)
-    with_ = tree.args.get("with_") or exp.With(expressions=[])
+    holder = tree
+    while isinstance(holder, exp.Subquery):  # (a parenthesised query: its WITH goes on the query inside)
+        holder = holder.this
+    with_ = holder.args.get("with_") or exp.With(expressions=[])
     with_.set("expressions", [*kept_ctes, *with_.expressions])
-    tree.set("with_", with_)
+    holder.set("with_", with_)
     return tree
 
 
