@@ -36,10 +36,12 @@ EXISTS in place; forward lineage only, witness semantics, no LINEAGE ON clause o
   GROUP BY keys (not positions; no GROUPING SETS, ROLLUP, CUBE) or none; no DISTINCT, QUALIFY or window; an ORDER
   BY only in the outermost query, by its output columns (re-applied to the same rows outside); its output
   columns named, distinct and not ``_dl_``-prefixed;
-- its FROM and joins are base tables (no CTE: ``_dl_kept`` reads them once, as written), no sampling; it is
+- its FROM and joins are base tables (no CTE: ``_dl_kept`` reads them once, as written), no sampling; it reads
+  columns, not whole rows (DuckDB's ``count(t)``), and unqualified names only of its outputs; it is
   deterministic (``_dl_kept`` may be read twice: no random or unknown function anywhere in it);
 - its subqueries are all WHERE conjuncts ``EXISTS (q)`` / ``NOT EXISTS (q)``, each ``q`` a correlated SELECT
-  over base tables with inner or cross joins, no aggregate, GROUP BY, HAVING, DISTINCT, window, QUALIFY, LIMIT
+  over base tables with inner or cross joins (not POSITIONAL, ASOF or NATURAL: they pair rows by their own
+  inputs, which ``_dl_kept`` cross joined in front would change), no aggregate, GROUP BY, HAVING, DISTINCT, window, QUALIFY, LIMIT
   or OFFSET and no subquery of its own, whose outer columns are columns of the SELECT's FROM items (under other
   aliases than its own);
 - and it pays: some positive EXISTS has a correlation other than equalities ``inner = outer`` (where sqlglot
