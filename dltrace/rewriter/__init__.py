@@ -35,8 +35,8 @@ from dltrace.rewriter.passes.late_witnesses import late_witnesses
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
-FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read, build_after_limit,
-                  add_dictionary, read_rows_relations)
+FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read,
+                  build_after_limit, add_dictionary, read_rows_relations)
 
 
 @dataclass

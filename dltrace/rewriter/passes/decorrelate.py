@@ -24,8 +24,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   that calls aggregates only in windows (sqlglot takes it for an aggregation and adds that MAX(): the engine
   refuses it);
 - ``op ANY`` (other than ``=``), ``op ALL`` and uncorrelated EXISTS: never (kept in place);
-- for forward lineage (``context.late_witnesses``), the correlated EXISTS / NOT EXISTS of an aggregating
-  outermost query that ``passes/late_witnesses.py`` rebuilds: kept in place, marked ``meta[LATE_WITNESS]``.
+- for forward lineage (``context.late_witnesses``, witness semantics), the correlated EXISTS / NOT EXISTS of
+  the aggregating SELECTs whose rows reach the output that ``passes/late_witnesses.py`` rebuilds: kept in place,
+  marked ``meta[LATE_WITNESS]``.
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).

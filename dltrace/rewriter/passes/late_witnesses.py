@@ -41,9 +41,9 @@ EXISTS in place; forward lineage only, witness semantics, no LINEAGE ON clause o
   deterministic (``_dl_kept`` may be read twice: no random or unknown function anywhere in it);
 - its subqueries are all WHERE conjuncts ``EXISTS (q)`` / ``NOT EXISTS (q)``, each ``q`` a correlated SELECT
   over base tables with inner or cross joins (not POSITIONAL, ASOF or NATURAL: they pair rows by their own
-  inputs, which ``_dl_kept`` cross joined in front would change), no aggregate, GROUP BY, HAVING, DISTINCT, window, QUALIFY, LIMIT
-  or OFFSET and no subquery of its own, whose outer columns are columns of the SELECT's FROM items (under other
-  aliases than its own);
+  inputs, which ``_dl_kept`` cross joined in front would change), no aggregate, GROUP BY, HAVING, DISTINCT,
+  window, QUALIFY, LIMIT or OFFSET and no subquery of its own, whose outer columns (in its WHERE or its joins'
+  ON) are columns of the SELECT's FROM items (under other aliases than its own);
 - and it pays: some positive EXISTS has a correlation other than equalities ``inner = outer`` (where sqlglot
   filters a list per row). With equalities only, the decorrelated join and its key list measured cheaper
   (Q4: 1.66x against 2.07x here, a second scan of lineitem for the witnesses).
