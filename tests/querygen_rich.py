@@ -14,6 +14,8 @@ names it uses (``Generated.features``) so a failure names its class.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 from hypothesis import strategies as st
 
@@ -417,9 +419,10 @@ class Gen:
 
     def correlated_exists(self, outer, ctes):
         """``[NOT] EXISTS (SELECT 1 FROM <table> [JOIN <table>] WHERE <inner> = <outer> AND <inner> op <outer>
-        ...)``: an equality or not, an inequality, maybe a filter of its own."""
+        ...)``: an equality or not, an inequality (in the join's ON, sometimes), maybe a filter of its own."""
         item, cols, _ = self.base(ctes)
-        if self.chance(3):
+        joined = self.chance(3)
+        if joined:
             right, rcols, _ = self.base(ctes)
             left_ints, right_ints = [c for c in cols if c[2] == "int"], [c for c in rcols if c[2] == "int"]
             on = Bin("=", Col(*self.pick(left_ints)[:2]), Col(*self.pick(right_ints)[:2])) \
@@ -434,6 +437,9 @@ class Gen:
                     tests.append(Bin(op, Col(*self.pick(inner_ints)[:2]), Col(*self.pick(outer_ints)[:2])))
         if self.chance(2):
             tests.append(self.pred(cols, 0, ctes))
+        if joined and item.kind == "INNER" and tests and self.chance(2):  # a correlation in the ON counts too
+            self.feat("exists_correlated_in_on")
+            item = dataclasses.replace(item, on=Bin("AND", item.on, tests.pop(0)))
         where = None
         for test in tests:
             where = test if where is None else Bin("AND", where, test)
