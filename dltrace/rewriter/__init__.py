@@ -1,7 +1,8 @@
 """The forward-lineage rewriter: an ordered list of passes over a sqlglot tree, in sqlglot's optimizer style.
 
     parse (grammar.py: the engine's dialect + LINEAGE ON)
-    -> prepare (analysis.py: checks, qualify, decorrelate, witnesses, cross joins -- shared with backward tracing)
+    -> prepare (analysis.py: checks, parentheses, qualify, decorrelate, witnesses, cross joins -- shared with
+       backward tracing)
     -> FORWARD_PASSES: late_witnesses -> reduce_subqueries -> inner_joins -> use_dictionary_ids
        -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> add_dictionary
     -> SQL

@@ -1,0 +1,73 @@
+"""A parenthesised query's own ORDER BY / LIMIT / OFFSET as a SELECT over it.
+
+sqlglot keeps the modifiers written after a parenthesised query on the parenthesis itself::
+
+    (SELECT x FROM a UNION SELECT x FROM b) ORDER BY 1 LIMIT 2
+    SELECT * FROM ((SELECT x FROM a) ORDER BY x LIMIT 2) AS t
+
+and every rule that reads a query through its parentheses would drop them. This pass moves them onto a SELECT
+of their own::
+
+    (q) ORDER BY o LIMIT n      ->      SELECT * FROM (q) AS _dl_p1 ORDER BY o LIMIT n
+
+Valid for every such parenthesis: the modifiers of ``(q)`` can name only ``q``'s output columns (by name or
+position), which are exactly the columns of ``SELECT * FROM (q) AS _dl_p1`` in the same order, so the wrapper
+orders and cuts the same rows. (Moving them onto ``q`` itself would not be: an ORDER BY expression inside a
+SELECT binds its names to the SELECT's input columns first.) A ``q`` whose output names repeat cannot be read
+by name from a derived table, and is refused. Applied before qualification, which expands the star.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.context import PassContext
+
+MODIFIERS = ("order", "limit", "offset", "fetch")
+
+
+def parenthesised(expression: exp.Expression, context: PassContext | None = None,
+                  copy: bool = True) -> exp.Expression:
+    if not any(_modified(n) for n in expression.find_all(exp.Subquery)):
+        return expression
+    tree = exp.maybe_copy(expression, copy)
+    counter = 0
+    # innermost first: a wrapper's inner query is already free of parenthesised modifiers
+    for node in reversed(list(tree.find_all(exp.Subquery))):
+        if not _modified(node):
+            continue
+        names = _output_names(node.this)
+        if names is not None and len({n.lower() for n in names}) < len(names):
+            raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query whose columns repeat a name is "
+                                   f"not supported, at {position(node)}")
+        counter += 1
+        inner = exp.Subquery(this=node.this, alias=exp.TableAlias(this=exp.to_identifier(f"_dl_p{counter}")))
+        wrapper = exp.select(exp.Star()).from_(inner, copy=False)
+        for key in MODIFIERS:
+            if node.args.get(key) is not None:
+                wrapper.set(key, node.args[key])
+                node.set(key, None)
+        if node.alias or not (node.parent is None or isinstance(node.parent, (exp.Subquery, exp.CTE))):
+            node.set("this", wrapper)  # (a derived table keeps its alias; an IN, a scalar their parentheses)
+        elif node.parent is None:
+            tree = wrapper
+        else:  # parentheses inside parentheses or a CTE's: the wrapper alone, as the rules expect a query there
+            node.replace(wrapper)
+    return tree
+
+
+def _modified(node: exp.Subquery) -> bool:
+    return isinstance(node.this, exp.Query) and any(node.args.get(k) is not None for k in MODIFIERS)
+
+
+def _output_names(query: exp.Expression) -> list[str] | None:
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if isinstance(query, exp.SetOperation):
+        return _output_names(query.left)
+    if isinstance(query, exp.Select) and not any(isinstance(e, exp.Star) or isinstance(e, exp.Column)
+                                                 and isinstance(e.this, exp.Star) for e in query.expressions):
+        return list(query.named_selects)
+    return None  # a star: its names are the tables', which the engine checks when it binds the star
