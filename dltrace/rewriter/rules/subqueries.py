@@ -148,6 +148,8 @@ def hoist(query: exp.Expression, ctx: Context, select: exp.Select) -> None:
     query. Its aggregate becomes a CTE beside the root's: the CTEs of WITHs between ``select`` and the root that
     it reads are defined inside it (the root's own are beside it)."""
     agg, exported = _lineage_aggregate(query, ctx)
+    if not exported:  # it reads no table (``(SELECT 1)``): no lineage to keep, and a CTE of no columns is no SQL
+        return
     carried = _nested_ctes_read(agg, select, ctx.root)
     if carried:
         agg.set("with_", exp.With(expressions=carried))
