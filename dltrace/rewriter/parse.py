@@ -82,6 +82,10 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
+        if isinstance(node, exp.Tuple) and _compared_with_a_subquery(node):
+            # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
+            raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
+                                   f"subquery (IN, ANY, ALL, =) is not supported, at {position(node)}")
         if isinstance(node, exp.Table) and node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
             raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
                                    f"name the inner join as a subquery), at {position(node)}")
@@ -92,6 +96,16 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _compared_with_a_subquery(node: exp.Tuple) -> bool:
+    parent = node.parent
+    if isinstance(parent, exp.In):
+        return node is parent.this and parent.args.get("query") is not None
+    if isinstance(parent, exp.Binary) and not isinstance(parent, (exp.And, exp.Or)):
+        other = parent.expression if node is parent.this else parent.this
+        return isinstance(other, (exp.Any, exp.All, exp.Subquery))
+    return False
 
 
 def _check_comma_before_outer_join(select: exp.Select) -> None:
