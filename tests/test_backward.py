@@ -248,6 +248,11 @@ EXTRA = [
     ("max_of_union_all", "SELECT max(a) AS m FROM (SELECT a FROM t UNION ALL SELECT a FROM u) x", True),
     ("no_from", "SELECT 1 AS one", True),
     ("empty_having", "SELECT count(*) AS n FROM t WHERE a > 100 HAVING count(*) > 0", True),
+    # an aggregate in a window's ORDER BY aggregates the SELECT's rows; one in a subquery inside a window is the
+    # subquery's own (it was taken for a windowed call: the trace selected MAX(c) beside each rid)
+    ("aggregate_in_window_order", "SELECT rank() OVER (ORDER BY sum(b)) AS r FROM t", True),
+    ("subquery_in_window", "SELECT a, b, sum(b) OVER (PARTITION BY (SELECT max(c) FROM u)) AS s FROM t", False),
+    ("subquery_in_window_order", "SELECT a, b, rank() OVER (ORDER BY b + (SELECT min(c) FROM u)) AS r FROM t", False),
 ]
 
 

@@ -22,8 +22,18 @@ def is_aggregate(select: exp.Select) -> bool:
 
 def aggregates(clause: exp.Expression, select: exp.Select) -> bool:
     """Does ``clause`` of ``select`` call an aggregate of ``select``'s rows (outside windows and subqueries)?"""
-    return any(node.find_ancestor(exp.Select) is select and not node.find_ancestor(exp.Window)
+    return any(node.find_ancestor(exp.Select) is select and not windowed(node)
                for node in clause.find_all(exp.AggFunc))
+
+
+def windowed(node: exp.Expression) -> bool:
+    """Is ``node`` the function a window computes (``sum(x) OVER (...)``)? Not an aggregate inside a window's
+    PARTITION BY / ORDER BY (``rank() OVER (ORDER BY sum(x))`` aggregates its SELECT's rows), nor one in a
+    subquery that sits in a window (its nearest window is not its own)."""
+    child, parent = node, node.parent
+    while parent is not None and not isinstance(parent, (exp.Window, exp.Query)):
+        child, parent = parent, parent.parent
+    return isinstance(parent, exp.Window) and child.arg_key == "this"
 
 
 def ungrouped(query: exp.Expression) -> bool:
