@@ -154,9 +154,12 @@ def _parquet_source(files: list[str]) -> ParquetSource:
     offsets, total = [], 0
     for f in files:
         try:
-            n = pq.ParquetFile(f).metadata.num_rows
+            meta = pq.ParquetFile(f).metadata
         except (pa.ArrowInvalid, OSError) as e:
             raise SourceError(f"not a readable parquet file: {f!r} ({str(e).splitlines()[0]})") from None
+        n = meta.num_rows
+        # the file's own names (an engine scanning it beside the rid it adds would see dl_rid as dl_rid_1)
+        check_columns(meta.schema.to_arrow_schema().names)
         offsets.append(total)
         total += n
     return ParquetSource(tuple(os.path.abspath(f) for f in files), tuple(offsets), total)
