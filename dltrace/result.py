@@ -173,6 +173,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                                 rows_relations=frozenset(catalog.tables))
             table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
+            # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
+            table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
         plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps)
         if not composed:  # reading a composed source may convert and register it: not kept

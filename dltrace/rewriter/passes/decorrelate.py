@@ -422,6 +422,8 @@ def _defined_names(query: exp.Expression) -> set[str]:
     inner = {t.alias_or_name for t in query.find_all(exp.Table)}
     inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
     inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
+    # and every other aliased source: VALUES (...) AS v(x), UNNEST(...) AS u(x)
+    inner |= {alias.name for alias in query.find_all(exp.TableAlias) if alias.name}
     return inner
 
 
