@@ -176,6 +176,13 @@ def save(result: LineageData, path: str | os.PathLike) -> Path:
     """Write ``result`` (rows, lineage columns, LINEAGE ON dictionary) and its manifest to folder ``path``,
     atomically replacing a previous save there. Returns the folder."""
     target = Path(path).absolute()
+    try:
+        return _save(result, target)
+    except OSError as e:  # a folder that cannot be made or written (no such parent, no permission, disk full)
+        raise DltraceError(f"cannot save lineage to {str(target)!r}: {e.strerror or e}") from None
+
+
+def _save(result: LineageData, target: Path) -> Path:
     if target.exists() and not target.is_dir():
         raise DltraceError(f"cannot save lineage to {str(target)!r}: it is a file")
     if target.exists() and any(target.iterdir()) and not _is_save(target):

@@ -212,6 +212,7 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli(), "required")
     fails(cli("frobnicate"), "invalid choice")
     fails(cli("lineage", files / "nowhere"), "no saved lineage")
+    fails(cli("run", groups, "--table", t, "--save", files / "bad.sql" / "saved"), "cannot save lineage to")
 
 
 def test_unexpected_error_is_one_line_with_debug_hint(files, monkeypatch, capsys):
