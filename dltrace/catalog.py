@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, check_storage
-from dltrace.errors import DuplicateTable, ReservedName, UnknownTable
+from dltrace.errors import DuplicateTable, ReservedName, UnknownTable, UnsupportedQuery
 from dltrace.names import reserved_prefix, rows_relation
 from dltrace.plans import PlanCache
 
@@ -167,6 +167,11 @@ class Catalog:
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
             name = table.name.lower()
+            if table.args.get("db") and not views:
+                # tables are traced by their registered names; s2.t is not the registered t (nor any other)
+                raise UnsupportedQuery(f"a schema-qualified table ({table.sql(self.dialect)}) is not supported: "
+                                       "lineage is traced through tables registered or adopted by name; register "
+                                       "it (or adopt a view of it) under a plain name")
             if not name or name in ctes or name in self.tables or table.args.get("db"):
                 continue
             if views and (name in self.views or name in {rows_relation(t) for t in self.tables}):

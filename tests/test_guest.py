@@ -84,6 +84,20 @@ def test_adopt_unknown_and_reserved(user_con):
         s.adopt("nope")
     with pytest.raises(dltrace.ReservedName):
         s.adopt("_dl_rows_sales")
+    user_con.execute("CREATE SCHEMA IF NOT EXISTS other")
+    user_con.execute("CREATE OR REPLACE TABLE other.sales AS SELECT 42 AS amount")
+    with pytest.raises(dltrace.SourceError, match="not schema.table: adopt a view of it"):
+        s.adopt("other.sales")
+    s.adopt("sales")
+    for sql in ("SELECT amount FROM other.sales", "SELECT amount FROM main.sales"):  # neither is the adopted name
+        with pytest.raises(dltrace.UnsupportedQuery, match=r"schema-qualified table \(\w+\.sales\)"):
+            s.run(sql)
+        with pytest.raises(dltrace.UnsupportedQuery, match="schema-qualified"):
+            s.trace(sql)
+    assert s.sql("SELECT amount FROM other.sales").to_pylist() == [{"amount": 42}]  # plain SQL reads it
+    s.close()
+    user_con.execute("DROP TABLE other.sales")
+    user_con.execute("DROP SCHEMA other")
 
 
 def test_add_rids_then_rewrite_on_the_users_connection(user_con):

@@ -183,7 +183,9 @@ class DuckDBEngine:
         The rows are copied once into a temporary table (ids numbered in the relation's scan order, then
         frozen): a view or a stream may give its rows in another order, or only once, on a later read."""
         if not self.exists(name):
-            raise SourceError(f"no table, view or registered object named {name!r} on this DuckDB connection")
+            hint = ("; a name is one relation of the connection's search path, not schema.table: adopt a view of "
+                    "it" if "." in name else "")
+            raise SourceError(f"no table, view or registered object named {name!r} on this DuckDB connection{hint}")
         names = list(self.con.sql(exp.select("*").from_(_table(name)).sql(self.name)).columns)
         check_columns(names)
         rid = exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)), RID,
