@@ -154,3 +154,18 @@ def test_spark_add_rids(spark_session):
                           schema={"sales": {"region": "STRING", "amount": "BIGINT"}})
     got = [(r[0], r[1], sorted(r[2])) for r in spark.sql(sql).collect()]
     assert got == WANT
+
+
+def test_a_volatile_query_runs_once_per_call(user_con):
+    """Naming a query's columns binds it and never runs it (a relation from DuckDB's con.sql ran a query calling
+    nextval at once): each call takes one value of the user's sequence per row, as the engine would."""
+    user_con.execute("CREATE SEQUENCE dltrace_test_seq")
+    s = dltrace.connect("duckdb", connection=user_con)
+    s.adopt("sales")
+    sql = "SELECT nextval('dltrace_test_seq') AS n FROM sales"
+    taken = []
+    for lineage in (None, "set", "bitmap"):
+        taken += s.run(sql, lineage=lineage).table.column("n").to_pylist()
+    assert sorted(taken) == list(range(1, 16))  # five rows, three calls
+    s.close()
+    user_con.execute("DROP SEQUENCE dltrace_test_seq")

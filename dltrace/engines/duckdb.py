@@ -213,9 +213,10 @@ class DuckDBEngine:
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
     def column_names(self, text: str) -> list[str]:
-        """The names the engine gives the output columns of query ``text`` (bound, not run)."""
+        """The names the engine gives the output columns of query ``text`` (bound, not run: DESCRIBE; a
+        relation from ``con.sql`` runs a query that calls a volatile function such as ``nextval`` at once)."""
         try:
-            return list(self.con.sql(text).columns)
+            return [row[0] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
         except duckdb.Error as e:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
 
