@@ -31,6 +31,7 @@ from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
+from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
@@ -65,6 +66,7 @@ def _whole_lineage(tree, context):
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
+    "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
@@ -132,7 +134,7 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("parenthesised.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
+    for name in ("parenthesised.sql", "semi_joins.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
                  "late_witnesses.sql"):
         before, under_test, dialect, strategy = PASSES[name]
         context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA,

@@ -2,7 +2,7 @@
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-qualify, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses,
+SEMI / ANTI joins as [NOT] EXISTS, qualify, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses,
 make cross joins explicit. Both directions then ask the same
 questions of the prepared tree through the functions below:
 
@@ -40,6 +40,7 @@ from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.parenthesised import parenthesised
+from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.passes.union_by_name import union_by_name
 
 # facts both directions read, re-exported beside the analysis's own
@@ -126,8 +127,8 @@ def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
 
-ANALYSIS_PASSES = (parenthesised, known_aggregates, qualify, union_by_name, decorrelate, mark_witness_uses,
-                   read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (parenthesised, semi_joins, known_aggregates, qualify, union_by_name, decorrelate,
+                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def check_query(tree: exp.Expression) -> None:
         if isinstance(node, exp.Select) and isinstance(node.args.get("distinct"), exp.Distinct):
             if node.args["distinct"].args.get("on"):
                 raise UnsupportedQuery(f"DISTINCT ON is not supported, at {position(node)}")
-        if isinstance(node, exp.Join) and node.args.get("kind") in ("SEMI", "ANTI", "ASOF", "POSITIONAL"):
+        if isinstance(node, exp.Join) and node.args.get("kind") in ("ASOF", "POSITIONAL"):  # (SEMI, ANTI: EXISTS)
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
