@@ -29,6 +29,8 @@ ORDERED = [
     "(SELECT DISTINCT x FROM a) ORDER BY x NULLS LAST LIMIT 2",
     "(SELECT x % 2 AS k, count(*) AS n FROM a GROUP BY x % 2) ORDER BY k NULLS LAST LIMIT 2",
     "(WITH w AS (SELECT x FROM b) SELECT x FROM w) ORDER BY x LIMIT 2",
+    "WITH w AS (SELECT x FROM b) (SELECT x FROM w UNION SELECT x FROM a) ORDER BY x NULLS FIRST LIMIT 3",
+    "WITH w AS (SELECT x FROM b) (((SELECT x FROM w) ORDER BY x LIMIT 2)) ORDER BY x DESC",
     # the modifiers name the query's output, not its input: here x is the output column (a's y)
     "(SELECT y AS x, x AS y FROM a) ORDER BY x DESC LIMIT 2",
     # inside: a derived table, a CTE, a scalar subquery

@@ -198,7 +198,7 @@ def test_failed_rename_puts_previous_save_back(sales, tmp_path, monkeypatch):
         real_rename(src, dst)
 
     monkeypatch.setattr(save_folder.os, "rename", fail_rename_in)
-    with pytest.raises(OSError):
+    with pytest.raises(dltrace.DltraceError, match="cannot save lineage to .*: disk full"):
         old.save(tmp_path / "l")
     monkeypatch.undo()
     same_result(old, dltrace.load(tmp_path / "l", s))

@@ -51,7 +51,10 @@ def parenthesised(expression: exp.Expression, context: PassContext | None = None
                 node.set(key, None)
         if node.alias or not (node.parent is None or isinstance(node.parent, (exp.Subquery, exp.CTE))):
             node.set("this", wrapper)  # (a derived table keeps its alias; an IN, a scalar their parentheses)
-        elif node.parent is None:
+            continue
+        if node.args.get("with_") is not None:  # WITH c AS (...) (q) ORDER BY ...: the CTEs go on the wrapper
+            wrapper.set("with_", node.args["with_"])
+        if node.parent is None:
             tree = wrapper
         else:  # parentheses inside parentheses or a CTE's: the wrapper alone, as the rules expect a query there
             node.replace(wrapper)
