@@ -24,6 +24,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
+from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
@@ -67,6 +68,7 @@ def _whole_lineage(tree, context):
 PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
+    "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
@@ -134,7 +136,7 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("parenthesised.sql", "semi_joins.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
+    for name in ("parenthesised.sql", "semi_joins.sql", "distinct_on.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
                  "late_witnesses.sql"):
         before, under_test, dialect, strategy = PASSES[name]
         context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA,

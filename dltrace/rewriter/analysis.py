@@ -2,9 +2,9 @@
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-SEMI / ANTI joins as [NOT] EXISTS, qualify, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses,
-make cross joins explicit. Both directions then ask the same
-questions of the prepared tree through the functions below:
+SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a QUALIFY, qualify, decorrelate, mark how each decorrelated
+subquery is used, read and translate non-equality witnesses, make cross joins explicit. Both directions then ask
+the same questions of the prepared tree through the functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
   where it made a predicate true, i.e. it is used positively; control: always);
@@ -36,6 +36,7 @@ from dltrace.rewriter.passes.decorrelate import (
     is_correlated,
     subquery_kind,
 )
+from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.qualify import qualify
@@ -127,7 +128,7 @@ def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
 
-ANALYSIS_PASSES = (parenthesised, semi_joins, known_aggregates, qualify, union_by_name, decorrelate,
+ANALYSIS_PASSES = (parenthesised, semi_joins, distinct_on, known_aggregates, qualify, union_by_name, decorrelate,
                    mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 

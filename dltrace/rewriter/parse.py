@@ -75,9 +75,6 @@ def check_query(tree: exp.Expression) -> None:
         if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct") is False:
             op = "INTERSECT ALL" if isinstance(node, exp.Intersect) else "EXCEPT ALL"
             raise UnsupportedQuery(f"{op} is not supported (use INTERSECT/EXCEPT), at {position(node)}")
-        if isinstance(node, exp.Select) and isinstance(node.args.get("distinct"), exp.Distinct):
-            if node.args["distinct"].args.get("on"):
-                raise UnsupportedQuery(f"DISTINCT ON is not supported, at {position(node)}")
         if isinstance(node, exp.Join) and node.args.get("kind") in ("ASOF", "POSITIONAL"):  # (SEMI, ANTI: EXISTS)
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
