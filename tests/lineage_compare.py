@@ -21,6 +21,11 @@ def _lineage_key(lin) -> tuple:
     return tuple(map(tuple, lin))
 
 
+def rows_in_order(result) -> list[tuple]:
+    """``(row values, row lineage)`` of every row of ``result``, in its order."""
+    return [(tuple(row.values()), result.lineage(i)) for i, row in enumerate(result.table.to_pylist())]
+
+
 def assert_same_rows_and_lineage(a, b) -> None:
     """Results ``a`` and ``b`` have the same rows with the same lineage, in any order (ties in ORDER BY
     may come back either way); numbers are compared with a tolerance of 1e-6 (DuckDB computes

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from dltrace.errors import UnsupportedQuery
+from lineage_compare import rows_in_order
 
 EMP = pa.table({"dept": pa.array([1, 1, 2, 2, None, 3, None], pa.int64()),
                 "name": ["a", "b", "c", "d", "e", "f", "g"],
@@ -41,25 +41,21 @@ def s():
     session.close()
 
 
-def in_order(result) -> list:
-    return [(tuple(row.values()), result.lineage(i)) for i, row in enumerate(result.table.to_pylist())]
-
-
 @pytest.mark.parametrize("sql", QUERIES)
 def test_distinct_on_equals_the_engine_and_backward(s, sql):
-    backward = in_order(s.trace(sql))
+    backward = rows_in_order(s.trace(sql))
     ordered = "ORDER BY" in sql.rsplit(")", 1)[-1]  # the outermost query orders its rows
     engine = [tuple(r.values()) for r in s.sql(sql).to_pylist()]
     rows = [row for row, _ in backward]
     assert (rows if ordered else sorted(rows, key=repr)) == (engine if ordered else sorted(engine, key=repr))
     for strategy in ("set", "bitmap"):
-        forward = in_order(s.run(sql, lineage=strategy))
+        forward = rows_in_order(s.run(sql, lineage=strategy))
         assert (forward if ordered else sorted(forward, key=repr)) == (backward if ordered else sorted(backward, key=repr))
 
 
 def test_the_kept_row_by_hand(s):
     r = s.run("SELECT DISTINCT ON (dept) dept, name FROM emp ORDER BY dept NULLS FIRST, salary DESC, name")
-    assert in_order(r) == [((None, "e"), {"emp": [4]}), ((1, "b"), {"emp": [1]}), ((2, "c"), {"emp": [2]}),
+    assert rows_in_order(r) == [((None, "e"), {"emp": [4]}), ((1, "b"), {"emp": [1]}), ((2, "c"), {"emp": [2]}),
                            ((3, "f"), {"emp": [5]})]
 
 

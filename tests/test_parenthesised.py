@@ -14,6 +14,7 @@ import dltrace
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.parse import parse_query
+from lineage_compare import rows_in_order
 
 A = pa.table({"x": pa.array([3, 1, 2, None], pa.int64()), "y": pa.array(["c", "a", "b", "n"])})
 B = pa.table({"x": pa.array([5, 4, 1], pa.int64()), "y": pa.array(["e", "d", "a2"])})
@@ -50,17 +51,13 @@ def s():
     session.close()
 
 
-def in_order(result) -> list:
-    return [(tuple(row.values()), result.lineage(i)) for i, row in enumerate(result.table.to_pylist())]
-
-
 @pytest.mark.parametrize("sql", ORDERED)
 def test_modifiers_after_parentheses_in_both_directions(s, sql):
     engine = [tuple(r.values()) for r in s.sql(sql).to_pylist()]
-    backward = in_order(s.trace(sql))
+    backward = rows_in_order(s.trace(sql))
     assert [row for row, _ in backward] == engine
     for strategy in ("set", "bitmap"):
-        assert in_order(s.run(sql, lineage=strategy)) == backward
+        assert rows_in_order(s.run(sql, lineage=strategy)) == backward
 
 
 def test_the_pass_by_hand():
