@@ -212,6 +212,10 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # `*` over a subquery with two columns `a` (the engine names them a, a_1): a crash (KeyError) before
     ("SELECT * FROM (SELECT t.a, u.a FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
     ("SELECT x.* FROM (SELECT * FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
+    # a correlated scalar that is no aggregate (0 or many values per row), written without an alias: it was taken
+    # for a FROM item and decorrelated through MAX() (rows where the engine raises an error)
+    ("SELECT t.b, (SELECT u.c FROM u WHERE u.a = t.a) FROM t", r"could not be decorrelated \(SCALAR\)"),
+    ("SELECT t.b, (SELECT u.c FROM u WHERE u.a = t.a) AS c FROM t", r"could not be decorrelated \(SCALAR\)"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):
@@ -384,6 +388,9 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     # `*` over a chain with USING: the merged column sits where the left side's column of that name is
     "SELECT * FROM u AS z CROSS JOIN t RIGHT JOIN t AS y USING (b)",
     "SELECT * EXCLUDE (c) FROM t AS x JOIN u USING (a) FULL JOIN u AS w USING (a)",
+    # an unaliased scalar subquery in the SELECT list is a clause's (qualification aliases the subquery itself)
+    "SELECT a, (SELECT u.c FROM u ORDER BY u.c LIMIT 1) FROM t",
+    "SELECT a, (SELECT max(u.c) FROM u WHERE u.a = t.a) FROM t",
     # a subquery over VALUES reads its own alias, not an outer one (it was refused as correlated)
     "SELECT a, (SELECT max(x) FROM (VALUES (1), (5)) AS v(x)) AS m FROM t",
     "SELECT a FROM t WHERE a IN (SELECT x FROM (VALUES (1), (2)) AS v(x) WHERE x > 1)",

@@ -207,6 +207,8 @@ def _read_group_constants_per_row(tree: exp.Expression) -> None:
 
 def _in_a_clause(sub: exp.Subquery) -> bool:
     """Is ``sub`` written in a clause (not a FROM/JOIN item, a CTE, a set operation's side or parenthesized)?"""
+    if isinstance(sub.parent, exp.Select) and sub.arg_key == "expressions":
+        return True  # a projection qualification aliased in place: `(SELECT ...) AS _col_1` has no Alias node
     return not isinstance(sub.parent, (exp.From, exp.Join, exp.CTE, exp.Query, exp.Subquery))
 
 
