@@ -47,6 +47,7 @@ from dltrace.rewriter.passes.union_by_name import union_by_name
 # facts both directions read, re-exported beside the analysis's own
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
+from dltrace.rewriter.shape import random_call
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
@@ -225,6 +226,12 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
     for clause, holder, query in direct_subqueries(select):
         if holder.meta.get(LATE_WITNESS):
             continue  # its witnesses are joined to the rows that passed it (passes/late_witnesses.py)
+        call = random_call(query)
+        if call is not None:
+            # the subquery's value is computed where it stands, its lineage by another evaluation: a random draw
+            # would differ between the two (a row kept by one draw, its witnesses from another)
+            raise UnsupportedQuery(f"a call that gives another value each time, in a subquery kept in a clause, is "
+                                   f"not supported (its lineage is computed apart from its value), at {position(call)}")
         kind, predicate, comparison = subquery_kind(holder)
         # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
         # value is no predicate: only a comparison of it is (its condition, below)

@@ -10,6 +10,17 @@ from sqlglot import exp
 # shuffles; user and unknown functions too): a rewrite that reads a relation twice or copies a filter must not
 # rely on them
 NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Anonymous)
+# functions known to give another value at each evaluation (NONDETERMINISTIC adds any unknown function)
+RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid)
+RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
+
+
+def random_call(node: exp.Expression) -> exp.Expression | None:
+    """The first call in ``node`` that gives another value at each evaluation, or None."""
+    for call in node.find_all(*RANDOM, exp.Anonymous):
+        if not isinstance(call, exp.Anonymous) or call.name.lower() in RANDOM_NAMES:
+            return call
+    return None
 
 
 def is_aggregate(select: exp.Select) -> bool:
