@@ -162,8 +162,8 @@ class Catalog:
 
     def check_known_tables(self, tree: exp.Expression, views: bool = False) -> None:
         """Raise :class:`UnknownTable` when the query reads a table that is neither registered nor its own CTE
-        (nor, with ``views``, one of dltrace's lineage views or a table's rows relation: plain SQL reads them,
-        lineage cannot)."""
+        (nor, with ``views``, one of dltrace's lineage views, a table's rows relation or a relation of the user's
+        on the engine: plain SQL reads them, lineage cannot)."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
             name = table.name.lower()
@@ -176,10 +176,15 @@ class Catalog:
                 continue
             if views and (name in self.views or name in {rows_relation(t) for t in self.tables}):
                 continue
+            if views and isinstance(table.this, exp.Identifier) and self.engine.exists(table.name):
+                continue  # plain SQL reads the user's own relation (a guest sees their views by name)
             if name in self.views:
                 raise UnknownTable(f"{table.name!r} is a lineage view: query it with s.sql(...); lineage is traced "
                                    "through registered tables only")
             if isinstance(table.this, exp.Identifier):
+                if self.engine.exists(table.name):
+                    raise UnknownTable(f"table {table.name!r} is on the engine but dltrace does not trace it yet: "
+                                       f"s.adopt({table.name!r}) it (or register it) first")
                 raise UnknownTable(f"unknown table {table.name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
 
     def close(self) -> None:

@@ -169,3 +169,14 @@ def test_a_volatile_query_runs_once_per_call(user_con):
     assert sorted(taken) == list(range(1, 16))  # five rows, three calls
     s.close()
     user_con.execute("DROP SEQUENCE dltrace_test_seq")
+
+
+def test_plain_sql_reads_the_users_relations_and_lineage_asks_to_adopt_them(user_con):
+    s = dltrace.connect("duckdb", connection=user_con)
+    assert s.sql("SELECT count(*) AS n FROM big_sales").to_pylist() == user_con.sql(
+        "SELECT count(*) AS n FROM big_sales").to_arrow_table().to_pylist()
+    with pytest.raises(dltrace.UnknownTable, match=r"'big_sales' is on the engine .* s.adopt\('big_sales'\)"):
+        s.run("SELECT count(*) AS n FROM big_sales")
+    with pytest.raises(dltrace.UnknownTable, match="unknown table 'nowhere'"):
+        s.sql("SELECT * FROM nowhere")
+    s.close()
