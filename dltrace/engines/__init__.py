@@ -84,6 +84,15 @@ def generator_transforms(dialect: str) -> GeneratorTransforms:
     return dict(functions.generator_transforms)
 
 
+def string_escapes(dialect: str) -> tuple[str, ...] | None:
+    """How the engine of ``dialect`` escapes characters in a string literal, where sqlglot's tokenizer of its own
+    dialect reads them otherwise; None for any other dialect."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    if functions is None or dialect.lower() != functions.dialects[0]:
+        return None
+    return functions.string_escapes
+
+
 def install_functions_on(target: Any) -> None:
     """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
     for adapter in (duckdb_adapter, spark_adapter):
@@ -105,5 +114,6 @@ def add_rids_on(target: Any, table: str) -> None:
 __all__ = [
     "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
     "LineageFunctions", "add_rids_on", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
+    "string_escapes",
     "resolve_source",
 ]

@@ -62,6 +62,9 @@ class LineageFunctions:
     #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
     #: transpile there
     generator_transforms: ClassVar[GeneratorTransforms] = {}
+    #: how the engine escapes a character inside a string literal, where sqlglot's dialect reads it otherwise
+    #: (None: as sqlglot reads it)
+    string_escapes: ClassVar[tuple[str, ...] | None] = None
     set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
     bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
     from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value

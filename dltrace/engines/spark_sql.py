@@ -33,8 +33,17 @@ class SparkFunctions(LineageFunctions):
         "product", "every", "some", "any", "histogram_numeric", "try_avg", "try_sum", "std", "count_min_sketch",
         "hll_sketch_agg", "hll_union_agg",
     })
-    # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
-    generator_transforms = {exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this)}
+    generator_transforms = {
+        # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
+        exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this),
+        # sqlglot 30.30 writes Spark's exact percentile_cont(q) WITHIN GROUP (ORDER BY x) as PERCENTILE_APPROX
+        # (another value, another type); Spark 3.3+ runs it as written
+        exp.WithinGroup: lambda self, e: self.withingroup_sql(e),
+        exp.PercentileCont: lambda self, e: self.func("PERCENTILE_CONT", e.this),
+        exp.PercentileDisc: lambda self, e: self.func("PERCENTILE_DISC", e.this),
+    }
+    # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
+    string_escapes = ("\\", "'")
     set_type = "ARRAY<BIGINT>"
     bitmap_type = "BINARY"
     from_hex = "unhex"

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
-from dltrace.engines import GeneratorTransforms, generator_transforms
+from dltrace.engines import GeneratorTransforms, generator_transforms, string_escapes
 
 
 class LineageOn(exp.Expression):
@@ -56,7 +56,11 @@ def _is_clause_start(parser) -> bool:
     return False
 
 
-def _extend(base: type[Dialect], transforms: GeneratorTransforms) -> type[Dialect]:
+def _extend(base: type[Dialect], transforms: GeneratorTransforms,
+            escapes: tuple[str, ...] | None = None) -> type[Dialect]:
+    class Tokenizer(base.Tokenizer):
+        STRING_ESCAPES = list(escapes) if escapes is not None else base.Tokenizer.STRING_ESCAPES
+
     class Parser(base.Parser):
         def _parse_query_modifiers(self, this):
             this = super()._parse_query_modifiers(this)
@@ -106,14 +110,14 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms) -> type[Dialec
                 return f"{self.seg('LINEAGE ON TABLES')} ({self.expressions(e, key='tables', flat=True)})"
             return f"{self.seg('LINEAGE ON')} ({self.expressions(e, flat=True)})"
 
-    return type(f"{base.__name__}Lineage", (base,), {"Parser": Parser, "Generator": Generator})
+    return type(f"{base.__name__}Lineage", (base,), {"Tokenizer": Tokenizer, "Parser": Parser, "Generator": Generator})
 
 
 @lru_cache(maxsize=None)
 def dialect(name: str) -> Dialect:
     """The dialect ``name`` ("duckdb", "spark", ...) extended with the LINEAGE ON clause."""
     base = type(Dialect.get_or_raise(name))
-    return _extend(base, generator_transforms(name))()
+    return _extend(base, generator_transforms(name), string_escapes(name))()
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:

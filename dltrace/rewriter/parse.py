@@ -79,6 +79,11 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
+        if isinstance(node, (exp.Posexplode, exp.Inline, exp.Stack)) and isinstance(node.parent, exp.Select) \
+                and node.arg_key == "expressions":
+            # a generator of several columns needs their names: qualification would give it one (_col_1)
+            raise UnsupportedQuery(f"{node.key.upper()}(...) in the SELECT list without AS (name, ...) is not "
+                                   f"supported: name its columns, at {position(node)}")
         if isinstance(node, exp.Tuple) and _compared_with_a_subquery(node):
             # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
             raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
