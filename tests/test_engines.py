@@ -334,3 +334,30 @@ def test_spark_table_names_that_need_quoting(sparks):
         finally:
             sparks.engine.drop(name)
             sparks.tables.pop(name, None)
+
+
+def test_a_spark_error_names_its_cause_past_a_wrapper():
+    """A Java exception whose message says nothing ("Exception thrown in awaitResult:") is named by its cause."""
+    from dltrace.engines.spark import _one_line
+
+    class Java:
+        def __init__(self, message, cause=None):
+            self.message, self.cause = message, cause
+
+        def getMessage(self):
+            return self.message
+
+        def getCause(self):
+            return self.cause
+
+        def toString(self):
+            return self.message
+
+    class Raised(Exception):
+        def __init__(self, java):
+            super().__init__("An error occurred while calling o169.collectToPython.")
+            self.java_exception = java
+
+    cause = Java("[PLAN_VALIDATION_FAILED_RULE_IN_BATCH] Rule RemoveRedundantAliases generated an invalid plan\n\tat x")
+    assert _one_line(Raised(Java("Exception thrown in awaitResult:", cause))).startswith("[PLAN_VALIDATION_FAILED")
+    assert _one_line(Raised(Java("[DIVIDE_BY_ZERO] Division by zero.", cause))) == "[DIVIDE_BY_ZERO] Division by zero."

@@ -50,11 +50,17 @@ def _one_line(e: BaseException) -> str:
     # Java exception object.
     text = ""
     java = getattr(e, "java_exception", None)
-    if java is not None:
+    for _ in range(8):  # a wrapper's message says nothing ("Exception thrown in awaitResult:"): its cause does
+        if java is None:
+            break
         try:
             text = str(java.getMessage() or java.toString())
+            cause = java.getCause()
         except Exception:  # noqa: BLE001 - the JVM may already be gone
-            text = ""
+            text, cause = "", None
+        if cause is None or text.strip() and not text.strip().endswith(":"):
+            break
+        java = cause
     if not text:
         text = str(e)
     for line in text.strip().splitlines():
