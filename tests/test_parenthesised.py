@@ -39,6 +39,10 @@ ORDERED = [
     "WITH c AS ((SELECT x FROM b) ORDER BY x DESC LIMIT 1) SELECT a.x FROM a, c WHERE a.x < c.x ORDER BY a.x",
     "SELECT x FROM a WHERE x < ((SELECT x FROM b) ORDER BY x DESC LIMIT 1) ORDER BY x",
     "SELECT count(*) AS n FROM ((SELECT x FROM a UNION ALL SELECT x FROM b) ORDER BY x NULLS LAST LIMIT 4) AS t",
+    # inside EXISTS sqlglot parses the modifiers around the parenthesis (an output name was unresolved there)
+    "SELECT x FROM a WHERE EXISTS ((SELECT x AS c0 FROM b) ORDER BY c0 LIMIT 2) ORDER BY x NULLS LAST",
+    "SELECT x FROM a WHERE NOT EXISTS ((SELECT x AS c0 FROM b WHERE x > 10) ORDER BY c0) ORDER BY x NULLS LAST",
+    "WITH w0 AS (SELECT x FROM b) (SELECT x FROM w0) ORDER BY 1 LIMIT 1",
 ]
 
 
@@ -72,3 +76,10 @@ def test_the_pass_by_hand():
 def test_repeated_names_are_refused(s):
     with pytest.raises(UnsupportedQuery, match="repeat a name"):
         s.trace("(SELECT x, x FROM a) ORDER BY 1 LIMIT 1")
+
+
+def test_modifiers_inside_all_are_refused_by_name(s):
+    """sqlglot 30.30 reads ``x > ALL ((q) ORDER BY c LIMIT n)`` as a function ALL(...) of a LIMIT."""
+    for run in (s.run, s.trace):
+        with pytest.raises(UnsupportedQuery, match="inside a function or ALL"):
+            run("SELECT x FROM a WHERE x > ALL ((SELECT x AS c0 FROM b) ORDER BY c0 LIMIT 2)")

@@ -27,6 +27,11 @@ QUERIES = [
     "SELECT t.b, w.c FROM t JOIN u AS w ON w.c > t.b SEMI JOIN u ON u.a = t.a",
     "SELECT t.b FROM t SEMI JOIN u ON t.a = u.a ANTI JOIN (SELECT c FROM u WHERE c < 5) AS s ON s.c = t.b",
     "SELECT DISTINCT t.a FROM t ANTI JOIN u ON t.a = u.a OR u.c = t.b",
+    # a semi join inside another's right side, and inside an EXISTS in another's ON (found by the generator: the
+    # inner one moved into the outer EXISTS before it was rewritten)
+    "SELECT t.b FROM t SEMI JOIN (SELECT u.a FROM u SEMI JOIN t AS w ON u.a = w.a) AS x ON t.a = x.a",
+    "SELECT t.b FROM t SEMI JOIN u ON t.a = u.a AND EXISTS (SELECT 1 FROM u AS v SEMI JOIN t AS w ON v.a = w.a "
+    "WHERE v.c = u.c)",
 ]
 
 

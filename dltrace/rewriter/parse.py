@@ -84,6 +84,11 @@ def check_query(tree: exp.Expression) -> None:
             # a generator of several columns needs their names: qualification would give it one (_col_1)
             raise UnsupportedQuery(f"{node.key.upper()}(...) in the SELECT list without AS (name, ...) is not "
                                    f"supported: name its columns, at {position(node)}")
+        if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.Order, exp.Limit, exp.Offset)) \
+                and node.arg_key == "this" and not _under_exists(node):
+            # sqlglot 30.30 reads `x > ALL ((q) ORDER BY ... LIMIT n)` as a function ALL(...) of a LIMIT
+            raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query inside a function or ALL (...) "
+                                   f"is not supported, at {position(node)}")
         if isinstance(node, exp.Tuple) and _compared_with_a_subquery(node):
             # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
             raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
@@ -98,6 +103,14 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _under_exists(node: exp.Expression) -> bool:
+    """Is ``node`` the parenthesis of ``EXISTS ((q) ORDER BY ... LIMIT ...)`` (modifier nodes up to an EXISTS)?"""
+    parent = node.parent
+    while isinstance(parent, (exp.Order, exp.Limit, exp.Offset)):
+        parent = parent.parent
+    return isinstance(parent, exp.Exists)
 
 
 def _compared_with_a_subquery(node: exp.Tuple) -> bool:

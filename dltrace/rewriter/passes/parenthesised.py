@@ -30,10 +30,19 @@ MODIFIERS = ("order", "limit", "offset", "fetch")
 
 def parenthesised(expression: exp.Expression, context: PassContext | None = None,
                   copy: bool = True) -> exp.Expression:
-    if not any(_modified(n) for n in expression.find_all(exp.Subquery)):
+    if not any(_modified(n) for n in expression.find_all(exp.Subquery)) and not _exists_chains(expression):
         return expression
     tree = exp.maybe_copy(expression, copy)
     counter = 0
+    # inside EXISTS sqlglot parses the modifiers as wrappers around the parenthesis: Exists(Limit(Order((q))))
+    for top, inner, modifiers in _exists_chains(tree):
+        counter += 1
+        wrapper = exp.select(exp.Star()).from_(
+            exp.Subquery(this=inner.this, alias=exp.TableAlias(this=exp.to_identifier(f"_dl_p{counter}"))),
+            copy=False)
+        for key, value in modifiers.items():
+            wrapper.set(key, value)
+        top.replace(wrapper)
     # innermost first: a wrapper's inner query is already free of parenthesised modifiers
     for node in reversed(list(tree.find_all(exp.Subquery))):
         if not _modified(node):
@@ -59,6 +68,26 @@ def parenthesised(expression: exp.Expression, context: PassContext | None = None
         else:  # parentheses inside parentheses or a CTE's: the wrapper alone, as the rules expect a query there
             node.replace(wrapper)
     return tree
+
+
+_WRAPPERS = {exp.Order: "order", exp.Limit: "limit", exp.Offset: "offset"}
+
+
+def _exists_chains(tree: exp.Expression) -> list[tuple[exp.Expression, exp.Subquery, dict]]:
+    """``EXISTS ((q) ORDER BY ... LIMIT ...)`` as sqlglot parses it: (the outermost modifier node, the parenthesis,
+    the modifiers as a SELECT's arguments)."""
+    found = []
+    for exists in tree.find_all(exp.Exists):
+        node, modifiers = exists.this, {}
+        while type(node) in _WRAPPERS and node.args.get("this") is not None:
+            if isinstance(node, exp.Order):
+                modifiers["order"] = exp.Order(expressions=[e.copy() for e in node.expressions])
+            else:
+                modifiers[_WRAPPERS[type(node)]] = type(node)(expression=node.expression.copy())
+            node = node.this
+        if modifiers and isinstance(node, exp.Subquery) and isinstance(node.this, exp.Query):
+            found.append((exists.this, node, modifiers))
+    return found
 
 
 def _modified(node: exp.Subquery) -> bool:

@@ -30,7 +30,8 @@ def semi_joins(expression: exp.Expression, context: PassContext | None = None,
     if not any(_is_semi(j) for j in expression.find_all(exp.Join)):
         return expression
     tree = exp.maybe_copy(expression, copy)
-    for select in list(tree.find_all(exp.Select)):
+    # innermost first: a semi join inside another's right side is rewritten before that side moves
+    for select in reversed(list(tree.find_all(exp.Select))):
         joins = select.args.get("joins") or []
         if not any(_is_semi(j) for j in joins):
             continue
@@ -73,6 +74,6 @@ def _as_exists(select: exp.Select, before: list[exp.Join], join: exp.Join) -> ex
                                for k in using], copy=False)
     if condition is None:
         raise UnsupportedQuery(f"a {kind} JOIN needs an ON or USING condition, at {position(join)}")
-    body = exp.select(exp.Literal.number(1)).from_(join.this.copy(), copy=False).where(condition.copy(), copy=False)
+    body = exp.select(exp.Literal.number(1)).from_(join.this.pop(), copy=False).where(condition.pop(), copy=False)
     exists = exp.Exists(this=body)
     return exp.Not(this=exists) if kind == "ANTI" else exists
