@@ -7,13 +7,17 @@ empty), else FALSE; ``x op ANY (S)`` likewise with ``op``; ``x op ALL (S)`` is T
 some comparison is FALSE, else NULL when some is NULL; a scalar subquery over zero rows is NULL. Aggregates
 skip NULLs: count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows. Grouping and
 set operations treat NULLs as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of
-every output column.
+every output column (``(q) ORDER BY ...``, refquery.Paren: every output column in some order, each ASC or DESC,
+NULLS FIRST or LAST).
 
 Lineage (witness semantics). A row's lineage is a set of (table, rid) pairs, rid = the row's 0-based position
 in its table (dltrace's ``dl_rid``):
   - a base table row: {rid}. WHERE, projection, ORDER BY, LIMIT/OFFSET, window functions: the input row's
     lineage (a window function's row: the row itself, not its partition);
   - inner/cross join: the union of the joined rows'; outer join: the same, a NULL-padded side adds nothing;
+    SEMI / ANTI join (``a SEMI JOIN b ON c``): exactly ``a WHERE [NOT] EXISTS (SELECT 1 FROM b WHERE c)``, so a
+    kept row of a SEMI join has its own lineage and that of every b row it matches (with the ON's witnesses),
+    of an ANTI join its own only; the output has the left side's columns only;
   - GROUP BY / global aggregate / HAVING: the union over the group's rows (a global aggregate over zero rows:
     one row with empty lineage); GROUPING SETS / ROLLUP: each output row is the union over the rows of its
     grouping set's group;
@@ -38,11 +42,12 @@ in its table (dltrace's ``dl_rid``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InSub, Is, Join, Lit,
-                      Not, Quant, Scalar, Select, SetOp, Table, Win, With, grouping_sets)
+                      Not, Paren, Quant, Scalar, Select, SetOp, Table, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -103,6 +108,21 @@ def _sort_key(row: tuple) -> tuple:
     return tuple((v is None, v) for v in row)
 
 
+def _order_key(order):
+    """A sort key for ORDER BY ``order`` ((index, descending, nulls first), ...)."""
+    def cmp(x, y):
+        for i, desc, first in order:
+            a, b = x[i], y[i]
+            if a == b:
+                continue
+            if a is None or b is None:
+                return (-1 if first else 1) * (1 if a is None else -1)
+            c = -1 if a < b else 1
+            return -c if desc else c
+        return 0
+    return functools.cmp_to_key(cmp)
+
+
 class Evaluator:
     def __init__(self, tables: dict):
         """``tables``: name -> pyarrow.Table (the generated data)."""
@@ -132,14 +152,21 @@ class Evaluator:
             for name, sub in q.ctes:
                 ctes[name.lower()] = self.query(sub, env, ctes)
             return self.query(q.body, env, ctes)
+        if isinstance(q, Paren):
+            rel = self.query(q.query, env, ctes)
+            if q.limit is not None or q.offset is not None:
+                if sorted(i for i, _, _ in q.order) != list(range(len(rel.cols))):
+                    raise EvalError("LIMIT/OFFSET after an ORDER BY that is not of every output column")
+            return self._limit(rel, q.limit, q.offset, q.order)
         if isinstance(q, SetOp):
             return self._limit(self._setop(q, env, ctes), q.limit, q.offset)
         return self._limit(self._select(q, env, ctes), q.limit, q.offset)
 
-    def _limit(self, rel: Rel, limit, offset) -> Rel:
+    def _limit(self, rel: Rel, limit, offset, order=None) -> Rel:
         if limit is None and offset is None:
             return rel
-        order = sorted(range(len(rel.rows)), key=lambda i: _sort_key(rel.rows[i]))
+        key = _sort_key if order is None else _order_key(order)
+        order = sorted(range(len(rel.rows)), key=lambda i: key(rel.rows[i]))
         start = offset or 0
         stop = len(order) if limit is None else start + limit
         kept = order[start:stop]
@@ -308,6 +335,21 @@ class Evaluator:
         rows, lins = [], []
         lmatched, rmatched = set(), set()
         nl, nr = len(left.cols), len(right.cols)
+        if j.kind in ("SEMI", "ANTI"):  # [NOT] EXISTS (SELECT 1 FROM right WHERE on): the left side's columns
+            for lrow, llin in zip(left.rows, left.lins):
+                found = []  # the matching right rows' lineage, with the condition's witnesses (EXISTS's rows)
+                for rrow, rlin in zip(right.rows, right.lins):
+                    if using:
+                        if all(_cmp("=", lrow[a], rrow[b]) is True for a, b in zip(lu, ru)):
+                            found.append(rlin)
+                    else:
+                        v, w = self.ev(j.on, (Frame(left.cols + right.cols, lrow + rrow),) + env, ctes)
+                        if v is True:
+                            found.append(rlin | w)
+                if bool(found) == (j.kind == "SEMI"):
+                    rows.append(lrow)
+                    lins.append(llin.union(*found) if j.kind == "SEMI" else llin)
+            return Rel(list(left.cols), rows, lins)
 
         def emit(lrow, rrow, lin):
             merged = tuple(lrow[a] if lrow[a] is not None else rrow[b] for a, b in zip(lu, ru))

@@ -5,7 +5,8 @@ Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] N
 (``(p) = false``), Case (one WHEN), Func (scalar functions), Agg, Win (window functions), and the subquery
 forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar.
 FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
-cross; ON, USING or NATURAL). Queries: Select, SetOp, With.
+cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select, SetOp, With, and Paren (a parenthesised
+query followed by ORDER BY / LIMIT / OFFSET: ``(q) ORDER BY 2 DESC, 1 NULLS FIRST LIMIT 3``).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class Derived:
 
 @dataclass(frozen=True, eq=False)
 class Join:
-    kind: str  # INNER LEFT RIGHT FULL CROSS
+    kind: str  # INNER LEFT RIGHT FULL CROSS SEMI ANTI (SEMI/ANTI: the left side's columns only)
     left: "FromItem"
     right: "FromItem"
     on: "Expr | None" = None
@@ -189,7 +190,19 @@ class With:
     body: "Query"
 
 
-Query = Union[Select, SetOp, With]
+@dataclass(eq=False)
+class Paren:
+    """``(query) ORDER BY ... [LIMIT n] [OFFSET m]``. ``order``: ((output column index, descending, nulls
+    first), ...), every output column when LIMIT/OFFSET cut rows (a total order: only equal rows tie);
+    ``names``: the output column names to order by (None: by position)."""
+    query: "Query"
+    order: tuple
+    limit: int | None = None
+    offset: int | None = None
+    names: tuple | None = None
+
+
+Query = Union[Select, SetOp, With, Paren]
 
 
 def grouping_sets(q: Select) -> list[tuple[int, ...]]:
@@ -267,7 +280,8 @@ def _from(f) -> str:
         return f"{left} NATURAL {'' if f.kind == 'INNER' else f.kind + ' '}JOIN {right}"
     if f.kind == "CROSS":
         return f"{left} CROSS JOIN {right}"
-    kind = {"INNER": "JOIN", "LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN"}[f.kind]
+    kind = {"INNER": "JOIN", "LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN", "SEMI": "SEMI JOIN",
+            "ANTI": "ANTI JOIN"}[f.kind]
     if f.using:
         return f"{left} {kind} {right} USING ({', '.join(ident(u) for u in f.using)})"
     return f"{left} {kind} {right} ON {render(f.on)}"
@@ -277,6 +291,8 @@ def n_columns(q) -> int:
     """Output width of ``q`` when it is not SELECT * (the generator sets ``width`` on SELECT * nodes)."""
     if isinstance(q, With):
         return n_columns(q.body)
+    if isinstance(q, Paren):
+        return n_columns(q.query)
     if isinstance(q, SetOp):
         return getattr(q, "width", None) or n_columns(q.left)
     return len(q.items) if q.items is not None else q.width
@@ -305,7 +321,7 @@ def _select(q: Select) -> str:
 
 def _branch(q) -> str:
     text = render(q)
-    return f"({text})" if isinstance(q, (SetOp, With)) or getattr(q, "limit", None) is not None \
+    return f"({text})" if isinstance(q, (SetOp, With, Paren)) or getattr(q, "limit", None) is not None \
         or getattr(q, "offset", None) is not None else text
 
 
@@ -314,6 +330,17 @@ def _setop(q: SetOp) -> str:
     text = f"{_branch(q.left)} {op} {_branch(q.right)}"
     if q.limit is not None or q.offset is not None:
         text = f"SELECT * FROM ({text}) AS _lim" + _order_limit(n_columns(q), q.limit, q.offset)
+    return text
+
+
+def _paren(q: Paren) -> str:
+    keys = ", ".join(f"{ident(q.names[i]) if q.names else i + 1}{' DESC' if desc else ''} "
+                     f"NULLS {'FIRST' if first else 'LAST'}" for i, desc, first in q.order)
+    text = f"({render(q.query)}) ORDER BY {keys}"
+    if q.limit is not None:
+        text += f" LIMIT {q.limit}"
+    if q.offset is not None:
+        text += f" OFFSET {q.offset}"
     return text
 
 
@@ -330,7 +357,7 @@ _RENDER = {
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {e.quant} ({render(e.query)}))",
     Scalar: lambda e: f"({render(e.query)})",
-    Select: _select, SetOp: _setop, With: _with,
+    Select: _select, SetOp: _setop, With: _with, Paren: _paren,
 }
 
 
