@@ -76,6 +76,9 @@ def test_the_pass_by_hand():
 def test_repeated_names_are_refused(s):
     with pytest.raises(UnsupportedQuery, match="repeat a name"):
         s.trace("(SELECT x, x FROM a) ORDER BY 1 LIMIT 1")
+    for run in (s.run, s.trace):  # inside EXISTS too (it failed on an assertion in sqlglot's star expansion)
+        with pytest.raises(UnsupportedQuery, match="repeat a name"):
+            run("SELECT x FROM a WHERE EXISTS ((SELECT x, x FROM b) ORDER BY 1 LIMIT 1)")
 
 
 def test_modifiers_inside_all_are_refused_by_name(s):

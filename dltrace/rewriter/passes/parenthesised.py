@@ -37,27 +37,16 @@ def parenthesised(expression: exp.Expression, context: PassContext | None = None
     # inside EXISTS sqlglot parses the modifiers as wrappers around the parenthesis: Exists(Limit(Order((q))))
     for top, inner, modifiers in _exists_chains(tree):
         counter += 1
-        wrapper = exp.select(exp.Star()).from_(
-            exp.Subquery(this=inner.this, alias=exp.TableAlias(this=exp.to_identifier(f"_dl_p{counter}"))),
-            copy=False)
-        for key, value in modifiers.items():
-            wrapper.set(key, value)
-        top.replace(wrapper)
+        top.replace(_select_over(inner, modifiers, counter))
     # innermost first: a wrapper's inner query is already free of parenthesised modifiers
     for node in reversed(list(tree.find_all(exp.Subquery))):
         if not _modified(node):
             continue
-        names = _output_names(node.this)
-        if names is not None and len({n.lower() for n in names}) < len(names):
-            raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query whose columns repeat a name is "
-                                   f"not supported, at {position(node)}")
         counter += 1
-        inner = exp.Subquery(this=node.this, alias=exp.TableAlias(this=exp.to_identifier(f"_dl_p{counter}")))
-        wrapper = exp.select(exp.Star()).from_(inner, copy=False)
-        for key in MODIFIERS:
-            if node.args.get(key) is not None:
-                wrapper.set(key, node.args[key])
-                node.set(key, None)
+        modifiers = {key: node.args[key] for key in MODIFIERS if node.args.get(key) is not None}
+        for key in modifiers:
+            node.set(key, None)
+        wrapper = _select_over(node, modifiers, counter)
         if node.alias or not (node.parent is None or isinstance(node.parent, (exp.Subquery, exp.CTE))):
             node.set("this", wrapper)  # (a derived table keeps its alias; an IN, a scalar their parentheses)
             continue
@@ -68,6 +57,19 @@ def parenthesised(expression: exp.Expression, context: PassContext | None = None
         else:  # parentheses inside parentheses or a CTE's: the wrapper alone, as the rules expect a query there
             node.replace(wrapper)
     return tree
+
+
+def _select_over(parenthesis: exp.Subquery, modifiers: dict[str, exp.Expression], n: int) -> exp.Select:
+    """``SELECT * FROM (q) AS _dl_p<n>`` with ``modifiers`` (a SELECT's arguments), ``q`` the parenthesis's query."""
+    names = _output_names(parenthesis.this)
+    if names is not None and len({name.lower() for name in names}) < len(names):
+        raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query whose columns repeat a name is "
+                               f"not supported, at {position(parenthesis)}")
+    inner = exp.Subquery(this=parenthesis.this, alias=exp.TableAlias(this=exp.to_identifier(f"_dl_p{n}")))
+    wrapper = exp.select(exp.Star()).from_(inner, copy=False)
+    for key, value in modifiers.items():
+        wrapper.set(key, value)
+    return wrapper
 
 
 _WRAPPERS = {exp.Order: "order", exp.Limit: "limit", exp.Offset: "offset"}
@@ -99,7 +101,6 @@ def _output_names(query: exp.Expression) -> list[str] | None:
         query = query.this
     if isinstance(query, exp.SetOperation):
         return _output_names(query.left)
-    if isinstance(query, exp.Select) and not any(isinstance(e, exp.Star) or isinstance(e, exp.Column)
-                                                 and isinstance(e.this, exp.Star) for e in query.expressions):
+    if isinstance(query, exp.Select) and not query.is_star:
         return list(query.named_selects)
     return None  # a star: its names are the tables', which the engine checks when it binds the star
