@@ -75,22 +75,24 @@ def lineage_functions(dialect: str, strategy: str, finish_on_read: bool = False)
     return functions(dialect, strategy, finish_on_read)
 
 
+def _own_dialect(dialect: str) -> type[LineageFunctions] | None:
+    """The lineage functions of the engine whose own dialect ``dialect`` is (not a dialect it also writes)."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    return functions if functions is not None and dialect.lower() == functions.dialects[0] else None
+
+
 def generator_transforms(dialect: str) -> GeneratorTransforms:
     """What an engine adds to sqlglot's generator of its own dialect ``dialect`` (functions sqlglot does not
     transpile there); nothing for any other dialect, whether an engine runs it or not."""
-    functions = _FUNCTIONS.get(dialect.lower())
-    if functions is None or dialect.lower() != functions.dialects[0]:
-        return {}
-    return dict(functions.generator_transforms)
+    functions = _own_dialect(dialect)
+    return dict(functions.generator_transforms) if functions is not None else {}
 
 
 def string_escapes(dialect: str) -> tuple[str, ...] | None:
     """How the engine of ``dialect`` escapes characters in a string literal, where sqlglot's tokenizer of its own
     dialect reads them otherwise; None for any other dialect."""
-    functions = _FUNCTIONS.get(dialect.lower())
-    if functions is None or dialect.lower() != functions.dialects[0]:
-        return None
-    return functions.string_escapes
+    functions = _own_dialect(dialect)
+    return functions.string_escapes if functions is not None else None
 
 
 def install_functions_on(target: Any) -> None:

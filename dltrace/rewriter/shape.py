@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-# functions that may give another value when the same rows are read again (random numbers and strings, uuids,
-# shuffles; user and unknown functions too): a rewrite that reads a relation twice or copies a filter must not
-# rely on them
-NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Anonymous)
-# functions known to give another value at each evaluation (NONDETERMINISTIC adds any unknown function)
+# functions known to give another value at each evaluation (random numbers and strings, uuids, shuffles), and by
+# name those sqlglot reads as plain calls
 RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid)
+# functions that may give another value when the same rows are read again (user and unknown functions too): a
+# rewrite that reads a relation twice or copies a filter must not rely on them
+NONDETERMINISTIC = (*RANDOM, exp.Anonymous)
 RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
 
 

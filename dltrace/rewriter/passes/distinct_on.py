@@ -61,8 +61,7 @@ def _as_written(node: exp.Expression, select: exp.Select, clause: str) -> exp.Ex
     items = select.expressions
     if isinstance(node, exp.Literal) and node.is_int:
         i = int(node.name)
-        if not 1 <= i <= len(items) or any(isinstance(e, exp.Star) or isinstance(e, exp.Column)
-                                           and isinstance(e.this, exp.Star) for e in items):
+        if not 1 <= i <= len(items) or select.is_star:
             raise UnsupportedQuery(f"{clause} position {i} with DISTINCT ON is not supported here (name the "
                                    f"expression), at {position(node)}")
         return items[i - 1].unalias().copy()
