@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from spark_processes import LOOPBACK, standalone_cluster  # noqa: E402
 
-from dltrace.tpch.report import geomean  # noqa: E402
+from dltrace.tpch.report_data import geomean  # noqa: E402
 
 
 def run_tpch(out: Path, master: str, args: argparse.Namespace, extra_conf: list[str]) -> int:

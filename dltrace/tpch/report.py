@@ -3,8 +3,6 @@ terminal table. Reads only the JSON files in the output folder, so ``dltrace tpc
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -12,207 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from dltrace.tpch.plots import bytes_plot, ratio_plot
-
-FORWARD = ("set", "bitmap")
-BACKWARD = ("reverse-one", "reverse-all")
-LARGE_LINEAGE = 1000  # average ids per output row from which a query counts as "large lineage" (paper 4.1)
-ENGINE_NAMES = {"duckdb": "DuckDB", "spark": "Spark"}
-STORAGE_TEXT = {
-    "memory": "memory (DuckDB native tables, Spark cached DataFrames: loaded once before the runs)",
-    "parquet": "parquet (views over the parquet files, read at each query)",
-}
-OLD_STORAGE = "parquet"  # results written before --storage existed ran on views over the parquet files
-
-
-def storage_of(r: dict[str, Any]) -> str:
-    return r.get("storage") or OLD_STORAGE
-
-
-def storages(records, meta) -> list[str]:
-    """The storages with results, in the order the run asked for them (the first is the report's main one)."""
-    found = {storage_of(r) for r in records}
-    asked = [x for x in (meta.get("storage") or []) if x in found]
-    return asked + sorted(found - set(asked))
-
-
-def _load(out: Path, name: str, default: Any) -> Any:
-    p = out / name
-    return json.loads(p.read_text()) if p.is_file() else default
-
-
-def geomean(values) -> float | None:
-    vals = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
-
-
-def _x(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{v:.2f}×" if v < 10 else f"{v:.1f}×" if v < 100 else f"{v:.0f}×"
-
-
-def _secs(v: float | None) -> str:
-    if v is None:
-        return "–"
-    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
-
-
-def _bytes(v: int | None) -> str:
-    if v is None:
-        return "–"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if v >= size:
-            return f"{v / size:.1f} {unit}"
-    return f"{v} B"
-
-
-def _qlist(qs) -> str:
-    return ", ".join(f"Q{q}" for q in sorted(qs))
-
-
-def _load_note(meta: dict, mach: dict) -> str:
-    loads = [x for x in (meta.get("load_average_start"), meta.get("load_average_end")) if x is not None]
-    if not loads:
-        return ""
-    text = f" Load average {' → '.join(f'{x:.1f}' for x in loads)}"
-    cores = mach.get("cores") or 0
-    if cores and max(loads) > cores:
-        text += f" on {cores} cores: other work shared the machine, so absolute times are inflated"
-    return text + "."
-
-
-def _cell(r: dict[str, Any] | None) -> str:
-    if r is None:
-        return ""
-    if r["status"] != "ok":
-        return r["status"]
-    if r["strategy"] == "original":
-        return _secs(r["seconds"])
-    mark = " ✗" if r["agrees"] is False else ""
-    return (_x(r["ratio"]) if r["ratio"] is not None else _secs(r["seconds"])) + mark
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "--:" for i in range(len(header))) + "|"]
-    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return out
-
-
-class Data:
-    """The records of one storage (``storage``; default the run's first) and what is computed from them."""
-
-    def __init__(self, records, chars, meta, lineage_on, storage: str | None = None) -> None:
-        self.storage = storage or (storages(records, meta) or [OLD_STORAGE])[0]
-        records = [r for r in records if storage_of(r) == self.storage]
-        chars = [c for c in chars if storage_of(c) == self.storage]
-        lineage_on = [r for r in lineage_on if storage_of(r) == self.storage]
-        self.records, self.chars, self.meta, self.lineage_on = records, chars, meta, lineage_on
-        self.engines = [e for e in ("duckdb", "spark") if any(r["engine"] == e for r in records)]
-        self.strategies = [s for s in ("original",) + FORWARD + BACKWARD if any(r["strategy"] == s for r in records)]
-        self.queries = sorted({r["query"] for r in records})
-        self.by = {(r["engine"], r["query"], r["strategy"]): r for r in records}
-        self.sf = meta.get("sf") or (records[0]["sf"] if records else 0)
-        self.char = {}
-        for c in chars:  # Table 7 from the first engine that has it (duckdb first); lineage is engine-independent
-            self.char.setdefault(c["query"], c)
-
-    def get(self, engine, q, s):
-        return self.by.get((engine, q, s))
-
-    def ratios(self, engine, strategy, key: str = "ratio") -> dict[int, float]:
-        return {q: r[key] for q in self.queries if (r := self.get(engine, q, strategy)) and r.get(key)}
-
-
-# -- the generated summary ---------------------------------------------------------------------------
-
-def summary(d: Data) -> list[str]:
-    paras = []
-    for e in d.engines:
-        name = ENGINE_NAMES.get(e, e)
-        parts = []
-        gm = {s: (geomean(d.ratios(e, s).values()), len(d.ratios(e, s))) for s in d.strategies if s != "original"}
-        costs = [f"{s} {_x(g)} ({n} queries)" for s, (g, n) in gm.items() if g]
-        if costs:
-            parts.append(f"On {name} (SF {d.sf:g}), the geometric mean of time over the original query is "
-                         + ", ".join(costs) + ".")
-        rs, rb = d.ratios(e, "set"), d.ratios(e, "bitmap")
-        both = sorted(set(rs) & set(rb))
-        if both:
-            wins = [q for q in both if rb[q] < rs[q]]
-            large = [q for q in both if d.char.get(q, {}).get("avg_lineage_size", 0) >= LARGE_LINEAGE]
-            small = [q for q in both if q not in large]
-            s = f"bitmap is faster than set on {len(wins)} of {len(both)} queries"
-            if large:
-                g = geomean(rb[q] / rs[q] for q in large)
-                s += (f"; on the {len(large)} large-lineage queries (≥ {LARGE_LINEAGE} ids per row: {_qlist(large)}) "
-                      f"bitmap takes {_x(g)} set's time")
-            if small:
-                s += f", on the other {len(small)} {_x(geomean(rb[q] / rs[q] for q in small))}"
-            parts.append(s[0].upper() + s[1:] + ".")
-        fwd = {q: min(v for v in (rs.get(q), rb.get(q)) if v) for q in set(rs) | set(rb)}
-        for s in BACKWARD:
-            rr = d.ratios(e, s)
-            common = sorted(set(rr) & set(fwd))
-            if common:
-                beats = [q for q in common if rr[q] < fwd[q]]
-                g = geomean(rr[q] / fwd[q] for q in common)
-                parts.append(f"{s} costs {_x(g)} the faster forward strategy's time (geometric mean over "
-                             f"{len(common)} queries)" + (f" and beats it on {_qlist(beats)}." if beats else
-                                                          " and never beats it."))
-        fails = {}
-        for r in d.records:
-            if r["engine"] == e and r["status"] != "ok":
-                fails.setdefault((r["strategy"], r["status"]), []).append(r["query"])
-        if fails:
-            parts.append("Not completed: " + "; ".join(f"{s} {st} on {_qlist(qs)}" for (s, st), qs in
-                                                       sorted(fails.items())) + ".")
-        base = sorted(r["seconds"] for q in d.queries if (r := d.get(e, q, "original")) and r["seconds"])
-        if base and base[len(base) // 2] < 0.1:
-            parts.append(f"The original queries take a median {_secs(base[len(base) // 2])} here, so fixed "
-                         "per-query costs (the engine parsing the longer SQL, a shared-lineage query, each extra "
-                         "tracing query and, for backward tracing, rewriting in Python at each run) weigh as much as "
-                         "execution; a larger --sf shows what the engine pays.")
-        agree = []
-        for s in ("bitmap",) + BACKWARD:
-            rows = [r for q in d.queries if (r := d.get(e, q, s)) and r["agrees"] is not None]
-            if rows:
-                bad = [r for r in rows if not r["agrees"]]
-                t = f"{s} equals set on {len(rows) - len(bad)} of {len(rows)}"
-                if bad:
-                    sub = [r["query"] for r in bad if "subset on each" in (r["message"] or "")]
-                    t += f" (differs on {_qlist(r['query'] for r in bad)}"
-                    t += f"; set is a subset on {_qlist(sub)}" if sub else ""
-                    t += ")"
-                agree.append(t)
-        if agree:
-            parts.append("Lineage agreement: " + "; ".join(agree) + ".")
-        paras.append(" ".join(parts))
-    space = [r for r in d.records if r["strategy"] == "bitmap" and r["status"] == "ok" and r["lineage_ids"]]
-    if space:
-        per_id = sorted(r["bytes_stored"] / r["lineage_ids"] for r in space)
-        big = [r for r in space if d.char.get(r["query"], {}).get("avg_lineage_size", 0) >= LARGE_LINEAGE]
-        t = (f"Space: serialised bitmaps take a median {per_id[len(per_id) // 2]:.2f} bytes per lineage id "
-             f"(from {per_id[0]:.2f} to {per_id[-1]:.2f}) against the paper's 4")
-        if big:
-            under = sum(1 for r in big if r["bytes_stored"] < r["lineage_ids"])
-            t += f"; under 1 byte per id on {under} of {len(big)} large-lineage runs"
-        paras.append(t + ".")
-    if len(d.engines) == 2:
-        common = [q for q in d.queries if all((r := d.get(e, q, "original")) and r["seconds"] for e in d.engines)]
-        if common:
-            g = geomean(d.get("spark", q, "original")["seconds"] / d.get("duckdb", q, "original")["seconds"]
-                        for q in common)
-            t = f"Spark runs the original queries in {_x(g)} DuckDB's time (geometric mean, {len(common)} queries)"
-            dig = {}
-            for c in d.chars:
-                dig.setdefault(c["query"], {})[c["engine"]] = c.get("lineage_digest")
-            both = [q for q, v in dig.items() if len(v) == 2]
-            if both:
-                same = [q for q in both if len(set(dig[q].values())) == 1]
-                t += (f"; set lineage is identical on both engines for {len(same)} of {len(both)} queries"
-                      + (f" (differs on {_qlist(set(both) - set(same))})" if len(same) < len(both) else ""))
-            paras.append(t + ".")
-    return paras
+from dltrace.tpch.report_data import (BACKWARD, ENGINE_NAMES, STORAGE_TEXT, Data, bytes_text, cell_text, geomean,
+                                      load_json, load_note, markdown_table, query_list, ratio_text, secs_text,
+                                      storages)
+from dltrace.tpch.report_summary import summary
 
 
 # -- report.md ---------------------------------------------------------------------------------------
@@ -237,10 +38,10 @@ def _details_text(m: dict) -> str:
             continue
         bits = []
         if v.get("memory_bytes") and v.get("storage") == "memory":
-            bits.append(f"DuckDB holds {_bytes(v['memory_bytes'])}")
+            bits.append(f"DuckDB holds {bytes_text(v['memory_bytes'])}")
         if v.get("cached_memory_bytes") or v.get("cached_disk_bytes"):
-            bits.append(f"cached {_bytes(v.get('cached_memory_bytes'))} in memory, "
-                        f"{_bytes(v.get('cached_disk_bytes'))} spilled to disk "
+            bits.append(f"cached {bytes_text(v.get('cached_memory_bytes'))} in memory, "
+                        f"{bytes_text(v.get('cached_disk_bytes'))} spilled to disk "
                         f"({v.get('cached_partitions')}/{v.get('partitions')} partitions)")
         if v.get("master"):
             bits.append(f"master {v['master']}, default parallelism {v.get('default_parallelism')}")
@@ -251,8 +52,8 @@ def _details_text(m: dict) -> str:
 
 def write_report(out: Path) -> Path:
     out = Path(out)
-    records, chars = _load(out, "results.json", []), _load(out, "characteristics.json", [])
-    meta, on = _load(out, "run.json", {}), _load(out, "lineage_on.json", [])
+    records, chars = load_json(out, "results.json", []), load_json(out, "characteristics.json", [])
+    meta, on = load_json(out, "run.json", {}), load_json(out, "lineage_on.json", [])
     d = Data(records, chars, meta, on)
     others = [Data(records, chars, meta, on, storage=x) for x in storages(records, meta) if x != d.storage]
     m = d.meta
@@ -262,15 +63,15 @@ def write_report(out: Path) -> Path:
     L.append(f"`{m.get('command', 'dltrace tpch')}`" + (" — **interrupted**: partial results" if m.get("interrupted") else ""))
     L.append("")
     mem = mach.get("memory_bytes")
-    L.append(f"Machine: {mach.get('cpu', '?')}, {mach.get('cores', '?')} cores, {_bytes(mem)} RAM, {mach.get('os', '?')}. "
+    L.append(f"Machine: {mach.get('cpu', '?')}, {mach.get('cores', '?')} cores, {bytes_text(mem)} RAM, {mach.get('os', '?')}. "
              + ", ".join(f"{k} {x}" for k, x in v.items()) + ".")
     cpu = m.get("cpu_seconds") or {}
     cpu_text = (f" (CPU time {sum(cpu.values()):.0f} s: " + ", ".join(f"{k} {x:.0f} s" for k, x in cpu.items()) + ")"
                 if cpu else "")
     L.append(f"Started {m.get('started', '?')}; wall time {m.get('wall_seconds') or 0:.0f} s{cpu_text}; "
              f"{m.get('warmup', 1)} warm-up + {m.get('repeat', '?')} timed runs per cell (median); timeout "
-             f"{m.get('timeout', '?')} s per run; memory guard {_bytes(m.get('memory_limit_bytes'))}."
-             + _load_note(m, mach))
+             f"{m.get('timeout', '?')} s per run; memory guard {bytes_text(m.get('memory_limit_bytes'))}."
+             + load_note(m, mach))
     L.append("")
     L.append(f"Storage: **{STORAGE_TEXT.get(d.storage, d.storage)}**"
              + (f"; also run on {', '.join(o.storage for o in others)} storage (section \"Storage\" at the end)"
@@ -284,11 +85,11 @@ def write_report(out: Path) -> Path:
           "worker; the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
     for e in d.engines:
         L += [f"### {ENGINE_NAMES.get(e, e)}, {d.storage} storage", ""]
-        rows = [[f"Q{q}"] + [_cell(d.get(e, q, s)) for s in d.strategies] for q in d.queries]
-        rows.append(["geo. mean"] + [_secs(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s))
+        rows = [[f"Q{q}"] + [cell_text(d.get(e, q, s)) for s in d.strategies] for q in d.queries]
+        rows.append(["geo. mean"] + [secs_text(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s))
                                                       and r["seconds"])) if s == "original" else
-                                     _x(geomean(d.ratios(e, s).values())) for s in d.strategies])
-        L += _table(["query"] + d.strategies, rows) + [""]
+                                     ratio_text(geomean(d.ratios(e, s).values())) for s in d.strategies])
+        L += markdown_table(["query"] + d.strategies, rows) + [""]
         png = ratio_plot(d.records, e, out / f"ratio_{e}.png", d.sf)
         if png:
             L += [f"![{e} time ratio]({png.name})", ""]
@@ -300,11 +101,11 @@ def write_report(out: Path) -> Path:
               "column the engine returned as id lists is built when first read, so the overhead above is the "
               "capture and this is capture plus build; backward tracing returns its lineage ready.", ""]
         for e in d.engines:
-            rows = [[f"Q{q}"] + [_x(r["readable_ratio"]) if (r := d.get(e, q, s)) and r.get("readable_ratio") else "–"
+            rows = [[f"Q{q}"] + [ratio_text(r["readable_ratio"]) if (r := d.get(e, q, s)) and r.get("readable_ratio") else "–"
                                  for s in readable] for q in d.queries]
-            rows.append(["geo. mean"] + [_x(geomean(d.ratios(e, s, "readable_ratio").values())) for s in readable])
+            rows.append(["geo. mean"] + [ratio_text(geomean(d.ratios(e, s, "readable_ratio").values())) for s in readable])
             L += [f"### {ENGINE_NAMES.get(e, e)}, {d.storage} storage", ""]
-            L += _table(["query"] + readable, rows) + [""]
+            L += markdown_table(["query"] + readable, rows) + [""]
 
     if d.char:
         L += ["## Lineage characteristics (the paper's Table 7)", "",
@@ -316,7 +117,7 @@ def write_report(out: Path) -> Path:
                  "–" if c["replication_factor"] is None else f"{c['replication_factor']:,.2f}",
                  "–" if c["clustering_factor"] is None else f"{c['clustering_factor']:.2f}",
                  f"{c['total_lineage_size']:,}", ", ".join(c.get("tables", {}))] for q, c in sorted(d.char.items())]
-        L += _table(["query", "cardinality", "avg. lineage size", "replication factor", "clustering factor (%)",
+        L += markdown_table(["query", "cardinality", "avg. lineage size", "replication factor", "clustering factor (%)",
                      "total ids", "tables"], rows) + [""]
 
     L += ["## Space (the paper's Table 9)", "",
@@ -327,18 +128,18 @@ def write_report(out: Path) -> Path:
         ref = next((r for e in d.engines if (r := d.get(e, q, "set")) and r["status"] == "ok"), None)
         if ref is None:
             continue
-        row = [f"Q{q}", ref["output_rows"], f"{ref['lineage_ids']:,}", _bytes(ref["bytes_raw"]), _bytes(ref["bytes_stored"])]
+        row = [f"Q{q}", ref["output_rows"], f"{ref['lineage_ids']:,}", bytes_text(ref["bytes_raw"]), bytes_text(ref["bytes_stored"])]
         for e in d.engines:
             b = d.get(e, q, "bitmap")
             ok = b and b["status"] == "ok" and b["bytes_stored"] is not None
             if ok:
                 per_id = f" ({b['bytes_stored'] / b['lineage_ids']:.2f})" if b["lineage_ids"] else ""
-                row.append(_bytes(b["bytes_stored"]) + per_id)
+                row.append(bytes_text(b["bytes_stored"]) + per_id)
             else:
                 row.append(b["status"] if b else "–")
         rows.append(row)
     if rows:
-        L += _table(["query", "rows", "ids", "4 B/id", "set"] + [f"bitmap {e}" for e in d.engines], rows) + [""]
+        L += markdown_table(["query", "rows", "ids", "4 B/id", "set"] + [f"bitmap {e}" for e in d.engines], rows) + [""]
         png = bytes_plot(d.records, out / "bytes_per_id.png", d.sf)
         if png:
             L += [f"![bytes per lineage id]({png.name})", ""]
@@ -387,9 +188,9 @@ def memory_section(d: Data) -> list[str]:
                              f"{r['peak_rss_bytes'] / 2**20:,.0f}" for s in d.strategies] for q in d.queries]
         top = max((r for r in d.records if r["engine"] == e and r["peak_rss_bytes"]),
                   key=lambda r: r["peak_rss_bytes"], default=None)
-        L += [f"### {ENGINE_NAMES.get(e, e)}", ""] + _table(["query"] + d.strategies, rows) + [""]
+        L += [f"### {ENGINE_NAMES.get(e, e)}", ""] + markdown_table(["query"] + d.strategies, rows) + [""]
         if top:
-            L += [f"Highest: {_bytes(top['peak_rss_bytes'])} (Q{top['query']} {top['strategy']}).", ""]
+            L += [f"Highest: {bytes_text(top['peak_rss_bytes'])} (Q{top['query']} {top['strategy']}).", ""]
     return L
 
 
@@ -415,7 +216,7 @@ def agreement_section(d: Data) -> list[str]:
                 if r is not None and r["agrees"] is False:
                     notes.append(f"- {ENGINE_NAMES.get(e, e)} Q{q} {s}: {r['message']}")
         rows.append(row)
-    L += _table(header, rows) + [""] + notes + ([""] if notes else [])
+    L += markdown_table(header, rows) + [""] + notes + ([""] if notes else [])
     return L
 
 
@@ -431,13 +232,13 @@ def engines_section(d: Data) -> list[str]:
     for q in d.queries:
         a, b = d.get("duckdb", q, "original"), d.get("spark", q, "original")
         sa, sb = (a or {}).get("seconds"), (b or {}).get("seconds")
-        row = [f"Q{q}", _secs(sa), _secs(sb), _x(sb / sa) if sa and sb else "–"]
+        row = [f"Q{q}", secs_text(sa), secs_text(sb), ratio_text(sb / sa) if sa and sb else "–"]
         for s in others:
-            row.append(" / ".join(_cell(d.get(e, q, s)) or "–" for e in ("duckdb", "spark")))
+            row.append(" / ".join(cell_text(d.get(e, q, s)) or "–" for e in ("duckdb", "spark")))
         v = dig.get(q, {})
         row.append(("✓" if len(set(v.values())) == 1 else "✗") if len(v) == 2 else "–")
         rows.append(row)
-    L += _table(["query", "DuckDB", "Spark", "Spark/DuckDB"] + [f"{s} (DuckDB / Spark)" for s in others]
+    L += markdown_table(["query", "DuckDB", "Spark", "Spark/DuckDB"] + [f"{s} (DuckDB / Spark)" for s in others]
                 + ["lineage"], rows) + [""]
     return L
 
@@ -453,10 +254,10 @@ def lineage_on_section(d: Data) -> list[str]:
     for r in d.lineage_on:
         avg = r["lineage_ids"] / r["output_rows"] if r["output_rows"] and r["lineage_ids"] is not None else None
         rows.append([ENGINE_NAMES.get(r["engine"], r["engine"]), f"Q{r['query']}", r["strategy"],
-                     r["status"] if r["status"] != "ok" else _x(r["ratio"]) if r["ratio"] else _secs(r["seconds"]),
+                     r["status"] if r["status"] != "ok" else ratio_text(r["ratio"]) if r["ratio"] else secs_text(r["seconds"]),
                      r["output_rows"] if r["output_rows"] is not None else "–",
-                     f"{avg:.1f}" if avg is not None else "–", _bytes(r["bytes_stored"])])
-    return L + _table(["engine", "query", "strategy", "time", "cardinality", "avg. lineage size", "bytes"], rows) + [""]
+                     f"{avg:.1f}" if avg is not None else "–", bytes_text(r["bytes_stored"])])
+    return L + markdown_table(["engine", "query", "strategy", "time", "cardinality", "avg. lineage size", "bytes"], rows) + [""]
 
 
 def storage_section(d: Data, o: Data) -> list[str]:
@@ -468,11 +269,11 @@ def storage_section(d: Data, o: Data) -> list[str]:
     for e in [e for e in d.engines if e in o.engines] or o.engines:
         name = ENGINE_NAMES.get(e, e)
         L += [f"### {name}, {o.storage} storage", ""]
-        rows = [[f"Q{q}"] + [_cell(o.get(e, q, s)) for s in o.strategies] for q in o.queries]
-        rows.append(["geo. mean"] + [_secs(geomean(r["seconds"] for q in o.queries if (r := o.get(e, q, s))
+        rows = [[f"Q{q}"] + [cell_text(o.get(e, q, s)) for s in o.strategies] for q in o.queries]
+        rows.append(["geo. mean"] + [secs_text(geomean(r["seconds"] for q in o.queries if (r := o.get(e, q, s))
                                                       and r["seconds"])) if s == "original" else
-                                     _x(geomean(o.ratios(e, s).values())) for s in o.strategies])
-        L += _table(["query"] + o.strategies, rows) + [""]
+                                     ratio_text(geomean(o.ratios(e, s).values())) for s in o.strategies])
+        L += markdown_table(["query"] + o.strategies, rows) + [""]
         if e not in d.engines:
             continue
         qs = [q for q in d.queries if q in o.queries]
@@ -480,13 +281,13 @@ def storage_section(d: Data, o: Data) -> list[str]:
                 and (b := o.get(e, q, "original")) and b["seconds"]]
         if base:
             g = geomean(o.get(e, q, "original")["seconds"] / d.get(e, q, "original")["seconds"] for q in base)
-            L.append(f"{name}: the original queries take {_x(g)} as long on {o.storage} as on {d.storage} storage "
+            L.append(f"{name}: the original queries take {ratio_text(g)} as long on {o.storage} as on {d.storage} storage "
                      f"(geometric mean over {len(base)} queries).")
         gms = []
         for s in [s for s in d.strategies if s != "original" and s in o.strategies]:
             a, b = geomean(d.ratios(e, s).values()), geomean(o.ratios(e, s).values())
             if a and b:
-                gms.append(f"{s} {_x(a)} on {d.storage}, {_x(b)} on {o.storage}")
+                gms.append(f"{s} {ratio_text(a)} on {d.storage}, {ratio_text(b)} on {o.storage}")
         if gms:
             L.append("Geometric mean ratio to the original query: " + "; ".join(gms) + ".")
         dig = {}
@@ -498,7 +299,7 @@ def storage_section(d: Data, o: Data) -> list[str]:
         if both:
             same = [q for q in both if dig[q][0] == dig[q][1]]
             L.append(f"Set lineage (rows and ids) is identical on both storages for {len(same)} of {len(both)} "
-                     "queries" + (f" (differs on {_qlist(set(both) - set(same))})" if len(same) < len(both) else "")
+                     "queries" + (f" (differs on {query_list(set(both) - set(same))})" if len(same) < len(both) else "")
                      + ".")
         L.append("")
     return L
@@ -525,10 +326,10 @@ def _print_storage(d: Data, console: Console) -> None:
             cells = []
             for s in d.strategies:
                 r = d.get(e, q, s)
-                c = _cell(r)
+                c = cell_text(r)
                 cells.append(f"[{styles[r['status']]}]{c}[/]" if r and r["status"] in styles else c)
             t.add_row(f"Q{q}", *cells)
-        t.add_row("geo. mean", *[_secs(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s)) and r["seconds"]))
-                                 if s == "original" else _x(geomean(d.ratios(e, s).values())) for s in d.strategies],
+        t.add_row("geo. mean", *[secs_text(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s)) and r["seconds"]))
+                                 if s == "original" else ratio_text(geomean(d.ratios(e, s).values())) for s in d.strategies],
                   style="bold")
         console.print(t)
