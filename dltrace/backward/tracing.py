@@ -49,7 +49,7 @@ from dltrace.rewriter.analysis import (
 )
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.parse import defining_cte, position
-from dltrace.rewriter.passes.decorrelate import is_correlated
+from dltrace.rewriter.passes.correlation import is_correlated
 
 TID = "_dl_tid"
 PRESENT = "_dl_x"

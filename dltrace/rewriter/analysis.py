@@ -25,17 +25,10 @@ from dltrace.rewriter.parse import check_query, position
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
 from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.correlation import is_correlated, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
-from dltrace.rewriter.passes.decorrelate import (
-    DECORRELATED,
-    PREDICATE_SUBQUERIES,
-    SPLIT_VALUE,
-    WRITTEN_AS,
-    decorrelate,
-    has_decorrelated,
-    is_correlated,
-    subquery_kind,
-)
+from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
+from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate, has_decorrelated
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS

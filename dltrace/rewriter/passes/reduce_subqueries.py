@@ -43,12 +43,8 @@ from sqlglot import exp
 from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.decorrelate import (
-    DECORRELATED,
-    REDUCTION,
-    has_decorrelated,
-    is_correlated,
-)
+from dltrace.rewriter.passes.correlation import is_correlated
+from dltrace.rewriter.passes.decorrelate import DECORRELATED, REDUCTION, has_decorrelated
 from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, match_tests
 
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)

@@ -1,0 +1,160 @@
+"""Correlated subqueries sqlglot would decorrelate inexactly, or not at all, written first into forms it
+decorrelates exactly (each function says when its form is valid): a correlated EXISTS over a one-row aggregate
+as a count of its rows, a scalar subquery over an expression of aggregates as that expression over one subquery
+per aggregate, and a scalar read after a GROUP BY through ``MAX()`` per input row. Called by
+``decorrelate.decorrelate`` before sqlglot runs."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.correlation import (defined_names, enclosing_clause, in_a_clause, is_correlated,
+                                                 one_value, outer_columns)
+from dltrace.rewriter.shape import aggregates, one_row_aggregate, ungrouped
+
+
+WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of the user's: the user's, as written
+
+
+SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subquery became (its value's use)
+
+
+PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
+
+
+def count_rows_of_true_exists(tree: exp.Expression) -> None:
+    """``EXISTS (SELECT <aggregates> FROM f WHERE w)``, correlated, as ``((SELECT count(*) FROM f WHERE w) IS NOT
+    NULL)``.
+
+    An aggregate without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET gives one row whatever it reads, so the EXISTS
+    is TRUE; sqlglot writes it as TRUE and its lineage -- the subquery's rows for this outer row, the input rows of
+    its aggregate -- was lost (found by the reference evaluator). The count over the same rows is never NULL, so
+    the test stays TRUE, and as a correlated scalar subquery it is decorrelated with its rows' lineage."""
+    for node in list(tree.find_all(exp.Exists)):
+        query = node.this
+        if not isinstance(query, exp.Select) or not is_correlated(query):
+            continue
+        count = query.copy()
+        group = query.args.get("group")
+        if group is not None and group.args.get("all") and not group.expressions and all(
+                aggregates(p, query) for p in query.expressions):
+            count.set("group", None)  # GROUP BY ALL over aggregates only groups by nothing
+        if not one_row_aggregate(count):  # (an aggregate in a window or a nested subquery is not one)
+            continue
+        count.set("order", None)
+        count.set("distinct", None)
+        count.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows")])
+        counted = exp.Subquery(this=count)
+        counted.meta[WRITTEN_AS] = node.copy()  # what a refusal names: the user's EXISTS, not this count
+        node.replace(exp.paren(counted.is_(exp.null()).not_(), copy=False))
+
+
+_SQLGLOT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)  # what sqlglot decorrelates (30.30)
+
+
+def split_aggregate_values(tree: exp.Expression) -> None:
+    """``(SELECT f(agg1, ..., aggn) FROM r WHERE w)``, correlated, as ``(f((SELECT agg1 FROM r WHERE w), ...,
+    (SELECT aggn FROM r WHERE w)))`` where sqlglot would not decorrelate ``f`` itself.
+
+    Valid because such a subquery (one projection, no GROUP BY, HAVING, QUALIFY, DISTINCT, ORDER BY, LIMIT or
+    OFFSET) gives exactly one row per outer row, its aggregates all over the same rows ``r WHERE w``, and ``f``
+    reads nothing else of them (every column outside the aggregates is the outer query's): each aggregate's own
+    subquery gives the same value, also over no rows, where ``f`` of it -- ``coalesce(NULL, 0)``, ``0 + 1`` --
+    is then the engine's own value (sqlglot fills a missing COUNT with 0, a missing SUM/AVG/MIN/MAX stays NULL,
+    as over no rows). Each piece is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their
+    union is the subquery's); the expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where
+    the user's subquery was used (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a
+    piece sits in an ``IS NULL`` (:func:`_under_is_null`).
+    """
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        if not in_a_clause(sub) or not _splittable(query):
+            continue
+        value = query.expressions[0].unalias().copy()
+        users = sub.copy()  # what a refusal of a piece names: the user's subquery
+        for agg in list(value.find_all(*_SQLGLOT_AGGREGATES)):
+            piece = query.copy()
+            piece.set("expressions", [exp.alias_(agg.copy(), "_dl_value", quoted=True)])
+            written = exp.Subquery(this=piece)
+            written.meta[WRITTEN_AS] = users
+            agg.replace(_under_is_null(written))
+        split = exp.Paren(this=value)
+        split.meta[SPLIT_VALUE] = True
+        sub.replace(split)
+
+
+def read_group_constants_per_row(tree: exp.Expression) -> None:
+    """A correlated scalar subquery of aggregates in the SELECT list or HAVING of ``SELECT ... GROUP BY k``
+    whose outer columns are all GROUP BY keys of that SELECT, as ``MAX((subquery))``.
+
+    sqlglot leaves a subquery after the grouping alone (the columns it would join in are not grouped). Valid
+    because its value depends on the group's keys only, so it is the same for every input row of the group, and
+    a GROUP BY group has at least one row: MAX over the group's rows is the value the engine computes once for
+    the group, and read per input row, before the grouping, the subquery is decorrelated as any other (its rows'
+    lineage reaches the group's row through the aggregation). Only plain keys count: a column under ROLLUP (...),
+    CUBE (...) or GROUPING SETS (sqlglot keeps them among the keys), or under WITH ROLLUP / WITH TOTALS, is NULL
+    in a subtotal whose rows' are not (and a SELECT with any of them, which may give a grand total of no rows, is
+    kept in place further on: :func:`_in_a_global_aggregate_row`); never over a global aggregate."""
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        if isinstance(sub.parent, (exp.Any, exp.All, exp.In, exp.Exists)):
+            continue  # a scalar only: ANY (MAX((SELECT ...))) compares with one value, not the subquery's rows
+        node = sub.parent if sub.parent is not None and sub.parent.meta.get(PIECE) else sub
+        select = node.find_ancestor(exp.Select)
+        group = select.args.get("group") if select is not None else None
+        if group is None or group.args.get("all") or any(
+                group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")) or not group.expressions:
+            continue
+        if not in_a_clause(sub) or enclosing_clause(node, select) not in ("expressions", "having") \
+                or node.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select:
+            continue
+        outer = outer_columns(query)
+        if not outer or not one_value(query, correlated=True):
+            continue
+        if not all(any(c == key for key in group.expressions) for c in outer):
+            continue  # (a column of another SELECT, or not a plain key: not constant over the group's rows)
+        node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))
+
+
+def _under_is_null(sub: exp.Subquery) -> exp.Is:
+    """``sub IS NULL``, marked to be taken off after sqlglot ran: a scalar subquery of aggregates sqlglot leaves
+    alone inside a function of the SELECT list or an aggregate's argument (it has no predicate there; that is
+    for values that are not aggregates) is decorrelated under it."""
+    wrapper = exp.Is(this=sub, expression=exp.null())
+    wrapper.meta[PIECE] = True
+    return wrapper
+
+
+def _splittable(query: exp.Expression) -> bool:
+    """A correlated one-row aggregate whose value is an expression of COUNT/SUM/AVG/MIN/MAX calls and the outer
+    query's columns that sqlglot does not decorrelate as it is."""
+    if not (isinstance(query, exp.Select) and ungrouped(query) and len(query.expressions) == 1
+            and not any(query.args.get(k) for k in ("distinct", "order", "windows"))
+            and is_correlated(query)):
+        return False
+    value = query.expressions[0].unalias()
+    if value.find(exp.Query, exp.Window, exp.Filter) is not None or _sqlglot_decorrelates(value):
+        return False
+    calls = list(value.find_all(exp.AggFunc))
+    if not calls or any(not isinstance(c, _SQLGLOT_AGGREGATES) or c.find_ancestor(exp.AggFunc) for c in calls):
+        return False
+    own = defined_names(query)
+    outside = [c for c in value.find_all(exp.Column) if not c.find_ancestor(*_SQLGLOT_AGGREGATES)]
+    return all(c.table and c.table not in own for c in outside)
+
+
+def _sqlglot_decorrelates(value: exp.Expression) -> bool:
+    """Does sqlglot's decorrelation take this scalar aggregate as it is (one aggregate, or arithmetic of numbers
+    and aggregates other than COUNT; sqlglot 30.30's ``_is_supported_scalar_aggregate``)?"""
+    value = value.unnest()
+    if isinstance(value, _SQLGLOT_AGGREGATES):
+        return True
+    if isinstance(value, exp.Literal):
+        return value.is_number
+    if isinstance(value, exp.Neg):
+        operands = [value.this]
+    elif isinstance(value, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Pow)):
+        operands = [value.this, value.expression]
+    else:
+        return False
+    return all(not isinstance(o.unnest(), exp.Count) and _sqlglot_decorrelates(o) for o in operands)
