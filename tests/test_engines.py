@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
+from dltrace.engines.spark_errors import one_line as spark_one_line
 from dltrace.tpch import TABLES
 
 KEYS = {
@@ -338,7 +339,6 @@ def test_spark_table_names_that_need_quoting(sparks):
 
 def test_a_spark_error_names_its_cause_past_a_wrapper():
     """A Java exception whose message says nothing ("Exception thrown in awaitResult:") is named by its cause."""
-    from dltrace.engines.spark import _one_line
 
     class Java:
         def __init__(self, message, cause=None):
@@ -359,5 +359,5 @@ def test_a_spark_error_names_its_cause_past_a_wrapper():
             self.java_exception = java
 
     cause = Java("[PLAN_VALIDATION_FAILED_RULE_IN_BATCH] Rule RemoveRedundantAliases generated an invalid plan\n\tat x")
-    assert _one_line(Raised(Java("Exception thrown in awaitResult:", cause))).startswith("[PLAN_VALIDATION_FAILED")
-    assert _one_line(Raised(Java("[DIVIDE_BY_ZERO] Division by zero.", cause))) == "[DIVIDE_BY_ZERO] Division by zero."
+    assert spark_one_line(Raised(Java("Exception thrown in awaitResult:", cause))).startswith("[PLAN_VALIDATION_FAILED")
+    assert spark_one_line(Raised(Java("[DIVIDE_BY_ZERO] Division by zero.", cause))) == "[DIVIDE_BY_ZERO] Division by zero."

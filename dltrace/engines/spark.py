@@ -9,11 +9,9 @@ plus the file's offset, files in sorted name order -- the same ids DuckDB gives 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +27,7 @@ from dltrace.engines.base import (
     check_columns,
     check_storage,
 )
+from dltrace.engines.spark_errors import one_line, quiet, spark_errors
 from dltrace.errors import QueryError, SourceError
 from dltrace.names import rows_relation
 
@@ -42,68 +41,6 @@ def owns(obj: Any) -> bool:
 def install_functions_on(spark: Any) -> None:
     """Register the dl_* functions on a user's own SparkSession (see :mod:`dltrace.engines.spark_udfs`)."""
     spark_udfs.install(spark)
-
-
-def _one_line(e: BaseException) -> str:
-    """The first meaningful line of a (possibly Java) exception, without the stack trace."""
-    # Classic PySpark exceptions expose the Java message through getMessage(); Py4JJavaError carries the
-    # Java exception object.
-    text = ""
-    java = getattr(e, "java_exception", None)
-    for _ in range(8):  # a wrapper's message says nothing ("Exception thrown in awaitResult:"): its cause does
-        if java is None:
-            break
-        try:
-            text = str(java.getMessage() or java.toString())
-            cause = java.getCause()
-        except Exception:  # noqa: BLE001 - the JVM may already be gone
-            text, cause = "", None
-        if cause is None or text.strip() and not text.strip().endswith(":"):
-            break
-        java = cause
-    if not text:
-        text = str(e)
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
-            return line
-    return type(e).__name__
-
-
-def _spark_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = []
-    try:
-        from pyspark.errors import PySparkException
-
-        errors.append(PySparkException)
-    except ImportError:  # pragma: no cover - pyspark < 3.4
-        pass
-    try:
-        from py4j.protocol import Py4JError
-
-        errors.append(Py4JError)
-    except ImportError:  # pragma: no cover - Spark Connect only installs
-        pass
-    return tuple(errors)
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence PySpark's own logging of the errors we translate (a JSON record with the full Java stack)."""
-    try:
-        from pyspark.logger import PySparkLogger
-
-        loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
-    except Exception:  # noqa: BLE001 - older PySpark: nothing to silence
-        loggers = []
-    saved = [lg.disabled for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
-    try:
-        yield
-    finally:
-        for lg, was in zip(loggers, saved):
-            lg.disabled = was
 
 
 def _cores(master: str) -> int:
@@ -190,7 +127,7 @@ class SparkEngine:
         the table is replaced or dropped, or the session closes. A DataFrame (frozen by a local checkpoint
         when registered) is already in Spark's storage either way."""
         check_storage(storage)
-        with _quiet():
+        with quiet():
             if isinstance(source, ParquetSource):
                 df = self._parquet(name, source)
             elif isinstance(source, ArrowSource):
@@ -208,9 +145,9 @@ class SparkEngine:
                 try:
                     df = df.cache()
                     df.count()
-                except _spark_errors() as e:
+                except spark_errors() as e:
                     _unpersist(df)
-                    raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+                    raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
                 keep = True
             if keep:
                 self._frames[name] = df  # the frozen ids / cached rows live as long as the view
@@ -225,9 +162,9 @@ class SparkEngine:
     def exists(self, name: str) -> bool:
         """Is there a temp view or table ``name`` in this SparkSession, whoever made it?"""
         try:
-            with _quiet():
+            with quiet():
                 return bool(self.spark.catalog.tableExists(self.quote(name)))
-        except _spark_errors():
+        except spark_errors():
             return False
 
     def created(self, name: str) -> bool:
@@ -246,7 +183,7 @@ class SparkEngine:
         partition order, then frozen like a registered DataFrame), leaving ``name`` itself alone."""
         if not self.exists(name):
             raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
-        with _quiet():
+        with quiet():
             df = self._native(name, self.spark.table(self.quote(name)))
             old = self._frames.pop(rows_relation(name), None)
             self._frames[rows_relation(name)] = df
@@ -269,8 +206,8 @@ class SparkEngine:
             for other in frames[1:]:
                 df = df.unionByName(other)
             df.schema  # noqa: B018 - analyse now, so a bad file fails here and not in a later query
-        except _spark_errors() as e:
-            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
         return df
 
     def _arrow(self, name: str, table: pa.Table):
@@ -281,8 +218,8 @@ class SparkEngine:
             # Naive Arrow timestamps stay naive (TIMESTAMP_NTZ), like DuckDB's TIMESTAMP.
             schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)
             return self.spark.createDataFrame(table, schema)
-        except (*_spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
-            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        except (*spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
+            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
 
     def _native(self, name: str, df: Any):
         """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
@@ -317,25 +254,25 @@ class SparkEngine:
             except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
                 out = out.cache()
                 out.count()
-        except _spark_errors() as e:
-            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
         return out
 
     def columns(self, name: str) -> dict[str, str]:
         try:
-            with _quiet():
+            with quiet():
                 schema = self.spark.table(self.quote(name)).schema
-        except _spark_errors() as e:
-            raise QueryError(f"Spark: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
 
     # -- queries --------------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:
         try:
-            with _quiet():
+            with quiet():
                 return self.spark.sql(text).toArrow()
-        except _spark_errors() as e:
-            raise QueryError(f"Spark: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
 
     def content_hash(self, name: str) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by Spark."""
@@ -346,10 +283,10 @@ class SparkEngine:
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
         try:
-            with _quiet():
+            with quiet():
                 return list(self.spark.sql(text).columns)
-        except _spark_errors() as e:
-            raise QueryError(f"Spark: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
 
     def estimated_rows(self, text: str) -> int | None:
         """None: Spark's row count statistics exist only for analysed tables (not for temp views or cached
@@ -358,11 +295,11 @@ class SparkEngine:
 
     def materialize(self, name: str, text: str) -> None:
         try:
-            with _quiet():
+            with quiet():
                 df = self.spark.sql(text).cache()
                 df.count()
-        except _spark_errors() as e:
-            raise QueryError(f"Spark: {_one_line(e)}") from None
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
         old = self._frames.pop(name, None)
         self._frames[name] = df
         df.createOrReplaceTempView(self.quote(name))
@@ -376,7 +313,7 @@ class SparkEngine:
                 continue
             self._views.discard(relation)
             try:
-                with _quiet():
+                with quiet():
                     self.spark.catalog.dropTempView(relation)
             except Exception:  # noqa: BLE001 - dropping is best effort and never raises
                 pass
@@ -407,7 +344,7 @@ def add_rids(spark: Any, table: str) -> None:
     engine = SparkEngine(spark)
     if not engine.exists(table):
         raise SourceError(f"no table or temp view named {table!r} in this SparkSession")
-    with _quiet():
+    with quiet():
         df = spark.table(engine.quote(table))
         if RID in [c.lower() for c in df.columns]:
             raise SourceError(f"table {table!r} already has a {RID} column")
