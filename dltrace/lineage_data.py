@@ -21,8 +21,8 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
-from dltrace.udafs.bitmap_arrow import set_union_arrow, union_arrow
-from dltrace.udafs.sets_arrow import sorted_sets
+from dltrace.udafs.bitmap_arrow import union_arrow
+from dltrace.udafs.sets_arrow import set_union_arrow, sorted_sets
 
 
 def is_bitmap_type(t: pa.DataType) -> bool:

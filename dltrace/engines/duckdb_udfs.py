@@ -42,6 +42,7 @@ import duckdb
 from duckdb import sqltypes as T
 
 from dltrace.udafs import bitmap_arrow as B
+from dltrace.udafs import sets_arrow
 
 _BIGINT_LIST = duckdb.list_type(T.BIGINT)
 _BLOB_LIST = duckdb.list_type(T.BLOB)
@@ -57,7 +58,7 @@ _UDFS = {
     "dl_bitmap_contains": (lambda x, r: B.contains_arrow(x, r), [T.BLOB, T.BIGINT], T.BOOLEAN),
     "dl_bitmap_to_list": (lambda x: B.to_list_arrow(x), [T.BLOB], _BIGINT_LIST),
     "dl_bitmap_union": (lambda a, b: B.union_arrow(a, b), [T.BLOB, T.BLOB], T.BLOB),
-    "dl_set_union": (lambda a, b: B.set_union_arrow(a, b), [_BIGINT_LIST, _BIGINT_LIST], _BIGINT_LIST),
+    "dl_set_union": (lambda a, b: sets_arrow.set_union_arrow(a, b), [_BIGINT_LIST, _BIGINT_LIST], _BIGINT_LIST),
 }
 
 # Shared names. dl_count/dl_contains/dl_to_list: one untyped macro that dispatches on typeof(x). typeof is a

@@ -23,6 +23,15 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from dltrace.udafs.arrow_lists import (
+    as_array,
+    binary_array,
+    binary_from_buffer,
+    broadcast,
+    is_binary,
+    list_array,
+    list_parts,
+)
 from dltrace.udafs.bitmap import (
     _MAX_ARRAY,
     EMPTY32,
@@ -44,70 +53,6 @@ from dltrace.udafs.bitmap_codec import (
     _serialize_rows32,
     _values32,
 )
-
-# ---------------------------------------------------------------------------------------------------------------
-# Arrow plumbing
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(x, pa.ChunkedArray):
-        if x.num_chunks == 1:
-            return x.chunk(0)
-        if x.num_chunks == 0:
-            return pa.array([], type=x.type)
-        return x.combine_chunks()
-    return x
-
-
-def _list_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row valid mask, offsets (n + 1, into the values), values as int64) of a list array.
-
-    NULL elements and the values under NULL rows are dropped, so row ``i`` is ``values[offsets[i]:offsets[i+1]]``
-    and a NULL row is empty.
-    """
-    t = arr.type
-    if pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
-        arr = arr.cast(pa.list_(t.value_type))
-    elif pa.types.is_large_list_view(t):
-        arr = arr.cast(pa.large_list(t.value_type))
-    n = len(arr)
-    valid = np.ones(n, bool) if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
-    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    values = arr.values.slice(lo, hi - lo)
-    offsets = offsets - lo
-    keep = None
-    if values.null_count:
-        keep = np.asarray(values.is_valid().to_numpy(zero_copy_only=False))
-    if not valid.all():
-        lengths = np.diff(offsets)
-        if lengths[~valid].any():
-            in_valid_row = np.repeat(valid, lengths)
-            keep = in_valid_row if keep is None else keep & in_valid_row
-    if keep is not None:
-        offsets = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
-        values = values.filter(pa.array(keep))
-    if not pa.types.is_int64(values.type):
-        values = values.cast(pa.int64())
-    v = values.to_numpy(zero_copy_only=False) if len(values) else np.empty(0, np.int64)
-    return valid, offsets, np.asarray(v, dtype=np.int64)
-
-
-def _binary_array(chunks: list[bytes | None], large: bool = False) -> pa.Array:
-    return pa.array(chunks, type=pa.large_binary() if large else pa.binary())
-
-
-def _binary_from_buffer(sizes: np.ndarray, buf: np.ndarray, large: bool) -> pa.Array:
-    offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-    if large:
-        typ, off = pa.large_binary(), offsets.astype(np.int64)
-    else:
-        if offsets[-1] > np.iinfo(np.int32).max:
-            return _binary_from_buffer(sizes, buf, True).cast(pa.binary())  # raises if too big
-        typ, off = pa.binary(), offsets.astype(np.int32)
-    return pa.Array.from_buffers(typ, len(sizes), [None, pa.py_buffer(off), pa.py_buffer(buf)])
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # vectorised functions over Arrow arrays (one call per engine batch)
@@ -153,7 +98,7 @@ def _build_pairs32(n: int, row: np.ndarray, v: np.ndarray, large: bool = False) 
     row = key >> 32
     v = key & 0xFFFFFFFF
     sizes, buf, big = _serialize_rows32(n, row, v)
-    vec = _binary_from_buffer(sizes, buf, large)
+    vec = binary_from_buffer(sizes, buf, large)
     fallback = np.flatnonzero(big)
     if not fallback.size:
         return vec
@@ -162,20 +107,20 @@ def _build_pairs32(n: int, row: np.ndarray, v: np.ndarray, large: bool = False) 
     sb = np.searchsorted(row, np.arange(n + 1))
     extra = [_to_bytes(_bitmap_from_sorted(v[sb[i]:sb[i + 1]], False)) for i in fallback]
     rows = np.flatnonzero(~big)
-    return _assemble(n, [(rows, vec.take(pa.array(rows))), (fallback, _binary_array(extra, large))], large)
+    return _assemble(n, [(rows, vec.take(pa.array(rows))), (fallback, binary_array(extra, large))], large)
 
 
 def build_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bool = False) -> pa.Array:
     """``dl_bitmap_build``: list<int> array -> binary array of serialised bitmaps (never NULL)."""
-    arr = _array(lists)
+    arr = as_array(lists)
     n = len(arr)
     if pa.types.is_null(arr.type):
-        return _binary_array([EMPTY64 if wide else EMPTY32] * n, large)
-    _, bounds, v = _list_parts(arr)
+        return binary_array([EMPTY64 if wide else EMPTY32] * n, large)
+    _, bounds, v = list_parts(arr)
     _check_ids(v, wide)
     if wide:
         out = [_to_bytes(_bitmap_from_sorted(_sorted(v[bounds[i]:bounds[i + 1]]), True)) for i in range(n)]
-        return _binary_array(out, large)
+        return binary_array(out, large)
     lengths = np.diff(bounds)
     huge = lengths > _BUILD_VECTOR_MAX_ROW
     if not huge.any():
@@ -183,7 +128,7 @@ def build_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
     # huge rows straight to pyroaring (no per-id numpy passes over them); the rest vectorised
     hrows, srows = np.flatnonzero(huge), np.flatnonzero(~huge)
     out = [_to_bytes(_bitmap_from_sorted(_sorted(v[bounds[i]:bounds[i + 1]]), False)) for i in hrows]
-    parts = [(hrows, _binary_array(out, large))]
+    parts = [(hrows, binary_array(out, large))]
     if srows.size:
         sv = v[np.repeat(~huge, lengths)]
         srow = np.repeat(np.arange(srows.size, dtype=np.int64), lengths[srows])
@@ -198,11 +143,11 @@ def merge_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
     re-encoded in one vectorised pass; big rows of small bitmaps are decoded with numpy and built by pyroaring;
     the rest (64-bit, or big bitmaps) are unioned by pyroaring, container-wise.
     """
-    arr = _array(lists)
+    arr = as_array(lists)
     n = len(arr)
     empty = EMPTY64 if wide else EMPTY32
     if pa.types.is_null(arr.type) or n == 0:
-        return _binary_array([empty] * n, large)
+        return binary_array([empty] * n, large)
     valid = np.ones(n, bool) if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
     loff = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
     values = arr.values.slice(int(loff[0]), int(loff[-1] - loff[0]))
@@ -254,16 +199,16 @@ def merge_arrow(lists: pa.Array | pa.ChunkedArray, wide: bool = False, large: bo
             if seg.size > 1:
                 seg = seg[np.concatenate(([True], seg[1:] != seg[:-1]))]
             out.append(_to_bytes(_bitmap_from_sorted(seg, False)))
-        parts.append((drows, _binary_array(out, large)))
+        parts.append((drows, binary_array(out, large)))
     prows = np.flatnonzero(python)
     if prows.size:
         out = []
         for i in prows:
             items = [d[eoff[e]:eoff[e + 1]].tobytes() for e in range(loff[i], loff[i + 1]) if ev[e]]
             out.append(_to_bytes(_union_loaded([load(b) for b in items], wide)))
-        parts.append((prows, _binary_array(out, large)))
+        parts.append((prows, binary_array(out, large)))
     if not parts:
-        return _binary_array([empty] * n, large)
+        return binary_array([empty] * n, large)
     return _assemble(n, parts, large)
 
 
@@ -272,46 +217,31 @@ def _binary_values(arr: pa.Array) -> list:
     return arr.to_pylist()
 
 
-def _broadcast(x: pa.Array, y: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Repeat a length-1 argument (a constant, as an engine may pass it) to the other argument's length."""
-    if len(x) == len(y):
-        return x, y
-    if len(x) == 1:
-        return pa.concat_arrays([x] * len(y)) if len(y) else x.slice(0, 0), y
-    if len(y) == 1:
-        return x, pa.concat_arrays([y] * len(x)) if len(x) else y.slice(0, 0)
-    raise ValueError(f"argument lengths differ: {len(x)} and {len(y)}")
-
-
-def _is_binary(t: pa.DataType) -> bool:
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
-
-
 def count_arrow(x: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``dl_count``: set (list<int>) or bitmap (binary) array -> int64 (NULL lineage counts 0).
 
     Sets are trusted to be sets (sorted, distinct: what the rewriter builds); their NULL elements are ignored.
     """
-    arr = _array(x)
-    if _is_binary(arr.type):
+    arr = as_array(x)
+    if is_binary(arr.type):
         return pa.array(_cardinalities(*_binary_parts(arr))[0])
     if pa.types.is_null(arr.type):
         return pa.array(np.zeros(len(arr), np.int64))
-    _, off, _ = _list_parts(arr)  # a set is distinct by contract: its non-null elements
+    _, off, _ = list_parts(arr)  # a set is distinct by contract: its non-null elements
     return pa.array(np.diff(off))
 
 
 def contains_arrow(x: pa.Array | pa.ChunkedArray, rids: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``dl_contains``: NULL lineage -> false, NULL rid -> NULL."""
-    arr, r = _broadcast(_array(x), _array(rids))
+    arr, r = broadcast(as_array(x), as_array(rids))
     rl = r.to_pylist()
-    if _is_binary(arr.type):
+    if is_binary(arr.type):
         vals = _binary_values(arr)
         return pa.array([None if q is None else (False if b is None else _bm_contains(load(b), q))
                          for b, q in zip(vals, rl)], pa.bool_())
     if pa.types.is_null(arr.type):
         return pa.array([None if q is None else False for q in rl], pa.bool_())
-    _, off, v = _list_parts(arr)
+    _, off, v = list_parts(arr)
     return pa.array([None if q is None else bool((v[off[i]:off[i + 1]] == q).any()) for i, q in enumerate(rl)],
                     pa.bool_())
 
@@ -320,54 +250,14 @@ def to_list_arrow(x: pa.Array | pa.ChunkedArray, large: bool = False) -> pa.Arra
     """``dl_to_list``: set or bitmap array -> list<int64> sorted distinct (NULL lineage -> []).
 
     A set comes back as it is (trusted sorted and distinct) without its NULL elements."""
-    arr = _array(x)
+    arr = as_array(x)
     n = len(arr)
-    if _is_binary(arr.type):
+    if is_binary(arr.type):
         return _bitmaps_to_lists(arr, large)
     if pa.types.is_null(arr.type):
-        return _list_array(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), large)
-    _, off, v = _list_parts(arr)
-    return _list_array(off, v, large)
-
-
-def _list_array(offsets: np.ndarray, values: np.ndarray, large: bool, mask: np.ndarray | None = None) -> pa.Array:
-    vals = pa.array(values, pa.int64())
-    m = None if mask is None or not mask.any() else pa.array(mask)
-    if large:
-        return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), vals, mask=m)
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32), pa.int32()), vals, mask=m)
-
-
-def distinct_pairs(row: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (row, id) pairs, sorted by row then id: one sort of the batch, no per-row Python."""
-    if not v.size:
-        return row, v
-    order = np.lexsort((v, row))
-    row, v = row[order], v[order]
-    keep = np.ones(v.size, bool)
-    keep[1:] = (row[1:] != row[:-1]) | (v[1:] != v[:-1])
-    return row[keep], v[keep]
-
-
-def set_union_arrow(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, large: bool = False) -> pa.Array:
-    """``dl_union`` of two set arrays: per row the sorted distinct union (NULL elements dropped); NULL only when
-    both inputs are NULL. One sort of the batch's (row, id) pairs, no per-row Python (DuckDB's own
-    list_distinct costs about 4 us per distinct element, seconds on a large lineage)."""
-    x, y = _broadcast(_array(a), _array(b))
-    n = len(x)
-    rows, vals, valid = [], [], np.zeros(n, bool)
-    for arr in (x, y):
-        if pa.types.is_null(arr.type):
-            continue
-        ok, off, v = _list_parts(arr)
-        valid |= ok
-        rows.append(np.repeat(np.arange(n, dtype=np.int64), np.diff(off)))
-        vals.append(v)
-    row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    v = np.concatenate(vals) if vals else np.zeros(0, np.int64)
-    row, v = distinct_pairs(row, v)
-    offsets = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=n))))
-    return _list_array(offsets, v, large, mask=~valid)
+        return list_array(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), large)
+    _, off, v = list_parts(arr)
+    return list_array(off, v, large)
 
 
 def _bitmaps_to_lists(arr: pa.Array, large: bool) -> pa.Array:
@@ -394,14 +284,14 @@ def _bitmaps_to_lists(arr: pa.Array, large: bool) -> pa.Array:
     else:
         rows = vals = np.zeros(0, np.int64)
     offsets = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n))))
-    return _list_array(offsets, vals, large)
+    return list_array(offsets, vals, large)
 
 
 def union_arrow(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, large: bool = False) -> pa.Array:
     """``dl_union`` of two bitmap arrays, or (Spark, where one name has one return type) of two arrays of any
     lineage representation: always returns bitmaps (64-bit if an input is 64-bit or an id needs it);
     NULL only when both inputs are NULL."""
-    x, y = _broadcast(_array(a), _array(b))
+    x, y = broadcast(as_array(a), as_array(b))
     out: list[bytes | None] = []
     xs = _row_values(x)
     ys = _row_values(y)
@@ -421,13 +311,13 @@ def union_arrow(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray, la
                 loaded.append(_bitmap_from_sorted(ids, bool(ids.size and ids[-1] > MAX_ID32)))
         wide = any(isinstance(m, BitMap64) for m in loaded)
         out.append(_to_bytes(_union_loaded(loaded, wide)))
-    return _binary_array(out, large)
+    return binary_array(out, large)
 
 
 def _row_values(arr: pa.Array) -> list:
-    if _is_binary(arr.type):
+    if is_binary(arr.type):
         return _binary_values(arr)
     if pa.types.is_null(arr.type):
         return [None] * len(arr)
-    valid, off, v = _list_parts(arr)
+    valid, off, v = list_parts(arr)
     return [v[off[i]:off[i + 1]] if valid[i] else None for i in range(len(arr))]
