@@ -34,6 +34,13 @@ class ReservedName(DltraceError):
 class UnsupportedQuery(DltraceError):
     """The query uses a construct that dltrace cannot give exact lineage for."""
 
+    @classmethod
+    def expanded_columns(cls, items: int, columns: int) -> UnsupportedQuery:
+        """The engine expanded one SELECT item into several columns (DuckDB's unnest of a struct): known only
+        once the query ran, from the count of columns it returned."""
+        return cls(f"a SELECT item that gives several columns (an unnest of a struct, ...) is not supported: the "
+                   f"query's {items} items gave {columns} columns; name each column")
+
 
 class QueryError(DltraceError):
     """The engine rejected or failed to run a query."""

@@ -184,6 +184,10 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if engine_bitmaps:
         catalog.engine.install_functions()
     out = catalog.engine.sql(plan.text)
+    if out.num_columns != plan.width + len(plan.lineage):
+        # one SELECT item the engine expanded into several columns (DuckDB's unnest of a struct): the lineage
+        # columns are no longer where the rewrite put them
+        raise UnsupportedQuery.expanded_columns(plan.width, out.num_columns - len(plan.lineage))
     own = out.select(list(range(plan.width)))
     sets = {t: out.column(name) for t, name in plan.lineage}
     shared = {}

@@ -25,7 +25,7 @@ from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets, table_ref
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
@@ -74,6 +74,9 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
         root = tracer.node_for(normal, {}, None)
         out = tracer.output(root)
         width = len(root.names)
+        extra = sum(p is None for p in root.key_pos) if root.mode == "groups" else 0
+        if out.num_columns != width + extra:
+            raise UnsupportedQuery.expanded_columns(width, out.num_columns - extra)
         table = out.select(list(range(width)))
         n = table.num_rows
         wanted = _rows(rows, n)

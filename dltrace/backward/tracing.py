@@ -140,7 +140,8 @@ class Builder:
             for use in clause_subqueries(new, self.semantics == "control"):
                 if use.how != "whole":
                     raise UnsupportedQuery(f"backward tracing of {use.quantifier.upper()} / IN over a subquery kept "
-                                           f"in place (not a WHERE conjunct) is not supported, at "
+                                           f"in place (outside a WHERE conjunct, or over a subquery with QUALIFY, a window or unnest) is not "
+                                           f"supported, at "
                                            f"{position(use.operand)}")
                 if global_aggregate_row(new, use.clause):
                     # its one row exists over zero input rows too, where no traced input row would carry it

@@ -57,6 +57,7 @@ _UNSUPPORTED = {
     exp.Into: "SELECT ... INTO",
     exp.Connect: "CONNECT BY",
     exp.MatchRecognize: "MATCH_RECOGNIZE",
+    exp.Columns: "COLUMNS(...) (a SELECT item of several columns: name them)",
 }
 
 
@@ -84,6 +85,10 @@ def check_query(tree: exp.Expression) -> None:
             # a generator of several columns needs their names: qualification would give it one (_col_1)
             raise UnsupportedQuery(f"{node.key.upper()}(...) in the SELECT list without AS (name, ...) is not "
                                    f"supported: name its columns, at {position(node)}")
+        if isinstance(node, exp.Column) and isinstance(node.this, exp.Star) and _star_over_a_column(node):
+            # `st.*` over a struct column: one SELECT item, several columns (the engine's expansion, not ours)
+            raise UnsupportedQuery(f"a star over a struct column ({node.sql()}) is not supported: name its fields "
+                                   f"({node.table}.a, {node.table}.b, ...), at {position(node)}")
         if isinstance(node, exp.Subquery) and isinstance(node.parent, (exp.Order, exp.Limit, exp.Offset)) \
                 and node.arg_key == "this" and not _under_exists(node):
             # sqlglot 30.30 reads `x > ALL ((q) ORDER BY ... LIMIT n)` as a function ALL(...) of a LIMIT
@@ -103,6 +108,22 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _star_over_a_column(star: exp.Column) -> bool:
+    """Is ``x.*`` (or ``t.x.*``) a star over something other than a FROM item of its SELECT (a struct column)?
+    Names compared without case: a quoted name that differs only in case counts as a FROM item (and is then
+    resolved, or refused, by qualification)."""
+    if star.args.get("db") is not None:
+        return True
+    select = star.find_ancestor(exp.Select)
+    while select is not None:  # its own SELECT's, or (correlated) an enclosing one's
+        from_ = select.args.get("from_")
+        items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+        if star.table.lower() in {item.alias_or_name.lower() for item in items}:
+            return False
+        select = select.find_ancestor(exp.Select)
+    return True
 
 
 def _under_exists(node: exp.Expression) -> bool:

@@ -13,6 +13,15 @@ RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid)
 # rewrite that reads a relation twice or copies a filter must not rely on them
 NONDETERMINISTIC = (*RANDOM, exp.Anonymous)
 RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
+# functions in a SELECT list that give each input row zero or several output rows (DuckDB's unnest, Spark's
+# explode / posexplode / inline / stack): the SELECT's rows are not its FROM's rows
+SET_RETURNING = (exp.Explode, exp.ExplodeOuter, exp.Unnest, exp.Inline, exp.Stack, exp.ExplodingGenerateSeries)
+
+
+def returns_rows_per_row(select: exp.Expression) -> bool:
+    """Does ``select`` call a set-returning function in its SELECT list (its own, not a nested query's)?"""
+    return isinstance(select, exp.Select) and any(
+        node.find_ancestor(exp.Select) is select for e in select.expressions for node in e.find_all(*SET_RETURNING))
 
 
 def random_call(node: exp.Expression) -> exp.Expression | None:

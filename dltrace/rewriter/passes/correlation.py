@@ -75,11 +75,7 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
 
 def reaches_past_itself(query: exp.Expression) -> bool:
     """Does a subquery nested in ``query`` read a table that ``query`` does not define (an outer one)?"""
-    own = defined_names(query)
-    for nested in query.find_all(exp.Select):
-        if nested is not query and any(c.table and c.table not in own for c in nested.find_all(exp.Column)):
-            return True
-    return False
+    return any(c.find_ancestor(exp.Select) is not query for c in outer_columns(query))
 
 
 def is_correlated(query: exp.Expression) -> bool:
@@ -88,19 +84,34 @@ def is_correlated(query: exp.Expression) -> bool:
 
 
 def outer_columns(query: exp.Expression) -> list[exp.Column]:
-    """The columns ``query`` reads of tables it does not define (an outer query's)."""
-    inner = defined_names(query)
-    return [c for c in query.find_all(exp.Column) if c.table and c.table not in inner]
+    """The columns ``query`` reads of tables it does not define (an outer query's).
+
+    A column's table is looked up as SQL resolves it: in the FROM of the SELECT it is written in, then of each
+    SELECT around that one, up to ``query``. A name is not enough: in ``EXISTS (SELECT 1 FROM u WHERE u.k = t.k
+    AND u.w > (SELECT avg(v) FROM t))`` the outer ``t.k`` is the outer query's although a nested SELECT reads a
+    table ``t`` of its own (taken for the subquery's own, the EXISTS was left in place uncorrelated and the
+    engine could not find ``t``)."""
+    return [c for c in query.find_all(exp.Column) if c.table and not _bound_within(c, query)]
 
 
-def defined_names(query: exp.Expression) -> set[str]:
-    """The names ``query`` gives its own tables, derived tables and CTEs."""
-    inner = {t.alias_or_name for t in query.find_all(exp.Table)}
-    inner |= {s.alias_or_name for s in query.find_all(exp.Subquery) if s.alias_or_name}
-    inner |= {c.alias_or_name for c in query.find_all(exp.CTE)}
-    # and every other aliased source: VALUES (...) AS v(x), UNNEST(...) AS u(x)
-    inner |= {alias.name for alias in query.find_all(exp.TableAlias) if alias.name}
-    return inner
+def _bound_within(column: exp.Column, query: exp.Expression) -> bool:
+    """Does a SELECT from ``column``'s own up to ``query`` (inclusive) define ``column``'s table?"""
+    node: exp.Expression | None = column
+    while node is not None:
+        if isinstance(node, exp.Select) and column.table in source_names(node):
+            return True
+        if node is query:
+            return False
+        node = node.parent
+    return False
+
+
+def source_names(select: exp.Select) -> set[str]:
+    """The names ``select``'s own FROM and JOIN items bind: tables and CTEs read (by alias), derived tables and
+    every other aliased source (``VALUES (...) AS v(x)``, ``UNNEST(...) AS u(x)``)."""
+    from_ = select.args.get("from_")
+    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    return {item.alias_or_name for item in items if item.alias_or_name}
 
 
 def enclosing_clause(node: exp.Expression, select: exp.Select) -> str | None:

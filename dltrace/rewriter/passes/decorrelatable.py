@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import (defined_names, enclosing_clause, in_a_clause, is_correlated,
-                                                 one_value, outer_columns)
+from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
 from dltrace.rewriter.shape import aggregates, one_row_aggregate, ungrouped
 
 
@@ -138,9 +137,9 @@ def _splittable(query: exp.Expression) -> bool:
     calls = list(value.find_all(exp.AggFunc))
     if not calls or any(not isinstance(c, _SQLGLOT_AGGREGATES) or c.find_ancestor(exp.AggFunc) for c in calls):
         return False
-    own = defined_names(query)
+    outer = {id(c) for c in outer_columns(query)}
     outside = [c for c in value.find_all(exp.Column) if not c.find_ancestor(*_SQLGLOT_AGGREGATES)]
-    return all(c.table and c.table not in own for c in outside)
+    return all(id(c) in outer for c in outside)
 
 
 def _sqlglot_decorrelates(value: exp.Expression) -> bool:

@@ -52,7 +52,7 @@ from dltrace.rewriter.passes.correlation import (enclosing_clause, in_a_clause, 
 from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, read_group_constants_per_row,
                                                     split_aggregate_values)
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
-from dltrace.rewriter.shape import global_aggregate_row, is_aggregate
+from dltrace.rewriter.shape import global_aggregate_row, is_aggregate, returns_rows_per_row
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -167,11 +167,15 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     correlated = is_correlated(query)
     if correlated and reaches_past_itself(query):
         return False  # a nested subquery reads the outer query: decorrelating this one would cut it off
+    if returns_rows_per_row(query):
+        return False  # sqlglot reads its FROM's rows (an unnest of an empty list gives none) and groups by the call
     if kind == "exists":
         return correlated
     if kind in ("in", "any"):
-        # sqlglot groups the subquery by its value: not a window function's value (computed after grouping)
-        windowed = isinstance(query, exp.Select) and any(e.find(exp.Window) for e in query.expressions)
+        # sqlglot groups the subquery by its value: not a window function's value, nor rows a QUALIFY keeps (both
+        # computed after the grouping, over one row per value)
+        windowed = isinstance(query, exp.Select) and (
+            any(e.find(exp.Window) for e in query.expressions) or query.args.get("qualify") is not None)
         return comparison == "=" and positive_filter(predicate) and not windowed
     if kind == "all":
         return False

@@ -30,7 +30,7 @@ Valid (same rows, same lineage) when, in the SELECT holding the decorrelated joi
   WHERE matched it, so no key of a surviving row is lost (TPC-H Q20 91 -> 68 ms);
 - the subquery is a SELECT whose rows are independent of each other's presence: grouped by every key it is
   joined on (removing a key removes whole groups), or not aggregating at all; no window, LIMIT, OFFSET,
-  DISTINCT or QUALIFY. The key list is DISTINCT, so the added inner join removes rows and never repeats one;
+  DISTINCT or QUALIFY; a FROM to join the key list to, and no set-returning call in its SELECT list. The key list is DISTINCT, so the added inner join removes rows and never repeats one;
   a NULL key matches nothing, as in the decorrelated ON.
 The key list is dltrace's own filter, not part of the user's query: it is marked (``meta[REDUCTION]``) and
 contributes no lineage (:func:`dltrace.rewriter.rules.sources.from_slots`).
@@ -45,7 +45,7 @@ from dltrace.rewriter.build import add_join
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, REDUCTION, has_decorrelated
-from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, match_tests
+from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, match_tests, returns_rows_per_row
 
 _VOLATILE = (*NONDETERMINISTIC, exp.Subquery, exp.Exists, exp.Select)
 
@@ -211,6 +211,9 @@ def _keys(on: exp.Expression | None, alias: str, visible: set[str]) -> list[tupl
 
 def _reducible(inner: exp.Select) -> bool:
     if any(inner.args.get(k) for k in ("limit", "offset", "qualify", "distinct")):
+        return False
+    # no FROM to join the key list to (`IN (SELECT unnest([1, 2]))`), or rows that are not its FROM's rows
+    if inner.args.get("from_") is None or returns_rows_per_row(inner):
         return False
     return inner.find(exp.Window) is None
 

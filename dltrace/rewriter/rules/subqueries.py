@@ -78,8 +78,9 @@ def _witness_array_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, wi
     row_slots = ctx.from_slots(inner, ctx.scoped())
     if any(s.kind != "rid" for s in row_slots):
         raise UnsupportedQuery(
-            f"a non-equality correlated subquery over an aggregate or set operation is not supported, at {position(select)}"
-        )
+            "a correlated subquery whose witnesses are chosen per outer row by a value or non-equality test (an IN, "
+            "a non-equality correlation) over an aggregate, a set operation or a subquery of its own in its FROM or "
+            f"WHERE is not supported, at {position(select)}")
     fields = {"v": witness.value.copy()}
     fields.update({f"r{i}": s.expr for i, s in enumerate(row_slots)})
     name = ctx.fresh("_dl_w")
