@@ -83,6 +83,12 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
         collector = Collector()
         if len(wanted):
             keys = _key_positions(root, width)
+            if not catalog.engine.compares_maps:
+                for p in keys:
+                    if pa.types.is_map(out.schema.field(p).type):
+                        raise UnsupportedQuery(f"backward tracing of a query with a MAP column in its output "
+                                               f"({out.schema.field(p).name}) is not supported on this engine, which "
+                                               f"compares no MAP values (forward lineage, s.run, is)")
             cols = [f"_dl_v{j}" for j in range(len(keys))]
             take = pa.array(wanted, type=pa.int64())
             targets = pa.table(

@@ -172,10 +172,17 @@ def with_rid(table: pa.Table) -> pa.Table:
 
 
 def check_columns(names: list[str]) -> None:
-    """Refuse a source that already has a column in the reserved ``dl_`` namespace."""
+    """Refuse a source that already has a column in the reserved ``dl_`` namespace, or two columns whose names
+    differ only in case: SQL reads names without case on both engines (DuckDB renamed the second ``A_1``; Spark
+    found every reference ambiguous)."""
+    seen: dict[str, str] = {}
     for n in names:
         if n.lower().startswith(RESERVED_PREFIX):
             raise ReservedName(f"source column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
+        if n.lower() in seen:
+            raise SourceError(f"source columns {seen[n.lower()]!r} and {n!r} differ only in case, which SQL does not "
+                              f"tell apart; rename one before registering")
+        seen[n.lower()] = n
 
 
 @runtime_checkable
@@ -183,6 +190,7 @@ class Engine(Protocol):
     """What every engine adapter provides. SQL text passed in is in the engine's own dialect."""
 
     name: str  # the sqlglot dialect name: "duckdb" | "spark"
+    compares_maps: bool  # can `a IS NOT DISTINCT FROM b` compare two MAP values (backward tracing matches rows so)
 
     def quote(self, name: str) -> str:
         """``name`` as a quoted identifier of the engine's dialect (code outside ``engines/`` never hand-quotes)."""

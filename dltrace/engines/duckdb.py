@@ -49,6 +49,7 @@ class DuckDBEngine:
     temporary tables (``storage="memory"``)."""
 
     name = "duckdb"
+    compares_maps = True
 
     def __init__(self, connection: duckdb.DuckDBPyConnection | None = None, threads: int | None = None) -> None:
         # A connection passed in is the user's: dltrace is its guest. It creates its own relations beside the

@@ -63,6 +63,7 @@ class SparkEngine:
     """One SparkSession; every registered table is a temp view with its ``dl_rid`` column."""
 
     name = "spark"
+    compares_maps = False  # Spark's <=> (and =) take no MAP
 
     def __init__(self, spark: Any = None, master: str = "local[*]", **conf: Any) -> None:
         self._owned = False
@@ -199,8 +200,9 @@ class SparkEngine:
             for path, offset in zip(source.files, source.offsets):
                 df = self.spark.read.parquet(path)
                 check_columns(df.columns)
-                # row_index is the row's position within its file, whatever the splits and pushed filters.
-                rid = (F.col("_metadata.row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
+                # row_index is the row's position within its file, whatever the splits and pushed filters. Read
+                # through metadataColumn: a data column named _metadata shadows the name (its values were ids)
+                rid = (df.metadataColumn("_metadata").getField("row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
                 frames.append(df.select(*[F.col(self.quote(c)) for c in df.columns], rid))
             df = frames[0]
             for other in frames[1:]:
@@ -217,6 +219,8 @@ class SparkEngine:
         try:
             # Naive Arrow timestamps stay naive (TIMESTAMP_NTZ), like DuckDB's TIMESTAMP.
             schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)
+            if table.num_rows == 0:  # PySpark 4.x fails on an empty Arrow table with a nested column
+                return self.spark.createDataFrame([], schema)
             return self.spark.createDataFrame(table, schema)
         except (*spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
             raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
@@ -267,7 +271,16 @@ class SparkEngine:
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
 
     # -- queries --------------------------------------------------------------------------------
+    def _check_case_insensitive(self) -> None:
+        """dltrace resolves names as Spark does by default, without case (sqlglot's Spark dialect, its catalog's
+        keys): on a session set to tell `a` from `A` it would read the wrong column. Asked at each query, since the
+        user may change the setting at any time."""
+        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
+            raise QueryError("dltrace resolves names without case, as Spark does by default: set "
+                             "spark.sql.caseSensitive to false on this SparkSession to run queries through dltrace")
+
     def sql(self, text: str) -> pa.Table:
+        self._check_case_insensitive()
         try:
             with quiet():
                 return self.spark.sql(text).toArrow()
@@ -276,12 +289,21 @@ class SparkEngine:
 
     def content_hash(self, name: str) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by Spark."""
-        text = f"SELECT count(*) AS n, bit_xor(xxhash64(*)) AS h FROM {self.quote(name)}"
+        try:
+            with quiet():
+                fields = self.spark.table(self.quote(name)).schema.fields
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
+        # Spark hashes no MAP (at any depth): such a column is hashed as its JSON text
+        values = ", ".join(f"to_json({self.quote(f.name)})" if "map<" in f.dataType.simpleString()
+                           else self.quote(f.name) for f in fields)
+        text = f"SELECT count(*) AS n, bit_xor(xxhash64({values})) AS h FROM {self.quote(name)}"
         out = self.sql(text)
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
+        self._check_case_insensitive()
         try:
             with quiet():
                 return list(self.spark.sql(text).columns)

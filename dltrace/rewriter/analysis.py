@@ -24,16 +24,22 @@ from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
 from dltrace.rewriter.parse import check_query, position
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
 from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
+from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
-from dltrace.rewriter.passes.decorrelate import DECORRELATED, PREDICATE_SUBQUERIES, decorrelate, has_decorrelated
+from dltrace.rewriter.passes.decorrelate import (
+    DECORRELATED,
+    PREDICATE_SUBQUERIES,
+    decorrelate,
+    has_decorrelated,
+)
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
-from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.parenthesised import parenthesised
+from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.passes.union_by_name import union_by_name
 
@@ -122,8 +128,8 @@ def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
 
-ANALYSIS_PASSES = (parenthesised, semi_joins, distinct_on, known_aggregates, qualify, union_by_name, decorrelate,
-                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (parenthesised, column_lists, semi_joins, distinct_on, known_aggregates, qualify, union_by_name,
+                   decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,19 @@ def dialect(name: str) -> Dialect:
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
-    return sqlglot.parse(sql, read=dialect(dialect_name))
+    return [_hint_names(tree) for tree in sqlglot.parse(sql, read=dialect(dialect_name))]
+
+
+def _hint_names(tree: exp.Expression | None) -> exp.Expression | None:
+    """``tree`` with the relations a hint names (``/*+ BROADCAST(u) */``) as plain names: they are the query's
+    aliases, which no pass may take for a table read (one pointed the hint at a rows relation, ``BROADCAST(_dl_rows_u
+    AS u)``, which Spark cannot parse; another looked up ``x`` of ``BROADCAST(x)`` among the registered tables).
+    Written back as they were."""
+    if tree is not None:
+        for hint in tree.find_all(exp.Hint):
+            for table in list(hint.find_all(exp.Table)):
+                table.replace(table.this.copy())
+    return tree
 
 
 def generate(tree: exp.Expression, dialect_name: str, pretty: bool = False) -> str:

@@ -1,0 +1,111 @@
+"""What a Spark user's own queries and data bring (found by a new user's review on Spark 4): join hints, grouping()
+in a HAVING, an empty result registered, MAP columns saved and traced, a parquet column named ``_metadata``,
+columns that differ only in case, a case-sensitive session, and table aliases that rename columns. Each runs with
+Spark's own rows, or is refused in one line naming what to change."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+
+pytestmark = pytest.mark.spark
+
+T = pa.table({"k": ["a", "b", "a"], "id": pa.array([1, 2, 3], pa.int64())})
+U = pa.table({"k": ["a", "a"], "y": pa.array([10, 20], pa.int64())})
+
+
+@pytest.fixture(scope="module")
+def s(spark_session):
+    session = dltrace.connect("spark", spark=spark_session)
+    session.register("h_t", T)
+    session.register("h_u", U)
+    yield session
+    session.close()
+
+
+def rows(table: pa.Table) -> Counter:
+    return Counter(repr(tuple(r.values())) for r in table.to_pylist())
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT /*+ BROADCAST(h_u) */ h_t.id, h_u.y FROM h_t JOIN h_u ON h_t.k = h_u.k",
+    "SELECT /*+ BROADCAST(x) */ h_t.id, x.y FROM h_t JOIN h_u AS x ON h_t.k = x.k",
+    "SELECT /*+ MERGE(h_t, h_u), REPARTITION(2) */ h_t.id, h_u.y FROM h_t JOIN h_u ON h_t.k = h_u.k",
+])
+def test_a_join_hint_names_the_querys_relations(s, spark_session, sql):
+    """A hint's table was pointed at dltrace's rows relation (`BROADCAST(_dl_rows_u AS u)`, a Spark parse error)
+    or looked up among the registered tables (`x`)."""
+    want = rows(spark_session.sql(sql).toArrow())
+    for strategy in ("set", "bitmap"):
+        result = s.run(sql, lineage=strategy)
+        assert rows(result.table) == want
+        assert all(len(result.lineage(i)["h_u"]) == 1 for i in range(result.table.num_rows))
+    assert rows(s.trace(sql).table) == want
+
+
+def test_grouping_in_a_having(s, spark_session):
+    """Spark 4 cannot resolve grouping(t.k) in a HAVING once the SELECT names t.k `AS k` (qualification's way)."""
+    sql = "SELECT k, grouping(k) AS g, count(*) AS n FROM h_t GROUP BY ROLLUP(k) HAVING grouping(k) = 1"
+    result = s.run(sql, lineage="set")
+    assert result.table.to_pylist() == spark_session.sql(sql).toArrow().to_pylist() == [{"k": None, "g": 1, "n": 3}]
+    assert result.lineage(0) == {"h_t": [0, 1, 2]}
+
+
+def test_an_empty_set_result_registers(s):
+    """PySpark 4 fails on an empty Arrow table with a nested column: a step that matched nothing could not be
+    registered, its lineage views neither."""
+    empty = s.run("SELECT id FROM h_t WHERE id > 100", lineage="set")
+    empty.register("h_none")
+    assert s.sql("SELECT count(*) AS n FROM h_none_lineage").column(0).to_pylist() == [0]
+    s.register("h_step", empty)
+    assert s.run("SELECT count(*) AS n FROM h_step").table.column(0).to_pylist() == [0]
+
+
+def test_map_columns_are_saved_and_refused_by_name_backward(s, spark_session, tmp_path):
+    """Spark hashes no MAP (`save` fingerprinted the table with xxhash64(*)) and compares none (backward tracing
+    matches rows with <=>)."""
+    s.register("h_m", spark_session.sql("SELECT id, map('a', id) AS mm FROM range(4)"))
+    result = s.run("SELECT id, mm FROM h_m WHERE id > 0")
+    result.save(tmp_path / "m")
+    assert dltrace.load(tmp_path / "m", s).table.num_rows == 3
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"MAP column in its output \(mm\)"):
+        s.trace("SELECT id, mm FROM h_m")
+    assert s.trace("SELECT id FROM h_m WHERE mm['a'] > 1").table.num_rows == 2
+
+
+def test_a_parquet_column_named_metadata_does_not_give_the_row_ids(s, tmp_path):
+    """Row ids were read from `_metadata.row_index`, which a data column of that name shadows (every row got the
+    stored 100)."""
+    path = tmp_path / "meta.parquet"
+    pq.write_table(pa.table({"_metadata": pa.array([{"row_index": 100}] * 3), "v": [1, 2, 3]}), path)
+    s.register("h_meta", str(path))
+    result = s.run("SELECT v FROM h_meta ORDER BY v")
+    assert [result.lineage(i) for i in range(3)] == [{"h_meta": [0]}, {"h_meta": [1]}, {"h_meta": [2]}]
+
+
+def test_columns_that_differ_only_in_case_are_refused_at_register(s):
+    with pytest.raises(dltrace.SourceError, match="'a' and 'A' differ only in case"):
+        s.register("h_case", pa.table({"a": [1, 2], "A": [3, 4]}))
+
+
+def test_a_case_sensitive_session_is_refused_not_misread(s, spark_session):
+    """With spark.sql.caseSensitive=true, `SELECT A` over columns a and A read a (names are resolved without case)."""
+    spark_session.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        with pytest.raises(dltrace.QueryError, match="spark.sql.caseSensitive"):
+            s.run("SELECT id FROM h_t")
+    finally:
+        spark_session.conf.set("spark.sql.caseSensitive", "false")
+    assert s.run("SELECT id FROM h_t").table.num_rows == 3
+
+
+def test_a_table_alias_that_renames_columns(s, spark_session):
+    sql = "SELECT uu.a, uu.b FROM h_u AS uu (a, b) WHERE uu.b > 15"
+    result = s.run(sql)
+    assert result.table.to_pylist() == spark_session.sql(sql).toArrow().to_pylist() == [{"a": "a", "b": 20}]
+    assert result.lineage(0) == {"h_u": [1]}
