@@ -170,7 +170,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:
-            plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+            plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), _rid_schema(catalog, tree),
                                 rows_relations=frozenset(catalog.tables))
             table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
@@ -265,6 +265,12 @@ def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageS
     return found
 
 
+def _rid_schema(catalog: Catalog, tree: Any) -> dict | None:
+    """The schema a query run without lineage is qualified with: only one that reads ``dl_rid`` needs it (its
+    stars are expanded without the column); looking it up costs a round trip to the engine per table."""
+    return {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
+
+
 def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:
     """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
     results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``).
@@ -275,7 +281,7 @@ def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> l
     if tree is parsed:
         tree = tree.copy()  # (taking the clause off changes it)
     take_clause(tree)
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
+    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), _rid_schema(catalog, tree),
                           rows_relations=frozenset(catalog.tables))
     return catalog.engine.column_names(generate(plain_query(tree, context), catalog.dialect))
 

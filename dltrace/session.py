@@ -11,13 +11,16 @@ import sqlglot
 
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
-from dltrace.engines import make_engine
+from dltrace.engines import lineage_functions, make_engine
 from dltrace.engines.base import ParquetSource, check_storage
 from dltrace.errors import DltraceError, ParseError, UnknownTable, UnsupportedQuery
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
+from dltrace.rewriter import plain_query
+from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
+from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
@@ -65,6 +68,12 @@ class Session(Catalog):
         tree = statements[0]
         self.check_known_tables(tree, views=True)
         if mentions_rid(tree):  # row ids live in the rows relations
+            ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
+            if all(t.name.lower() in self.tables or t.name.lower() in ctes for t in tree.find_all(sqlglot.exp.Table)):
+                # over registered tables only: expanded as a run without lineage is, `*` leaving dl_rid out
+                return generate(plain_query(tree, PassContext(self.dialect, lineage_functions(self.dialect, "set"),
+                                                              {t.lower(): c for t, c in self.schema(tree).items()},
+                                                              rows_relations=frozenset(self.tables))), self.dialect)
             return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
         if read == self.dialect:
             return text

@@ -70,7 +70,7 @@ def brute_backward(session, r, i: int) -> dict[str, list[dict]]:
         if not ids:
             out[t] = []
             continue
-        got = session.sql(f"SELECT * FROM {t} WHERE dl_rid IN ({', '.join(map(str, ids))}) ORDER BY dl_rid")
+        got = session.sql(f"SELECT *, dl_rid FROM {t} WHERE dl_rid IN ({', '.join(map(str, ids))}) ORDER BY dl_rid")
         out[t] = got.to_pylist()
     return out
 
@@ -162,7 +162,7 @@ def test_fetch_multi_file_offsets(small, fetch_mode):
     """Rids across file boundaries (offsets 700 and 1150) and row groups come back in rid order, exactly."""
     rids = [0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500, 1500]
     got = fetch.fetch(small, "sales", rids)
-    want = small.sql("SELECT * FROM sales WHERE dl_rid IN (0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500) "
+    want = small.sql("SELECT *, dl_rid FROM sales WHERE dl_rid IN (0, 99, 100, 699, 700, 701, 1149, 1150, 2049, 1500) "
                      "ORDER BY dl_rid")
     assert got.to_pylist() == want.to_pylist()
     assert fetch.fetch(small, "sales", []).num_rows == 0
@@ -171,7 +171,7 @@ def test_fetch_multi_file_offsets(small, fetch_mode):
         fetch.fetch(small, "sales", [2050])
     items = fetch.fetch(small, "items", [39, 3])
     assert items.column("dl_rid").to_pylist() == [3, 39]
-    assert items.to_pylist() == small.sql("SELECT * FROM items WHERE dl_rid IN (3, 39) ORDER BY dl_rid").to_pylist()
+    assert items.to_pylist() == small.sql("SELECT *, dl_rid FROM items WHERE dl_rid IN (3, 39) ORDER BY dl_rid").to_pylist()
 
 
 def test_an_in_memory_table_is_released_when_replaced(tmp_path):

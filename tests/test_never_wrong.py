@@ -221,6 +221,13 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     ("SELECT a, CASE WHEN a IN (SELECT a FROM u WHERE random() < 0.5) THEN 1 END AS f FROM t",
      r"another value each time.*RANDOM\(\)"),
     ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE random() < 0.5)", "another value each time"),
+    # * REPLACE where sqlglot's expansion reads otherwise than DuckDB (wrong rows): a USING / NATURAL join's key
+    # kept as it was, an ORDER BY / DISTINCT ON over the input column where DuckDB reads the replacement
+    ("SELECT * REPLACE (a + 1 AS a) FROM t JOIN u USING (a)", r"\* REPLACE over a USING or NATURAL join"),
+    ("SELECT * REPLACE (a * 10 AS a) FROM t NATURAL LEFT JOIN u", r"\* REPLACE over a USING or NATURAL join"),
+    ("SELECT * REPLACE (-b AS b) FROM t ORDER BY b LIMIT 1", r"ORDER BY naming a column \* REPLACE replaces \(b\)"),
+    ("SELECT t.* EXCLUDE (a) REPLACE (-b AS b) FROM t ORDER BY b", r"ORDER BY naming a column \* REPLACE"),
+    ("SELECT DISTINCT ON (b) * REPLACE (-b AS b) FROM t ORDER BY b", r"naming a column \* REPLACE replaces"),
     ("SELECT a, (SELECT max(u.c) FROM u WHERE uuid() IS NOT NULL AND random() < 0.5) AS m FROM t",
      "another value each time"),
 ])
@@ -285,6 +292,37 @@ def test_output_names_are_the_engines(s, lineage):
                 "SELECT a + 1, sum(b) FROM t GROUP BY a + 1",
                 "SELECT a, string_agg(CAST(b AS VARCHAR), ',' ORDER BY b), list(b), len(list(b)) FROM t GROUP BY a"]:
         assert s.run(sql, lineage=lineage).table.column_names == s.sql(sql).column_names
+
+
+@pytest.mark.parametrize("sql,plain", [
+    # a query that names dl_rid reads the rows relations, where `*` showed it and NATURAL joined on it (a review);
+    # `plain`: the same over the user's tables with their ids in a column `rid` that `*` leaves out
+    ("SELECT * FROM t WHERE dl_rid >= 1", "SELECT * EXCLUDE (rid) FROM t WHERE rid >= 1"),
+    ("SELECT *, dl_rid AS r FROM t", "SELECT * EXCLUDE (rid), rid AS r FROM t"),
+    ("SELECT * FROM t JOIN u USING (a) WHERE u.dl_rid < 3",
+     "SELECT * EXCLUDE (rid) FROM t JOIN u USING (a) WHERE u.rid < 3"),
+    ("SELECT t.*, u.dl_rid AS r FROM t, u WHERE t.a = u.a", "SELECT t.* EXCLUDE (rid), u.rid AS r FROM t, u WHERE t.a = u.a"),
+    ("WITH c AS (SELECT * FROM t WHERE dl_rid < 2) SELECT * FROM c",
+     "WITH c AS (SELECT * EXCLUDE (rid) FROM t WHERE rid < 2) SELECT * FROM c"),
+])
+@pytest.mark.parametrize("strategy", [None, "set", "bitmap"])
+def test_a_star_leaves_the_row_id_out_when_the_query_names_it(s, sql, plain, strategy):
+    import duckdb
+
+    con = duckdb.connect()
+    for name, table in (("t", T), ("u", U)):
+        con.register(f"{name}_", table)
+        con.sql(f"CREATE VIEW {name} AS SELECT *, row_number() OVER () - 1 AS rid FROM {name}_")
+    expected = con.sql(plain)
+    got = s.run(sql, lineage=strategy).table
+    assert got.column_names == expected.columns
+    assert rows(got) == rows(expected.to_arrow_table())
+    assert s.sql(sql).column_names == expected.columns
+
+
+def test_a_natural_join_in_a_query_that_names_the_row_id_is_refused(s):
+    with pytest.raises(dltrace.UnsupportedQuery, match="NATURAL join in a query that reads dl_rid"):
+        s.run("SELECT * FROM t NATURAL JOIN u WHERE t.dl_rid >= 0")
 
 
 def test_dltrace_sql_can_read_the_row_id(s):
@@ -369,6 +407,11 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
 # -- more classes the generator found (tests/found_by_generator.md) ------------------------------------------
 
 @pytest.mark.parametrize("sql", [
+    # * REPLACE where its expansion reads as DuckDB does: a WHERE (the input column), ORDER BY qualified or by
+    # position, a replaced column read by an outer query
+    "SELECT * REPLACE (-b AS b) FROM t WHERE b > 15",
+    "SELECT * REPLACE (-b AS b) FROM t ORDER BY t.b, 1",
+    "SELECT a, sum(b) AS s FROM (SELECT * REPLACE (-b AS b) FROM t) AS x GROUP BY a",
     # UNION BY NAME matches columns by name, not position (and pads a missing one with NULL)
     "SELECT a, b FROM t UNION BY NAME SELECT c AS b, a FROM u",
     "SELECT a, b FROM t UNION ALL BY NAME SELECT c, a FROM u",

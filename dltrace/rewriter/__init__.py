@@ -33,6 +33,7 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
+from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
@@ -109,8 +110,11 @@ def _check_on_composed(on: OnSpec | None, composed: dict) -> None:
 
 def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:
     """A query run without lineage: exactly as written, except that a query reading ``dl_rid`` reads its
-    tables' rows relations (the user's tables do not have the column)."""
+    tables' rows relations (the user's tables do not have the column), qualified first when ``context`` has the
+    schema, so that a ``*`` over a table still leaves ``dl_rid`` out (passes/qualify.py)."""
     if mentions_rid(tree):
+        if context.schema is not None:
+            tree = qualify(tree, context)
         return read_rows_relations(tree, context)
     return tree
 

@@ -85,6 +85,8 @@ def check_query(tree: exp.Expression) -> None:
             # a generator of several columns needs their names: qualification would give it one (_col_1)
             raise UnsupportedQuery(f"{node.key.upper()}(...) in the SELECT list without AS (name, ...) is not "
                                    f"supported: name its columns, at {position(node)}")
+        if isinstance(node, exp.Star) and node.args.get("replace"):
+            _check_star_replace(node)
         if isinstance(node, exp.Column) and isinstance(node.this, exp.Star) and _star_over_a_column(node):
             # `st.*` over a struct column: one SELECT item, several columns (the engine's expansion, not ours)
             raise UnsupportedQuery(f"a star over a struct column ({node.sql()}) is not supported: name its fields "
@@ -108,6 +110,27 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _check_star_replace(star: exp.Star) -> None:
+    """``* REPLACE (e AS c)`` where sqlglot's expansion reads it otherwise than the engine (wrong rows, found by a
+    new user's review): over a USING / NATURAL join (the join key was expanded as the key itself, the replacement
+    dropped), or with an ORDER BY or DISTINCT ON naming a replaced column (DuckDB reads the replacement there, the
+    expansion the input column)."""
+    select = star.find_ancestor(exp.Select)
+    if select is None:
+        return
+    replaced = {alias.alias.lower() for alias in star.args["replace"] if isinstance(alias, exp.Alias)}
+    for join in select.args.get("joins") or []:
+        if join.args.get("using") or (join.args.get("method") or "").upper() == "NATURAL":
+            raise UnsupportedQuery(f"* REPLACE over a USING or NATURAL join is not supported (write the columns), "
+                                   f"at {position(star)}")
+    distinct = select.args.get("distinct")
+    for clause, name in ((select.args.get("order"), "ORDER BY"), (distinct and distinct.args.get("on"), "DISTINCT ON")):
+        for column in clause.find_all(exp.Column) if clause is not None else ():
+            if not column.table and column.name.lower() in replaced:
+                raise UnsupportedQuery(f"{name} naming a column * REPLACE replaces ({column.name}) is not supported "
+                                       f"(write the columns, or order by position), at {position(column)}")
 
 
 def _star_over_a_column(star: exp.Column) -> bool:

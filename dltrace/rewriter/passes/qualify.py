@@ -1,7 +1,10 @@
 """Qualify every column and table and expand stars (sqlglot's qualify), with dltrace's errors.
 
 Valid for every query: qualification only names what the engine would resolve anyway. ``dl_rid`` is in the
-schema only when the query reads it, so ``*`` never expands to it.
+schema only when the query reads it, and then a ``*`` over a table is written ``* EXCLUDE (dl_rid)`` before it
+is expanded: the column stays invisible to ``*`` as the README says (a query naming it showed it in ``*``). A
+NATURAL join in such a query (``dl_rid`` a common column: it joined on it) and a ``*`` over a table and a derived
+table or CTE together (whose own ``dl_rid``, named by the user, ``*`` shows) are refused.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from dltrace.rewriter.passes.context import PassContext
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
     schema = schema_for(expression, context.schema)
+    tree = exp.maybe_copy(expression, copy)
+    if context.schema is not None and mentions_rid(tree):
+        _hide_rid_from_stars(tree)
     try:
         tree = sqlglot_qualify(
-            exp.maybe_copy(expression, copy), schema=schema, dialect=context.dialect,
+            tree, schema=schema, dialect=context.dialect,
             quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
         )
     except OptimizeError as e:
@@ -31,6 +37,33 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     if context.schema is not None:
         check_stars_expanded(tree)
     return tree
+
+
+def _hide_rid_from_stars(tree: exp.Expression) -> None:
+    """Every ``*`` / ``t.*`` over tables (not derived tables or CTEs, whose columns are their SELECTs') excludes
+    ``dl_rid``; refuses what that cannot keep exact (see the module)."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for select in tree.find_all(exp.Select):
+        from_ = select.args.get("from_")
+        joins = select.args.get("joins") or []
+        items = ([from_.this] if from_ is not None else []) + [j.this for j in joins]
+        tables = {i.alias_or_name.lower() for i in items if isinstance(i, exp.Table) and i.name.lower() not in ctes}
+        for join in joins:
+            if (join.args.get("method") or "").upper() == "NATURAL":
+                raise UnsupportedQuery(f"a NATURAL join in a query that reads {RID} is not supported ({RID} would be "
+                                       f"a common column): join with USING, at {position(join)}")
+        for star in [s for s in select.expressions if isinstance(s, exp.Star)
+                     or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star))]:
+            if isinstance(star, exp.Column):
+                if star.table.lower() not in tables:
+                    continue  # a derived table's or CTE's star: its own columns
+                star = star.this
+            elif len(tables) < len(items):
+                if tables:
+                    raise UnsupportedQuery(f"SELECT * over a table and a subquery together, in a query that reads "
+                                           f"{RID}, is not supported (write t.*, x.*), at {position(star)}")
+                continue
+            star.set("except_", [*(star.args.get("except_") or []), exp.column(RID, quoted=True)])
 
 
 def check_stars_expanded(tree: exp.Expression) -> None:
