@@ -1,15 +1,15 @@
 """Correlated subqueries sqlglot would decorrelate inexactly, or not at all, written first into forms it
-decorrelates exactly (each function says when its form is valid): a correlated EXISTS over a one-row aggregate
-as a count of its rows, a scalar subquery over an expression of aggregates as that expression over one subquery
-per aggregate, and a scalar read after a GROUP BY through ``MAX()`` per input row. Called by
-``decorrelate.decorrelate`` before sqlglot runs."""
+decorrelates exactly (each function says when its form is valid): a test of the outer row alone taken out of the
+subquery's WHERE, a correlated EXISTS over a one-row aggregate as a count of its rows, a scalar subquery over an
+expression of aggregates as that expression over one subquery per aggregate, and a scalar read after a GROUP BY
+through ``MAX()`` per input row. Called by ``decorrelate.decorrelate`` before sqlglot runs."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
 from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
-from dltrace.rewriter.shape import aggregates, one_row_aggregate, ungrouped
+from dltrace.rewriter.shape import aggregates, conjuncts, is_aggregate, one_row_aggregate, random_call, ungrouped
 
 
 WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of the user's: the user's, as written
@@ -19,6 +19,57 @@ SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subq
 
 
 PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
+
+
+def hoist_outer_tests(tree: exp.Expression) -> None:
+    """``EXISTS (SELECT ... WHERE c AND p)`` where ``p`` reads only the outer query's columns, as ``((p) IS TRUE AND
+    EXISTS (SELECT ... WHERE c))``; likewise ``x [NOT] IN (SELECT ... WHERE c AND p)``.
+
+    sqlglot's decorrelation takes such a test for a correlation: ``t.k IS NULL`` became ``t.k IS _x`` (SQL no engine
+    parses), ``coalesce(t.w, 0) = 0`` a GROUP BY of the literal 0 (a position to DuckDB), others were refused (found
+    by the long generator profile). Valid as a value anywhere: ``p`` is the same for every row of the subquery, so a
+    row passes ``c AND p`` exactly when ``p`` is TRUE and it passes ``c``; over no row the EXISTS is FALSE and the IN
+    FALSE (an empty list), as ``FALSE AND ...``. Taken only where the predicate is a conjunct of its SELECT's WHERE
+    (through AND, parentheses and one NOT), where a row whose ``p`` is not TRUE is dropped or the predicate negated
+    (no witnesses): elsewhere the subquery's own rows would be witnesses of a predicate that is FALSE. Not for a
+    subquery that aggregates without GROUP BY (one row over none too), nor a test with a subquery or a random draw."""
+    for node in list(tree.find_all(exp.Exists, exp.In)):
+        query = node.this if isinstance(node, exp.Exists) else node.args.get("query")
+        query = query.this if isinstance(query, exp.Subquery) else query
+        if not isinstance(query, exp.Select) or not _where_conjunct(node):
+            continue
+        if is_aggregate(query) and not query.args.get("group"):
+            continue
+        hoisted = outer_only_tests(query)
+        if not hoisted:
+            continue
+        kept = [t for t in conjuncts(query.args.get("where")) if all(t is not h for h in hoisted)]
+        query.set("where", exp.Where(this=exp.and_(*[k.copy() for k in kept])) if kept else None)
+        test = exp.and_(*[h.copy() for h in hoisted])
+        node.replace(exp.paren(exp.and_(exp.Is(this=exp.paren(test), expression=exp.true()), node.copy())))
+
+
+def outer_only_tests(query: exp.Select) -> list[exp.Expression]:
+    """The conjuncts of ``query``'s WHERE that read only the outer query's columns (none: an empty list)."""
+    outer = {id(c) for c in outer_columns(query)}
+    return [t for t in conjuncts(query.args.get("where")) if _reads_only(t, outer)] if outer else []
+
+
+def _reads_only(test: exp.Expression, outer: set[int]) -> bool:
+    """Does ``test`` read columns, all of them the outer query's, and no subquery or random draw?"""
+    columns = list(test.find_all(exp.Column))
+    return bool(columns) and all(id(c) in outer for c in columns) and test.find(exp.Query) is None \
+        and random_call(test) is None
+
+
+def _where_conjunct(node: exp.Expression) -> bool:
+    """Is ``node`` reached from its SELECT's WHERE through AND and parentheses (and at most one NOT)?"""
+    parent = node.parent
+    if isinstance(parent, exp.Not):
+        parent = parent.parent
+    while isinstance(parent, (exp.And, exp.Paren)):
+        parent = parent.parent
+    return isinstance(parent, exp.Where)
 
 
 def count_rows_of_true_exists(tree: exp.Expression) -> None:

@@ -49,7 +49,8 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (enclosing_clause, in_a_clause, is_correlated, one_value,
                                                  positive_filter, reaches_past_itself, subquery_kind)
-from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, read_group_constants_per_row,
+from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
+                                                    outer_only_tests, read_group_constants_per_row,
                                                     split_aggregate_values)
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.shape import global_aggregate_row, is_aggregate, returns_rows_per_row
@@ -79,6 +80,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = exp.maybe_copy(expression, copy)
     _remember_predicate_subqueries(tree)
+    hoist_outer_tests(tree)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree)
     read_group_constants_per_row(tree)
@@ -169,6 +171,9 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
         return False  # a nested subquery reads the outer query: decorrelating this one would cut it off
     if returns_rows_per_row(query):
         return False  # sqlglot reads its FROM's rows (an unnest of an empty list gives none) and groups by the call
+    if correlated and isinstance(query, exp.Select) and outer_only_tests(query):
+        return False  # a test of the outer row alone, not taken out (decorrelatable.hoist_outer_tests): sqlglot reads
+        # it as a correlation (`t.k IS _x`, a GROUP BY of a literal)
     if kind == "exists":
         return correlated
     if kind in ("in", "any"):
