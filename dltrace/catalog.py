@@ -14,7 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
-from dltrace.engines.base import ArrowSource, NativeSource, check_storage
+from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
 from dltrace.errors import DuplicateTable, ReservedName, UnknownTable, UnsupportedQuery
 from dltrace.names import reserved_prefix, rows_relation
 from dltrace.plans import PlanCache
@@ -56,8 +56,9 @@ class Catalog:
         if key in self.adopted:
             raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
                                  "register the new source under another name")
-        self._claim(name, replace)
         resolved = resolve_source(source)
+        # the same files again (load_tpch after a pipeline ran): the steps' lineage still names the same rows
+        self._claim(name, replace, same_rows=isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved)
         self.engine.register(key, resolved, storage=storage)
         self.tables[key] = resolved
         self.storage[key] = storage
@@ -79,6 +80,8 @@ class Catalog:
             raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to adopt it again)")
         if key in self.tables and key not in self.adopted:
             raise DuplicateTable(f"table {name!r} is a table dltrace registered, not one of yours to adopt")
+        if key in self.tables:
+            self._check_no_step_reads(key)
         self.engine.adopt(key)
         self.tables[key] = NativeSource(key, kind="adopted")
         self.storage[key] = "memory"  # the rows relation is a frozen copy in the engine
@@ -90,7 +93,7 @@ class Catalog:
         if prefix:
             raise ReservedName(f"table name {name!r} uses the reserved prefix {prefix!r}")
 
-    def _claim(self, name: str, replace: bool) -> None:
+    def _claim(self, name: str, replace: bool, same_rows: bool = False) -> None:
         """Check that dltrace may create relation ``name``: it is not registered yet (or ``replace``), and no
         relation of the user's has that name (dltrace is a guest on a connection passed in: it never replaces
         what it did not make)."""
@@ -98,6 +101,8 @@ class Catalog:
         if key in self.tables or key in self.views:
             if not replace:
                 raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to replace it)")
+            if not same_rows:
+                self._check_no_step_reads(key)
             return
         if not self.engine.exists(key) or self.engine.created(key):
             return
@@ -108,6 +113,15 @@ class Catalog:
                                  "connection (pass replace=True to replace it)")
         raise DuplicateTable(f"{name!r} already exists on the connection and is not dltrace's: dltrace does "
                              f"not replace it; pick another name, or trace it as it is with adopt({name!r})")
+
+    def _check_no_step_reads(self, key: str) -> None:
+        """A registered step (a result registered with its lineage) whose rows' lineage is in table ``key``'s row
+        ids would, after ``key`` is replaced, name rows of the new table that did not produce it: refused."""
+        for step, source in self.tables.items():
+            if step != key and any(base == key for base, _ in getattr(source, "lineage", ())):
+                raise DuplicateTable(f"table {key!r} is in the lineage of {step!r} (a result registered with its "
+                                     f"lineage): replacing it would point that lineage at other rows; register "
+                                     f"the new rows under another name, or replace {step!r} first")
 
     def claim_view(self, name: str, replace: bool = False) -> None:
         """Check that dltrace may create view ``name`` (see :meth:`add_view`)."""

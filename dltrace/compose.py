@@ -56,9 +56,14 @@ def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
         raise DltraceError(f"the result's lineage is in table {missing[0]!r}, which is not registered here")
     strategy = "bitmap" if result.strategy == "bitmap" else "set"
     table = result.table.append_column(RID, pa.array(np.arange(result.num_rows), type=pa.int64()))
+    # each row's whole lineage (the part every row shares included); a result in an earlier step's own ids (run
+    # with end_to_end=False over it) in that step's base tables' ids, so that its rows always carry the original
+    # tables' ids (read end to end, they were the step's ids, named as if they were a base table's)
+    lineage = {base: result.sets(base) for base in result.lineage_columns}
+    if any(base in composed_sources(catalog) for base in lineage):
+        lineage = compose_traced(catalog, {t: _as_sets(c, is_bitmap_type(c.type)) for t, c in lineage.items()})
     pairs = []
-    for base in result.lineage_columns:
-        col = result.sets(base)  # each row's whole lineage (the part every row shares included)
+    for base, col in lineage.items():
         column = f"dl_{base}"
         table = table.append_column(column, _as_strategy(col, strategy, _wide(catalog, base)))
         pairs.append((base, column))

@@ -192,8 +192,9 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
 
 
 def _arrow_rowstore(source: ArrowSource) -> RowStore:
-    own = source.table.drop_columns([RID]) if RID in source.table.column_names else source.table
-    return RowStore(table=own)
+    # the user's columns only: not dl_rid (appended by the store), nor a step's private lineage columns
+    hidden = [c for c in (RID, *source.private) if c in source.table.column_names]
+    return RowStore(table=source.table.drop_columns(hidden))
 
 
 def _fetch_engine(catalog: Catalog, name: str, ids: np.ndarray, columns: list[str] | None) -> pa.Table:

@@ -154,6 +154,35 @@ def test_one_step_lineage_and_create_table_through_a_session():
         s.close()
 
 
+def test_a_one_step_result_over_a_step_is_registered_in_the_original_ids():
+    """A step created with end_to_end=False over another step held that step's ids, which a later end-to-end query
+    read as if they were a base table's (and its rows showed the step's private lineage column)."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("o", pa.table({"k": [1, 2, 2, 3], "v": [1, 2, 3, 4]}))
+        s.run("CREATE TABLE s1 AS SELECT k, v FROM o WHERE v > 1")
+        s.run("CREATE TABLE s2 AS SELECT k, sum(v) AS t FROM s1 GROUP BY k ORDER BY k", end_to_end=False)
+        assert s.run("SELECT sum(t) AS total FROM s2").lineage(0) == {"o": [1, 2, 3]}
+        one = s.run("SELECT k, v FROM s1 WHERE k = 2", end_to_end=False)
+        assert one.lineage(0) == {"s1": [0]}
+        assert one.backward(0)["s1"].column_names == ["k", "v", "dl_rid"]
+    finally:
+        s.close()
+
+
+def test_a_table_a_step_read_is_not_replaced_under_it():
+    """Replaced, the step's stored lineage named rows of the new table that did not produce it."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("o", pa.table({"g": ["a", "a", "b"], "v": [5, 5, 1]}))
+        s.run("CREATE TABLE st AS SELECT g, sum(v) AS t FROM o GROUP BY g ORDER BY g")
+        with pytest.raises(dltrace.DuplicateTable, match="'o' is in the lineage of 'st'"):
+            s.register("o", pa.table({"g": ["x", "y", "z"], "v": [7, 8, 9]}), replace=True)
+        assert s.run("SELECT g, t FROM st ORDER BY g").backward(0)["o"].column("g").to_pylist() == ["a", "a"]
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("first,second", [("set", "bitmap"), ("bitmap", "set")])
 def test_mixed_strategies_convert_exactly(first, second):
     steps = PIPELINES["join_then_aggregate"]
