@@ -31,6 +31,7 @@ from dltrace.errors import (
     PipelineError,
     QueryError,
     ReservedName,
+    RowOutOfRange,
     SourceError,
     StaleLineage,
     UnknownColumn,
@@ -96,7 +97,7 @@ def add_rids(target: Any, table: str) -> None:
 
 
 __all__ = [
-    "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "SourceError",
+    "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange", "SourceError",
     "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "PipelineError", "Session", "connect",
     "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
 ]

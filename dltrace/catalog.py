@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
-from dltrace.errors import DuplicateTable, ReservedName, UnknownTable, UnsupportedQuery
+from dltrace.errors import DltraceError, DuplicateTable, ReservedName, UnknownTable, UnsupportedQuery
 from dltrace.names import reserved_prefix, rows_relation
 from dltrace.plans import PlanCache
 
@@ -89,6 +89,8 @@ class Catalog:
         self._forget(key)
 
     def _check_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise DltraceError(f"a table name must be a non-empty string, got {name!r}")
         prefix = reserved_prefix(name)
         if prefix:
             raise ReservedName(f"table name {name!r} uses the reserved prefix {prefix!r}")

@@ -42,6 +42,10 @@ class UnsupportedQuery(DltraceError):
                    f"query's {items} items gave {columns} columns; name each column")
 
 
+class RowOutOfRange(DltraceError, IndexError):
+    """A row index the result (or the query's output) does not have."""
+
+
 class QueryError(DltraceError):
     """The engine rejected or failed to run a query."""
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError, UnknownTable
+from dltrace.errors import DltraceError, RowOutOfRange, UnknownTable
 from dltrace.fetch import as_rids, fetch
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
@@ -73,10 +73,9 @@ def _check_row(result: LineageData, i: int) -> int:
     n = result.num_rows
     if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
         raise DltraceError(f"row index must be an int, got {type(i).__name__}")
-    if i < 0:
-        i += n
-    if not 0 <= i < n:
-        raise IndexError(f"row {i} out of range: the result has {n} rows")
+    if not -n <= i < n:  # (a negative index counts from the end, as in Python and lineage(i))
+        raise RowOutOfRange(f"row {i} out of range: the result has {n} rows")
+    i = int(i) % n
     if not result.is_traced(int(i)):  # backward tracing of some rows only: the others are unknown
         raise DltraceError(f"row {i} was not traced; trace it with rows=[{i}] or rows=None")
     return int(i)
@@ -120,7 +119,9 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     for t in keys:
         ids = row_rids(result, t, i)
         if limit is not None:
-            ids = ids[: max(0, int(limit))]
+            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
+                raise DltraceError(f"limit must be an int >= 0, got {limit!r}")
+            ids = ids[:int(limit)]
         out[t] = fetch(result.session, t, ids, (columns or {}).get(t))
     return out
 
@@ -311,6 +312,8 @@ def plain_table(table: pa.Table, width: int = 30) -> str:
 
 def explain(result: LineageData, i: int, samples: int = 3) -> str:
     """A readable summary of row ``i``'s lineage: per table the count, the rid ranges and a few tuples."""
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
+        raise DltraceError(f"samples must be an int >= 0, got {samples!r}")
     i = _check_row(result, i)
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, RowOutOfRange
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
@@ -159,8 +159,9 @@ class LineageData:
         """``i`` as a row index of this result, or a one-line error naming what is wrong with it."""
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
-        if not 0 <= i < self.num_rows:
-            raise IndexError(f"row {i} out of range: the result has {self.num_rows} rows")
+        if not -self.num_rows <= i < self.num_rows:  # (a negative index counts from the end, as in Python)
+            raise RowOutOfRange(f"row {i} out of range: the result has {self.num_rows} rows")
+        i = i % self.num_rows
         if self.strategy is None:
             raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (), or "
                                "reads no table; run it with lineage='set' or 'bitmap'")
@@ -177,4 +178,13 @@ class LineageData:
         return {t: sorted((self.on_values[i] for i in ids), key=value_order) for t, ids in found.items()}
 
     def row(self, i: int) -> dict[str, Any]:
-        return {name: self.table.column(name)[i].as_py() for name in self.table.column_names}
+        """Output row ``i`` as ``{column: value}``; a name the row repeats (``SELECT a.k, b.k``) gets the suffix
+        the engine's own renaming uses (``k``, ``k_1``)."""
+        out: dict[str, Any] = {}
+        for j, name in enumerate(self.table.column_names):
+            key, n = name, 0
+            while key in out:
+                n += 1
+                key = f"{name}_{n}"
+            out[key] = self.table.column(j)[i].as_py()
+        return out

@@ -83,7 +83,8 @@ def lineage_batches(data: LineageData, table: str | None = None,
     ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid."""
     _check(data, "lineage_table")
     tables = _tables(data, table)
-    batch_rows = max(1, int(batch_rows))
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
+        raise DltraceError(f"batch_rows must be a positive int, got {batch_rows!r}")
     columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
     for start in range(0, data.num_rows, batch_rows):
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]

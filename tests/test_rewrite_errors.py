@@ -118,3 +118,51 @@ def test_a_row_value_in_a_list_is_not_a_subquery():
     sql = "SELECT a FROM t WHERE (a, b) IN ((1, 1), (2, 2)) ORDER BY a"
     assert s.run(sql).table.to_pylist() == s.sql(sql).to_pylist() == [{"a": 1}, {"a": 2}]
     s.close()
+
+
+def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
+    """Each raised a raw Python or DuckDB exception (IndexError, ValueError, TypeError, AttributeError, KeyError,
+    ArrowInvalid, duckdb's IOException / ConnectionException) before: found by a new user's review."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"k": [1, 2], "v": [10, 20]}))
+    r = s.run("SELECT k, v FROM t")
+    assert r.lineage(-1) == r.lineage(1) and r.backward(-1)["t"].equals(r.backward(1)["t"])
+    (tmp_path / "dup.csv").write_text("a,a\n1,2\n")
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "gone.parquet")
+    s.register("gone", str(tmp_path / "gone.parquet"))
+    (tmp_path / "gone.parquet").unlink()
+    dup = s.run("SELECT a.k, b.k FROM t AS a JOIN t AS b ON a.k = b.k")
+    cases = [
+        (lambda: s.register("", pa.table({"a": [1]})), "non-empty string"),
+        (lambda: r.lineage(2), "row 2 out of range"),
+        (lambda: r.verify(-3), "row -3 out of range"),
+        (lambda: r.explain(9), "row 9 out of range"),
+        (lambda: list(r.lineage_batches(batch_rows=0)), "batch_rows must be a positive int"),
+        (lambda: r.backward(0, limit=-1), "limit must be an int >= 0"),
+        (lambda: r.explain(0, samples=-1), "samples must be an int >= 0"),
+        (lambda: dltrace.rewrite("SELEC x", schema={"t": {"x": "INT"}}), "does not parse as a statement"),
+        (lambda: dltrace.rewrite("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
+        (lambda: s.run("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
+        (lambda: dltrace.rewrite("SELECT dept FROM emp"), "without schema="),
+        (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),
+        (lambda: dltrace.connect("duckdb", foo=1), "takes no option 'foo'"),
+        (lambda: s.register("dupcsv", str(tmp_path / "dup.csv")), "two columns named 'a'"),
+        (lambda: s.register("dups", pa.table([[1], [2]], names=["a", "a"])), "two columns named 'a'"),
+        (lambda: s.run("SELECT a FROM gone"), "No files found"),
+        (lambda: s.register("f16", pa.table({"h": pa.array([1.0], pa.float16())})), "cannot register|DuckDB"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(dltrace.DltraceError, match=needle):
+            call()
+    assert dup.row(0) == {"k": 1, "k_1": 1} and dup.explain(0).startswith("row 0 of 2: k=1, k_1=1")
+    con = duckdb.connect()
+    guest = dltrace.connect("duckdb", connection=con)
+    guest.register("x", pa.table({"a": [1]}))
+    con.close()  # the user closes their connection under dltrace
+    with pytest.raises(dltrace.QueryError, match="Connection"):
+        guest.run("SELECT a FROM x")
+    guest.close()  # what dltrace made went with the connection: nothing to drop, no error
+    s.close()

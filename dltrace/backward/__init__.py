@@ -25,14 +25,10 @@ from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets, table_ref
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
-from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.errors import RowOutOfRange, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.passes.context import PassContext
-
-
-class RowOutOfRange(DltraceError, IndexError):
-    """A row to trace that the query's output does not have."""
 
 
 @dataclass

@@ -41,11 +41,25 @@ _FUNCTIONS: dict[str, type[LineageFunctions]] = {
 
 def make_engine(kind: str, **options: Any) -> Engine:
     """Build the adapter for ``kind`` ("duckdb" or "spark"); options go to its constructor."""
+    if kind not in ENGINES:
+        raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
+    takes = _OPTIONS[kind]
+    unknown = sorted(set(options) - set(takes)) if kind == "duckdb" else []  # (Spark takes any spark.* setting)
+    if unknown:
+        raise DltraceError(f"connect({kind!r}) takes no option {unknown[0]!r}: it takes {', '.join(takes)}")
     if kind == "duckdb":
+        connection = options.get("connection")
+        if connection is not None and not duckdb_adapter.owns(connection):
+            raise DltraceError(f"connection= must be a DuckDB connection, got {type(connection).__name__}")
         return duckdb_adapter.DuckDBEngine(**options)
-    if kind == "spark":
-        return spark_adapter.SparkEngine(**options)  # (pyspark itself is imported only when a session starts)
-    raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
+    spark = options.get("spark")
+    if spark is not None and not spark_adapter.owns(spark):
+        raise DltraceError(f"spark= must be a SparkSession, got {type(spark).__name__}")
+    return spark_adapter.SparkEngine(**options)  # (pyspark itself is imported only when a session starts)
+
+
+# the options each engine's constructor names (Spark's others are spark.* settings of a session it builds)
+_OPTIONS = {"duckdb": ("connection", "threads"), "spark": ("spark", "master")}
 
 
 # What a command line may set when it opens each engine, and which engines take long enough to start that a

@@ -142,6 +142,7 @@ def _read_csv(paths: list[Path]) -> pa.Table:
             table = pacsv.read_csv(p, parse_options=opts)
         except (pa.ArrowInvalid, OSError) as e:
             raise SourceError(f"cannot read CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
+        check_columns(table.column_names, f"CSV {str(p)!r}")
         if table.num_rows == 0 and table.num_columns and all(pa.types.is_null(t) for t in table.schema.types):
             # every column would be typed NULL: comparisons and joins with it would silently match nothing
             raise SourceError(f"CSV {str(p)!r} has a header but no rows: its column types cannot be inferred; "
@@ -171,17 +172,19 @@ def with_rid(table: pa.Table) -> pa.Table:
     return table.append_column(RID, pa.array(range(table.num_rows), type=pa.int64()))
 
 
-def check_columns(names: list[str]) -> None:
+def check_columns(names: list[str], where: str = "source") -> None:
     """Refuse a source that already has a column in the reserved ``dl_`` namespace, or two columns whose names
     differ only in case: SQL reads names without case on both engines (DuckDB renamed the second ``A_1``; Spark
     found every reference ambiguous)."""
     seen: dict[str, str] = {}
     for n in names:
         if n.lower().startswith(RESERVED_PREFIX):
-            raise ReservedName(f"source column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
+            raise ReservedName(f"{where} column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
+        if n == seen.get(n.lower()):
+            raise SourceError(f"{where} has two columns named {n!r}; rename one before registering")
         if n.lower() in seen:
-            raise SourceError(f"source columns {seen[n.lower()]!r} and {n!r} differ only in case, which SQL does not "
-                              f"tell apart; rename one before registering")
+            raise SourceError(f"{where} columns {seen[n.lower()]!r} and {n!r} differ only in case, which SQL does "
+                              f"not tell apart; rename one before registering")
         seen[n.lower()] = n
 
 

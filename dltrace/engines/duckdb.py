@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -19,8 +21,10 @@ from dltrace.engines.base import (
     check_columns,
     check_storage,
 )
-from dltrace.errors import QueryError, SourceError
+from dltrace.errors import DltraceError, QueryError, SourceError
 from dltrace.names import rows_relation
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def owns(obj: Any) -> bool:
@@ -44,6 +48,20 @@ def _one_line(e: Exception) -> str:
     return first
 
 
+def _engine_errors(error: type[DltraceError]) -> Callable[[F], F]:
+    """A method whose DuckDB errors reach the user as ``error`` in one line (a user's connection closed under
+    dltrace, a source file deleted after it was registered, an Arrow type DuckDB cannot read...)."""
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except duckdb.Error as e:
+                raise error(f"DuckDB: {_one_line(e)}") from None
+        return call  # type: ignore[return-value]
+    return wrap
+
+
 class DuckDBEngine:
     """One DuckDB connection; tables are views over parquet (rids from ``file_row_number``) or Arrow, or native
     temporary tables (``storage="memory"``)."""
@@ -65,6 +83,7 @@ class DuckDBEngine:
     def quote(self, name: str) -> str:
         return exp.to_identifier(name, quoted=True).sql(self.name)
 
+    @_engine_errors(SourceError)
     def register(self, name: str, source: Source, storage: str = "source") -> None:
         """``name``: the user's columns; :func:`rows_relation` of it: the same rows with ``dl_rid`` (an Arrow
         table without ``dl_rid``, e.g. dltrace's own target rows, is registered as ``name`` alone, in place).
@@ -157,11 +176,13 @@ class DuckDBEngine:
         self.create_view(name, view)
 
     # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
+    @_engine_errors(QueryError)
     def exists(self, name: str) -> bool:
         """Is there a relation ``name`` (a table, a view, a registered Arrow object or reader) on the connection,
         whoever made it? Case-insensitive, like DuckDB's identifiers."""
         return bool(self._relation_kinds(name))
 
+    @_engine_errors(QueryError)
     def created(self, name: str) -> bool:
         """Did this engine make relation ``name`` (so that it may replace or drop it)?"""
         return name in self._created
@@ -172,12 +193,14 @@ class DuckDBEngine:
         ).fetchall()
         return [kind for (kind,) in found]
 
+    @_engine_errors(QueryError)
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.con.execute(exp.Create(this=_table(name), kind="VIEW", replace=True, expression=query,
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
         self._created.add(name)
 
+    @_engine_errors(SourceError)
     def adopt(self, name: str) -> None:
         """Give the user's relation ``name`` a rows relation with row ids, leaving ``name`` itself alone.
 
@@ -194,6 +217,7 @@ class DuckDBEngine:
         body = exp.select("*", rid).from_(_table(name))
         self.materialize(rows_relation(name), body.sql(self.name))
 
+    @_engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:
         # a relation is bound, not run: half the time of DESCRIBE (each query's rewrite reads its tables' columns)
         rel = self.con.sql(f"SELECT * FROM {self.quote(name)}")
@@ -208,6 +232,7 @@ class DuckDBEngine:
         except duckdb.Error as e:
             raise QueryError(f"DuckDB: {_one_line(e)}") from None
 
+    @_engine_errors(QueryError)
     def content_hash(self, name: str) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by DuckDB."""
         out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {self.quote(name)} AS t")
@@ -229,6 +254,7 @@ class DuckDBEngine:
         except (duckdb.Error, ValueError, LookupError, TypeError):
             return None
 
+    @_engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
         self._created.add(name)
@@ -249,6 +275,7 @@ class DuckDBEngine:
                 what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
                 self.con.execute(f"DROP {what} IF EXISTS {self.quote(relation)}")
 
+    @_engine_errors(QueryError)
     def install_functions(self) -> None:
         if self._installed:
             return
@@ -260,8 +287,11 @@ class DuckDBEngine:
         if self._owned:
             self.con.close()
             return
-        for relation in sorted(self._created, key=lambda r: r.startswith("_dl_rows_")):
-            self.drop(relation)  # views first (they read the rows relations)
+        try:
+            for relation in sorted(self._created, key=lambda r: r.startswith("_dl_rows_")):
+                self.drop(relation)  # views first (they read the rows relations)
+        except duckdb.ConnectionException:
+            pass  # the user closed their connection: what dltrace made on it went with it
 
 
 def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:

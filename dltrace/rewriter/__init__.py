@@ -20,7 +20,7 @@ from typing import Callable
 from sqlglot import exp
 
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import UnsupportedQuery
+from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
@@ -127,7 +127,13 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
             schema: dict | None = None, read: str | None = None, pretty: bool = False) -> str:
     """Rewrite ``sql`` (written in ``read``, default ``dialect``) into ``dialect`` SQL with lineage columns."""
     tree = parse_query(sql, read or dialect)
-    return rewrite_tree(tree, dialect, strategy, semantics, schema).sql(pretty=pretty)
+    try:
+        return rewrite_tree(tree, dialect, strategy, semantics, schema).sql(pretty=pretty)
+    except UnknownColumn as e:
+        if schema is not None:
+            raise
+        raise UnknownColumn(f"{e}: without schema= ({{table: {{column: type}}}}) the query's columns cannot be "
+                            f"resolved") from None
 
 
 __all__ = ["FORWARD_PASSES", "plain_query", "Rewritten", "base_tables", "rewrite", "rewrite_tree", "SEMANTICS"]

@@ -19,6 +19,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_escapes
+from dltrace.errors import DltraceError
 
 
 class LineageOn(exp.Expression):
@@ -116,7 +117,10 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
 @lru_cache(maxsize=None)
 def dialect(name: str) -> Dialect:
     """The dialect ``name`` ("duckdb", "spark", ...) extended with the LINEAGE ON clause."""
-    base = type(Dialect.get_or_raise(name))
+    try:
+        base = type(Dialect.get_or_raise(name))
+    except ValueError:
+        raise DltraceError(f"unknown SQL dialect {name!r} (sqlglot's names: duckdb, spark, postgres, ...)") from None
     return _extend(base, generator_transforms(name), string_escapes(name))()
 
 

@@ -45,10 +45,16 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
     if not isinstance(tree, exp.Query):
+        if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
+            raise ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
         kind = tree.key.upper()
         raise UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {kind} statement")
     return tree
 
+
+_STATEMENTS = (exp.Create, exp.Drop, exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Command, exp.Alter,
+               exp.Set, exp.Use, exp.Describe, exp.Transaction, exp.Commit, exp.Rollback, exp.Copy, exp.Pragma,
+               exp.Cache, exp.Uncache, exp.Show)
 
 _UNSUPPORTED = {
     exp.Lateral: "LATERAL",
