@@ -188,6 +188,10 @@ class Catalog:
                 raise UnsupportedQuery(f"a schema-qualified table ({table.sql(self.dialect)}) is not supported: "
                                        "lineage is traced through tables registered or adopted by name; register "
                                        "it (or adopt a view of it) under a plain name")
+            if name in self.tables and name not in ctes and not table.args.get("db") \
+                    and (self.engine.taken_over(rows_relation(name)) or self.engine.taken_over(name)):
+                raise DuplicateTable(f"table {table.name!r} was registered again by another dltrace session on this "
+                                     f"connection, which holds it now: register it here again (or query it there)")
             if not name or name in ctes or name in self.tables or table.args.get("db"):
                 continue
             if views and (name in self.views or name in {rows_relation(t) for t in self.tables}):

@@ -180,3 +180,23 @@ def test_plain_sql_reads_the_users_relations_and_lineage_asks_to_adopt_them(user
     with pytest.raises(dltrace.UnknownTable, match="unknown table 'nowhere'"):
         s.sql("SELECT * FROM nowhere")
     s.close()
+
+
+def test_two_sessions_on_one_connection_keep_their_own_tables():
+    """A second session that takes a name over (replace=True) holds it: the first neither reads its rows as its
+    own nor drops them at close() (a review found s1 reading s2's rows, then dropping s2's table)."""
+    con = duckdb.connect()
+    s1 = dltrace.connect("duckdb", connection=con)
+    s2 = dltrace.connect("duckdb", connection=con)
+    s1.register("t2s", pa.table({"x": [1, 2]}))
+    s1.register("mine", pa.table({"y": [1]}))
+    s2.register("t2s", pa.table({"x": [5, 6, 7]}), replace=True)
+    with pytest.raises(dltrace.DuplicateTable, match="another dltrace session"):
+        s1.run("SELECT x FROM t2s")
+    assert s1.run("SELECT y FROM mine").table.num_rows == 1
+    s1.close()
+    assert s2.run("SELECT x FROM t2s").table.column("x").to_pylist() == [5, 6, 7]
+    assert s2.run("SELECT x FROM t2s").lineage(2) == {"t2s": [2]}
+    s2.close()
+    assert con.sql("SELECT count(*) FROM information_schema.tables").fetchall() == [(0,)]
+    con.close()

@@ -188,6 +188,45 @@ def check_columns(names: list[str], where: str = "source") -> None:
         seen[n.lower()] = n
 
 
+# Which engine made each relation on a connection or SparkSession that two dltrace sessions share (the second
+# may take over a name with replace=True): (id of the connection / SparkSession, relation) -> (that object, the
+# engine). The first then neither drops nor reads it as its own (its close() dropped the second's table). The
+# objects themselves are kept, not only their ids, which Python gives again to a later object once one is gone.
+_RELATION_OWNERS: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def claim_relation(target: Any, name: str, engine: Any) -> None:
+    """Record ``engine`` as the maker of relation ``name`` on connection / SparkSession ``target``."""
+    _RELATION_OWNERS[(id(target), name)] = (target, engine)
+
+
+def _owner(target: Any, name: str) -> Any:
+    entry = _RELATION_OWNERS.get((id(target), name))
+    return entry[1] if entry is not None and entry[0] is target else None
+
+
+def holds_relation(target: Any, name: str, engine: Any) -> bool:
+    """Is ``engine`` the last dltrace engine that made relation ``name`` on ``target``?"""
+    return _owner(target, name) is engine
+
+
+def taken_over(target: Any, name: str, engine: Any) -> bool:
+    """Did another dltrace engine make relation ``name`` on ``target`` after ``engine`` made it?"""
+    owner = _owner(target, name)
+    return owner is not None and owner is not engine
+
+
+def release_relation(target: Any, name: str, engine: Any) -> None:
+    if holds_relation(target, name, engine):
+        del _RELATION_OWNERS[(id(target), name)]
+
+
+def release_target(target: Any) -> None:
+    """Forget every relation on ``target`` (a connection or SparkSession dltrace opened and now closes)."""
+    for key in [k for k, (obj, _) in _RELATION_OWNERS.items() if obj is target]:
+        del _RELATION_OWNERS[key]
+
+
 @runtime_checkable
 class Engine(Protocol):
     """What every engine adapter provides. SQL text passed in is in the engine's own dialect."""
@@ -209,6 +248,9 @@ class Engine(Protocol):
     def created(self, name: str) -> bool:
         """Did this adapter make relation ``name``? Only those it replaces or drops: it is a guest on a
         connection or SparkSession the user passed in."""
+
+    def taken_over(self, name: str) -> bool:
+        """Has another dltrace session on the same connection / SparkSession made relation ``name`` since?"""
 
     def create_view(self, name: str, query: Any) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot expression), owned by the adapter."""

@@ -20,6 +20,11 @@ from dltrace.engines.base import (
     Source,
     check_columns,
     check_storage,
+    claim_relation,
+    holds_relation,
+    release_relation,
+    release_target,
+    taken_over,
 )
 from dltrace.errors import DltraceError, QueryError, SourceError
 from dltrace.names import rows_relation
@@ -97,14 +102,14 @@ class DuckDBEngine:
             # Keep a reference: DuckDB scans the Arrow table in place.
             self._arrow[name] = source.table
             self.con.register(name, source.table)
-            self._created.add(name)
+            self._made(name)
             return
         self.drop(name)  # a registration replaced by one of another storage: a view may become a table
         if isinstance(source, ArrowSource):
             if storage == "source":
                 self._arrow[rows_relation(name)] = source.table  # scanned in place: keep a reference
                 self.con.register(rows_relation(name), source.table)
-                self._created.add(rows_relation(name))
+                self._made(rows_relation(name))
                 self._user_view(name, source.private)
                 return
             staging = f"_dl_arrow_{name}"
@@ -184,8 +189,16 @@ class DuckDBEngine:
 
     @_engine_errors(QueryError)
     def created(self, name: str) -> bool:
-        """Did this engine make relation ``name`` (so that it may replace or drop it)?"""
-        return name in self._created
+        """Did this engine make relation ``name`` (so that it may replace or drop it), and is it still its own
+        (another dltrace session on the same connection may have taken the name over)?"""
+        return name in self._created and holds_relation(self.con, name, self)
+
+    def taken_over(self, name: str) -> bool:
+        return taken_over(self.con, name, self)
+
+    def _made(self, name: str) -> None:
+        self._created.add(name)
+        claim_relation(self.con, name, self)
 
     def _relation_kinds(self, name: str) -> list[str]:
         found = self.con.execute(
@@ -198,7 +211,7 @@ class DuckDBEngine:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.con.execute(exp.Create(this=_table(name), kind="VIEW", replace=True, expression=query,
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
-        self._created.add(name)
+        self._made(name)
 
     @_engine_errors(SourceError)
     def adopt(self, name: str) -> None:
@@ -257,7 +270,7 @@ class DuckDBEngine:
     @_engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
-        self._created.add(name)
+        self._made(name)
 
     def drop(self, name: str) -> None:
         """Drop relation ``name`` and its rows relation, when this engine made them (never a user's)."""
@@ -265,6 +278,9 @@ class DuckDBEngine:
             if relation not in self._created:
                 continue
             self._created.discard(relation)
+            if not holds_relation(self.con, relation, self):
+                continue  # another dltrace session on this connection took it over: its, not ours, to drop
+            release_relation(self.con, relation, self)
             if self._arrow.pop(relation, None) is not None:
                 self.con.unregister(relation)
                 continue
@@ -286,6 +302,7 @@ class DuckDBEngine:
         """Close the connection dltrace opened; on a user's connection, drop only what this engine made."""
         if self._owned:
             self.con.close()
+            release_target(self.con)
             return
         try:
             for relation in sorted(self._created, key=lambda r: r.startswith("_dl_rows_")):

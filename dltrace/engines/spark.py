@@ -26,6 +26,11 @@ from dltrace.engines.base import (
     Source,
     check_columns,
     check_storage,
+    claim_relation,
+    holds_relation,
+    release_relation,
+    release_target,
+    taken_over,
 )
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
 from dltrace.errors import QueryError, SourceError
@@ -154,10 +159,10 @@ class SparkEngine:
                 self._frames[name] = df  # the frozen ids / cached rows live as long as the view
             if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
                 df.createOrReplaceTempView(self.quote(rows_relation(name)))  # parsed: quoted
-                self._views.add(rows_relation(name))
+                self._made(rows_relation(name))
                 df = df.drop(RID, *getattr(source, "private", ()))
             df.createOrReplaceTempView(self.quote(name))
-            self._views.add(name)
+            self._made(name)
 
     # -- the user's relations: dltrace is a guest on a SparkSession passed in -----------------------------
     def exists(self, name: str) -> bool:
@@ -169,15 +174,23 @@ class SparkEngine:
             return False
 
     def created(self, name: str) -> bool:
-        """Did this engine make temp view ``name`` (so that it may replace or drop it)?"""
-        return name in self._views
+        """Did this engine make temp view ``name`` (so that it may replace or drop it), and is it still its own
+        (another dltrace session on the same SparkSession may have taken the name over)?"""
+        return name in self._views and holds_relation(self.spark, name, self)
+
+    def taken_over(self, name: str) -> bool:
+        return taken_over(self.spark, name, self)
+
+    def _made(self, name: str) -> None:
+        self._views.add(name)
+        claim_relation(self.spark, name, self)
 
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temp view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.sql(exp.Create(this=exp.Table(this=exp.to_identifier(name, quoted=True)), kind="VIEW", replace=True,
                             expression=query, properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
                  .sql(self.name))
-        self._views.add(name)
+        self._made(name)
 
     def adopt(self, name: str) -> None:
         """Give the user's temp view or table ``name`` a rows relation with row ids (numbered in the DataFrame's
@@ -189,7 +202,7 @@ class SparkEngine:
             old = self._frames.pop(rows_relation(name), None)
             self._frames[rows_relation(name)] = df
             df.createOrReplaceTempView(self.quote(rows_relation(name)))
-            self._views.add(rows_relation(name))
+            self._made(rows_relation(name))
             _unpersist(old)
 
     def _parquet(self, name: str, source: ParquetSource):
@@ -325,7 +338,7 @@ class SparkEngine:
         old = self._frames.pop(name, None)
         self._frames[name] = df
         df.createOrReplaceTempView(self.quote(name))
-        self._views.add(name)
+        self._made(name)
         _unpersist(old)
 
     def drop(self, name: str) -> None:
@@ -334,6 +347,9 @@ class SparkEngine:
             if relation not in self._views:
                 continue
             self._views.discard(relation)
+            if not holds_relation(self.spark, relation, self):
+                continue  # another dltrace session on this SparkSession took it over: its, not ours, to drop
+            release_relation(self.spark, relation, self)
             try:
                 with quiet():
                     self.spark.catalog.dropTempView(relation)
@@ -353,6 +369,7 @@ class SparkEngine:
         if self._owned:
             self.spark.stop()
             self._owned = False
+            release_target(self.spark)
             return
         for view in list(self._views):
             self.drop(view)
