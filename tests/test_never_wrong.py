@@ -82,6 +82,10 @@ def test_a_scalar_subquery_with_several_rows_fails_as_in_the_engine(s, sql):
 # -- lineage: witnesses of IN / ANY / ALL wherever they are written ----------------------------------------
 
 WITNESSES = [
+    # sides that repeat a column name: (1, 1) is t's row 0 and u's row 3; (1, 10) ... each its own t row
+    ("SELECT a, a AS a2 FROM t INTERSECT SELECT c, c FROM u", [((1, 1), L([0], [3]))]),
+    ("SELECT a, b FROM t EXCEPT SELECT 1, 1", [((1, 10), (("t", (0,)),)), ((2, 20), (("t", (1,)),)),
+                                                ((None, 30), (("t", (2,)),)), ((2, None), (("t", (3,)),))]),
     # t.a = 2 (rows 1, 3) is in u at rows 0 and 3; a NULL or unmatched a gets no witness
     ("SELECT a, a IN (SELECT a FROM u) AS f FROM t",
      [((1, None), L([0])), ((2, True), L([1], [0, 3])), ((None, None), L([2])), ((2, True), L([3], [0, 3]))]),
@@ -412,6 +416,12 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     "SELECT * REPLACE (-b AS b) FROM t WHERE b > 15",
     "SELECT * REPLACE (-b AS b) FROM t ORDER BY t.b, 1",
     "SELECT a, sum(b) AS s FROM (SELECT * REPLACE (-b AS b) FROM t) AS x GROUP BY a",
+    # a set operation's side that repeats a column name (a review found them refused): sides stack by position
+    "SELECT a, b FROM t UNION ALL SELECT 0, 0",
+    "SELECT a, b FROM t UNION SELECT a, a FROM t ORDER BY a NULLS FIRST, b",
+    "SELECT a, b FROM t EXCEPT SELECT 1, 1",
+    "SELECT a, a FROM t INTERSECT SELECT c, c FROM u",
+    "(SELECT 2, 2) UNION (SELECT a, a FROM t)",
     # UNION BY NAME matches columns by name, not position (and pads a missing one with NULL)
     "SELECT a, b FROM t UNION BY NAME SELECT c AS b, a FROM u",
     "SELECT a, b FROM t UNION ALL BY NAME SELECT c, a FROM u",

@@ -23,6 +23,7 @@ def _align(query: exp.Query, exported: list[Exported], tables: list[str], kinds:
            ctx: Context, final: bool, side: int | None) -> exp.Select:
     """Wrap one side so it outputs its columns plus exactly one slot per table in ``tables`` order."""
     holder = ctx.fresh("_dl_s")
+    _unique_names(query, exported)
     cols = user_columns(query, exported)
     outer = exp.select(*[exp.column(c, table=holder, quoted=True).as_(c, quoted=True) for c in cols])
     outer = outer.from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(holder))))
@@ -42,6 +43,28 @@ def _align(query: exp.Query, exported: list[Exported], tables: list[str], kinds:
     if side is not None:
         outer.select(exp.alias_(exp.Literal.number(side), SIDE), append=True, copy=False)
     return outer
+
+
+def _unique_names(query: exp.Query, exported: list[Exported]) -> None:
+    """Give a side's columns that repeat a name (``SELECT 0, 0``, ``SELECT k, k``) names of their own, by
+    position (``_dl_c<i>``): a set operation stacks its sides by position, so a side's names are only its own
+    (the output's are the engine's, read apart), and the side is read through them by name. A side that is no
+    SELECT keeps its names (refused below when they repeat)."""
+    while isinstance(query, exp.Subquery):  # a parenthesised side: its SELECT names the columns
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return
+    lineage = {e.name for e in exported}
+    seen: set[str] = set()
+    for i, item in enumerate(query.expressions):
+        name = item.alias_or_name
+        if name in lineage:
+            continue
+        if not name or name in seen:
+            alias = f"_dl_c{i}"
+            item.replace(exp.alias_(item.unalias() if isinstance(item, exp.Alias) else item, alias, quoted=True))
+            name = alias
+        seen.add(name)
 
 
 def _row_set(slots: list[Slot], ctx: Context, table: str) -> exp.Expression:
