@@ -82,6 +82,10 @@ def test_a_scalar_subquery_with_several_rows_fails_as_in_the_engine(s, sql):
 # -- lineage: witnesses of IN / ANY / ALL wherever they are written ----------------------------------------
 
 WITNESSES = [
+    # DuckDB's POSITIONAL join pairs rows by position; ASOF takes the nearest match (u's row 0, c 7 <= 20)
+    ("SELECT t.a, u.c FROM t POSITIONAL JOIN u", [((1, 7), L([0], [0])), ((2, 8), L([1], [1])),
+                                                  ((None, 9), L([2], [2])), ((2, 1), L([3], [3]))]),
+    ("SELECT t.a, t.b, u.c FROM t ASOF JOIN u ON t.a = u.a AND t.b >= u.c", [((2, 20, 7), L([1], [0]))]),
     # sides that repeat a column name: (1, 1) is t's row 0 and u's row 3; (1, 10) ... each its own t row
     ("SELECT a, a AS a2 FROM t INTERSECT SELECT c, c FROM u", [((1, 1), L([0], [3]))]),
     ("SELECT a, b FROM t EXCEPT SELECT 1, 1", [((1, 10), (("t", (0,)),)), ((2, 20), (("t", (1,)),)),

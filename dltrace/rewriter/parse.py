@@ -82,8 +82,6 @@ def check_query(tree: exp.Expression) -> None:
         if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct") is False:
             op = "INTERSECT ALL" if isinstance(node, exp.Intersect) else "EXCEPT ALL"
             raise UnsupportedQuery(f"{op} is not supported (use INTERSECT/EXCEPT), at {position(node)}")
-        if isinstance(node, exp.Join) and node.args.get("kind") in ("ASOF", "POSITIONAL"):  # (SEMI, ANTI: EXISTS)
-            raise UnsupportedQuery(f"{node.args['kind']} JOIN is not supported, at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
         if isinstance(node, (exp.Posexplode, exp.Inline, exp.Stack)) and isinstance(node.parent, exp.Select) \
