@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.base import ArrowSource
+from dltrace.engines.base import ArrowSource, LineageSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import forward, is_bitmap_type
 from dltrace.fetch import as_rids
@@ -90,6 +90,16 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     if q.size and (q[0] < 0 or q[-1] >= n):
         raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    steps = {t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
+             and isinstance(catalog.tables.get(t.name.lower()), LineageSource)}
+    if steps:
+        # the query reads an earlier step's rows, whose lineage is stored: the run with every row's lineage
+        # (end to end, or in the step's own ids when the question is about the step's rows), then forward
+        r = run_forward(catalog, sql, lineage=lineage, dialect=read, semantics=semantics,
+                        end_to_end=name not in steps)
+        if name not in r.lineage_columns:
+            raise UnknownTable(f"the query's lineage holds no rows of table {name!r}")
+        return Impact(forward(r, name, q), r, name, q.tolist(), "run")
     refs = [t for t in tree.find_all(exp.Table)
             if t.name.lower() == name and name not in ctes and not t.args.get("db")]
     if not refs:
@@ -122,12 +132,18 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     catalog.tables[temp] = catalog.tables[name]
     try:
         r = run_forward(catalog, text, lineage=lineage, dialect=read, semantics=semantics)
+    except UnsupportedQuery:
+        r = None  # the run of some rows refused a rewrite the query's own run takes (LINEAGE ON TABLES reads
+        # fewer shapes, e.g. an EXISTS whose witnesses are found after the filter): below, that run and forward
     finally:
         catalog.tables.pop(temp, None)
         for view in (temp, rows_relation(temp)):
             catalog.engine.sql(f"DROP VIEW IF EXISTS {qi(view)}")
         if keep_name:
             catalog.engine.drop(keep_name)
+    if r is None:
+        full = run_forward(catalog, sql, lineage=lineage, dialect=read, semantics=semantics)
+        return Impact(forward(full, name, q), full, name, q.tolist(), "run")
     col = r.sets(temp) if temp in r.lineage_columns else None  # (the shared part included: it reaches every row)
     r.lineage_columns = {name: col} if col is not None else {}
     r.shared_lineage = {}

@@ -183,6 +183,27 @@ def test_a_table_a_step_read_is_not_replaced_under_it():
         s.close()
 
 
+def test_impact_over_a_query_that_reads_a_step():
+    """impact() said the query did not read the source table, and for the step's own rows named an internal
+    relation and a LINEAGE ON clause the user never wrote (a review); an aggregating EXISTS correlated by an
+    inequality, which s.run takes, was refused."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("o", pa.table({"id": [1, 2, 3], "amt": [10, 20, 30]}))
+        s.run("CREATE TABLE step AS SELECT id, amt FROM o WHERE amt > 15")
+        q = "SELECT id, amt FROM step WHERE amt < 25 UNION ALL SELECT 0, sum(amt) FROM step"
+        r = s.run(q)
+        assert s.impact(q, "o", [2]).rows == r.forward("o", [2]) == [1]
+        assert s.impact(q, "o", [1]).rows == r.forward("o", [1]) == [0, 1]
+        assert s.impact(q, "step", [1]).rows == [1]  # the step's own row 1 (amt 30) reaches the sum only
+        s.register("b", pa.table({"y": [2, 3, 5]}))
+        s.register("a", pa.table({"x": [1, 2, 3], "g": ["p", "p", "q"]}))
+        e = "SELECT g, count(*) AS n FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.y > a.x) GROUP BY g ORDER BY g"
+        assert s.impact(e, "b", [2]).rows == s.run(e).forward("b", [2]) == [0, 1]
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("first,second", [("set", "bitmap"), ("bitmap", "set")])
 def test_mixed_strategies_convert_exactly(first, second):
     steps = PIPELINES["join_then_aggregate"]
