@@ -7,6 +7,7 @@ the rows that change when the pipeline is rerun without the source row.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -350,6 +351,17 @@ def test_cli_pipeline(tmp_path):
     bad = cli(str(tmp_path), "--tpch", "0.01")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert bad.stderr.startswith("dltrace: error: step 'a' (a.sql): cycle a -> b -> a")
+    # JSON names each line's dataset and question; one CSV table cannot hold several datasets' rows (a review
+    # found them printed under one header, unnamed)
+    js = cli(str(EXAMPLE), "--tpch", "0.01", "--forward", "nation:3", "--json")
+    lines = [json.loads(line) for line in js.stdout.splitlines()]
+    assert js.returncode == 0 and {line["dataset"] for line in lines} >= {"nation_totals", "top_nations"}
+    assert {line["question"] for line in lines} == {"--forward nation:3"}
+    for args in (["--forward", "nation:3"], ["--row", "top_nations:0", "--row", "nation_totals:0"]):
+        mixed = cli(str(EXAMPLE), "--tpch", "0.01", *args, "--csv")
+        assert mixed.returncode == 2 and mixed.stdout == "" and "--csv writes one table" in mixed.stderr
+    one = cli(str(EXAMPLE), "--tpch", "0.01", "--row", "top_nations:0", "--row", "top_nations:1", "--csv")
+    assert one.returncode == 0 and len(one.stdout.splitlines()) == 3
 
 
 # -- the same SQL under Spark's own spark-pipelines -----------------------------------------------------------

@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "csv", False) and args.row and args.forward:
+        raise common.CliError("--csv writes one table: ask --row or --forward (or use --json, whose lines name "
+                              "their question)")
     folder, manifest = read_manifest(args.dir)
     s = _session(args, manifest)
     r = dltrace.load(folder, s, allow_stale=args.allow_stale)
@@ -43,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
         if p.is_table:
             output.detail(p, r, rows, args.tuples)
         else:
-            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples))
+            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples), question="--row")
     for spec in args.forward or []:
         _forward(p, r, spec)
     return 0
@@ -118,5 +121,5 @@ def _forward(p: output.Printer, r, spec: str) -> None:
     hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
     p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {ids}: {hits}")
     if rows:
-        p.rows(r, rows)
+        p.rows(r, rows, question=f"--forward {spec}")
     p.line()

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dltrace.cli import values
+from dltrace.errors import DltraceError
 from dltrace.lineage_data import decode_ids
 from dltrace.names import value_order
 from dltrace.rewriter.grammar import LineageOn
@@ -237,6 +238,7 @@ class Printer:
         self.fmt = fmt
         self.limit = limit
         self._writer = None  # CSV: one header, however many calls
+        self._csv_answers = None  # CSV: what its rows answer (their columns, dataset and question): one table
 
     @property
     def is_table(self) -> bool:
@@ -259,16 +261,24 @@ class Printer:
             sys.stderr.write(f"dltrace: {s}\n")
 
     # -- result rows ------------------------------------------------------------------------------
-    def rows(self, r, indices: Sequence[int], tuples=None) -> None:
+    def rows(self, r, indices: Sequence[int], tuples=None, dataset: str | None = None,
+             question: str | None = None) -> None:
         """Rows ``indices`` of result ``r`` with their lineage. ``tuples(i)`` -> ``{table: pa.Table}`` adds
-        base tuples in JSON (the table format prints them with :meth:`detail`)."""
+        base tuples in JSON (the table format prints them with :meth:`detail`). ``dataset`` (a pipeline's) and
+        ``question`` (``--row``, ``--forward t:1``) name what the rows are, in each JSON line; CSV holds one
+        table, so rows of another dataset or question are refused there (a reader could not tell them apart)."""
         cap = self.cap()
         shown = list(indices[:cap]) if cap is not None else list(indices)
         rest = len(indices) - len(shown)
         sh = shape(r)
         if self.fmt == "json":
-            self._json(r, sh, shown, tuples)
+            self._json(r, sh, shown, tuples, dataset, question)
         elif self.fmt == "csv":
+            answers = (tuple(r.table.column_names), dataset, question)
+            if self._csv_answers is not None and self._csv_answers != answers:
+                raise DltraceError("--csv writes one table, and this command answers with rows of several datasets "
+                                   "or questions: ask one per run, or use --json (each line names its own)")
+            self._csv_answers = answers
             self._csv(r, sh, shown)
         else:
             self._table(r, sh, shown)
@@ -291,14 +301,16 @@ class Printer:
         if not shown and not r.num_rows:
             self.line("(no rows)")
 
-    def _json(self, r, sh: Shape, shown: list[int], tuples) -> None:
+    def _json(self, r, sh: Shape, shown: list[int], tuples, dataset: str | None, question: str | None) -> None:
         out = sys.stdout
         names = r.table.column_names
+        named = ([("dataset", dataset)] if dataset is not None else []) + \
+            ([("question", question)] if question is not None else [])
         for start in range(0, len(shown), BATCH):
             part = shown[start: start + BATCH]
             lin = lineage_rows(r, sh, part)
             for i, row, entries in zip(part, rows_of(r.table, part), lin):
-                fields = [("index", i), ("row", values.Raw(values.to_json_object(zip(names, row))))]
+                fields = [*named, ("index", i), ("row", values.Raw(values.to_json_object(zip(names, row))))]
                 if sh.tables:
                     fields.append(("lineage", values.Raw(values.to_json_object(entries.items()))))
                 if tuples is not None:

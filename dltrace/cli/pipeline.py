@@ -37,6 +37,11 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "csv", False):  # one CSV table: one dataset's rows, one question
+        datasets = {_row_spec(spec)[0] for spec in args.row or []} | ({args.show} if args.show else set())
+        if args.forward or len(datasets) > 1:
+            raise common.CliError("--csv writes one table: --forward (rows of every dataset it reaches) and --row / "
+                                  "--show of several datasets need --json, whose lines name their dataset")
     s = common.session(args)
     lineage = None if args.lineage == "none" else args.lineage
     result = dltrace.pipeline(args.path, session=s, lineage=lineage, method=args.method)
@@ -45,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
         _summary(p, result)
     if args.show:
         r = result[args.show]
-        p.rows(r, range(r.num_rows))
+        p.rows(r, range(r.num_rows), dataset=args.show)
     for spec in args.row or []:
         name, i = _row_spec(spec)
         r = result[name]
@@ -54,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
             p.line(f"{name}:")
             output.detail(p, r, rows, args.tuples)
         else:
-            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples))
+            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples), dataset=name, question="--row")
     for spec in args.forward or []:
         _forward(p, result, spec)
     return 0
@@ -81,7 +86,7 @@ def _summary(p: output.Printer, result) -> None:
         p.line(f"  {step.name:<20} {step.kind:<18} {r.num_rows:>9,} rows  from {reach}  [{step.file}]")
     if not p.is_table:  # JSON / CSV: the last dataset's rows
         last = result[pipe.steps[-1].name]
-        p.rows(last, range(last.num_rows))
+        p.rows(last, range(last.num_rows), dataset=pipe.steps[-1].name)
 
 
 def _forward(p: output.Printer, result, spec: str) -> None:
@@ -96,4 +101,4 @@ def _forward(p: output.Printer, result, spec: str) -> None:
         hits = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
         p.line(f"  {name}: {len(rows):,} of {r.num_rows:,} rows{hits}")
         if rows and not p.is_table:  # JSON / CSV: the rows themselves
-            p.rows(r, rows)
+            p.rows(r, rows, dataset=name, question=f"--forward {spec}")
