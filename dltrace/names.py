@@ -24,6 +24,13 @@ def reserved_prefix(name: str) -> str | None:
     return next((p for p in RESERVED_PREFIXES if lower.startswith(p)), None)
 
 
+def one_zero(values: tuple) -> tuple:
+    """``values`` with -0.0 written 0.0: SQL takes the two for one value, so a LINEAGE ON value tuple holding
+    either is the same tuple, whichever row an engine read it from (DuckDB's dictionary kept the first one seen,
+    Spark normalises to 0.0: the two engines named one group's value apart)."""
+    return tuple(0.0 if isinstance(v, float) and v == 0.0 else v for v in values)
+
+
 def value_order(values: tuple) -> tuple:
     """A sort key for value tuples that may hold NULLs (None sorts last)."""
     return tuple((v is None, v) for v in values)

@@ -26,6 +26,7 @@ from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.lineage_data import FinishedOnRead, LineageData, is_bitmap_type
+from dltrace.names import one_zero
 from dltrace.plans import ForwardPlan
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
@@ -247,7 +248,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         words = catalog.engine.sql(plan.dictionary_text)
         keys = words.column_names[:-1]
         cols = [words.column(k).to_pylist() for k in keys]
-        result.on_values = {int(i): tuple(c[j] for c in cols) for j, i in enumerate(words.column(-1).to_pylist())}
+        ids = words.column(-1).to_pylist()
+        result.on_values = {int(i): one_zero(tuple(c[j] for c in cols)) for j, i in enumerate(ids)}
     return result
 
 

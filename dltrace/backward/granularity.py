@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
-from dltrace.names import RID, rows_relation, value_order
+from dltrace.names import RID, one_zero, rows_relation, value_order
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 
@@ -34,7 +34,7 @@ def project_onto(catalog: Catalog, spec: OnSpec, column: pa.ChunkedArray) -> tup
     finally:
         catalog.engine.drop(name)
     cols = [values.column(c).to_pylist() for c in range(1, values.num_columns)]
-    tuples = [tuple(c[j] for c in cols) for j in range(values.num_rows)]
+    tuples = [one_zero(tuple(c[j] for c in cols)) for j in range(values.num_rows)]
     distinct = sorted(set(tuples), key=value_order)
     ids = {t: k for k, t in enumerate(distinct)}
     of_rid = dict(zip(values.column(0).to_pylist(), (ids[t] for t in tuples)))
