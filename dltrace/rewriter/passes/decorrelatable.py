@@ -166,6 +166,33 @@ def read_group_constants_per_row(tree: exp.Expression) -> None:
         node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))
 
 
+def read_scalars_in_expressions(tree: exp.Expression) -> None:
+    """A correlated scalar subquery of one aggregate nested in an expression of a SELECT list (``coalesce((SELECT
+    max(w) FROM u WHERE u.k = t.k), 0)``, ``(SELECT count(*) ...) + 1``), decorrelated as a bare one is.
+
+    sqlglot 30.30 decorrelates such a subquery only as a projection of its own or in a predicate, and leaves it
+    alone inside a function or arithmetic (refused then: "could not be decorrelated"). Under ``IS NULL``
+    (:func:`_under_is_null`, taken off after) sqlglot reads it: a LEFT JOIN of the aggregate grouped by the
+    correlation keys, whose value is the engine's for every outer row (one row per key, NULL where none
+    joins, as the subquery's aggregate over no rows -- sqlglot fills a missing COUNT with 0). Valid in a SELECT
+    that does not aggregate (after a grouping it is read per group: :func:`read_group_constants_per_row`)."""
+    for sub in list(tree.find_all(exp.Subquery)):
+        parent = sub.parent
+        if parent is None or sub.root() is not tree:
+            continue  # (inside a subquery wrapped already: moved with its copy)
+        if isinstance(parent, (exp.Alias, exp.Select)) or not in_a_clause(sub) or parent.meta.get(PIECE):
+            continue  # (a projection of its own: sqlglot reads it as it is)
+        select = sub.find_ancestor(exp.Select)
+        if select is None or enclosing_clause(sub, select) != "expressions" or is_aggregate(select) \
+                or sub.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select:
+            continue
+        query = sub.this
+        if not (isinstance(query, exp.Select) and is_correlated(query) and one_value(query, correlated=True)
+                and _sqlglot_decorrelates(query.expressions[0].unalias())):
+            continue
+        sub.replace(_under_is_null(sub.copy()))
+
+
 def _under_is_null(sub: exp.Subquery) -> exp.Is:
     """``sub IS NULL``, marked to be taken off after sqlglot ran: a scalar subquery of aggregates sqlglot leaves
     alone inside a function of the SELECT list or an aggregate's argument (it has no predicate there; that is

@@ -51,7 +51,7 @@ from dltrace.rewriter.passes.correlation import (enclosing_clause, in_a_clause, 
                                                  positive_filter, reaches_past_itself, subquery_kind)
 from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
                                                     outer_only_tests, read_group_constants_per_row,
-                                                    split_aggregate_values)
+                                                    read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.shape import global_aggregate_row, is_aggregate, returns_rows_per_row
 
@@ -84,6 +84,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree)
     read_group_constants_per_row(tree)
+    read_scalars_in_expressions(tree)
     if context.late_witnesses and context.semantics == "witness":
         for holder in late_witness_exists(tree):  # left in place, their witnesses joined after the filter
             holder.meta[LATE_WITNESS] = True
