@@ -33,6 +33,7 @@ class Catalog:
         self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
         self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
         self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
+        self.view_groups: dict[str, tuple[str, ...]] = {}  # a result registered as views: name -> every view made
         self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
         self.generation = 0  # bumped by every (re)registration: the rewritten queries kept are keyed by it
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
@@ -91,6 +92,11 @@ class Catalog:
     def _check_name(self, name: str) -> None:
         if not isinstance(name, str) or not name.strip():
             raise DltraceError(f"a table name must be a non-empty string, got {name!r}")
+        if any(ch != ch.lower() and not ch.isascii() for ch in name):
+            # dltrace keys names by Python's lower(), sqlglot and DuckDB fold ASCII letters only: `Émp` could not be
+            # read under its own name (a review found "Column 'k' could not be resolved")
+            raise DltraceError(f"table name {name!r} has a capital letter outside ASCII, which SQL engines fold "
+                               f"otherwise than dltrace: register it as {name.lower()!r}")
         prefix = reserved_prefix(name)
         if prefix:
             raise ReservedName(f"table name {name!r} uses the reserved prefix {prefix!r}")
@@ -135,11 +141,19 @@ class Catalog:
     def add_view(self, name: str, body: pa.Table | exp.Expression) -> None:
         """Create relation ``name`` for plain SQL (an Arrow table without row ids, or a query): readable in
         :meth:`check_known_tables` with ``views``, dropped with the session."""
+        if name.lower() in self.views:
+            self.engine.drop(name.lower())  # a view replaced by a table (or the reverse) is made anew
         if isinstance(body, pa.Table):
             self.engine.register(name.lower(), ArrowSource(body))
         else:
             self.engine.create_view(name.lower(), body)
         self.views.add(name.lower())
+
+    def drop_view(self, name: str) -> None:
+        """Drop relation ``name`` that :meth:`add_view` made."""
+        if name.lower() in self.views:
+            self.engine.drop(name.lower())
+            self.views.discard(name.lower())
 
     def _forget(self, key: str) -> None:
         """Drop what was known about a previous registration of ``key`` (and every rewritten query kept)."""

@@ -220,4 +220,9 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     for part in per_table[1:]:
         union = exp.union(union, part, distinct=False)
     catalog.add_view(names["lineage"], union)
+    made = (*names.values(), _sets_relation(name), *([_shared_relation(name)] if shared else []))
+    for old in catalog.view_groups.get(name.lower(), ()):  # the views of an earlier result under this name
+        if old.lower() not in {m.lower() for m in made}:
+            catalog.drop_view(old)
+    catalog.view_groups[name.lower()] = made
     return names

@@ -183,3 +183,21 @@ def test_tpch_lineage_as_one_relation_spark(sparks):
     got = sorted(zip(*joined.to_pydict().values()))
     want = sorted((i, k) for i in range(3) for k in r.backward(i, "orders")["orders"].column("o_orderkey").to_pylist())
     assert got == want
+
+
+def test_views_registered_again_under_a_name_replace_the_earlier_ones():
+    """The per-table views of the earlier result stayed behind, broken (a review), and a name taken by another
+    registration's view could not be registered with replace=True (a raw DuckDB error)."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("t", pa.table({"x": [1, 2, 3]}))
+        s.register("u", pa.table({"y": [7]}))
+        s.run("SELECT x FROM t WHERE x > 1").register("q")
+        s.run("SELECT y FROM u").register("q", replace=True)
+        assert s.sql("SELECT rid FROM q_lineage_u").column("rid").to_pylist() == [0]
+        with pytest.raises(dltrace.UnknownTable, match="q_lineage_t"):
+            s.sql("SELECT * FROM q_lineage_t")
+        s.run("SELECT count(*) AS c FROM t").register("q_lineage", replace=True)
+        assert s.sql("SELECT c FROM q_lineage").column("c").to_pylist() == [3]
+    finally:
+        s.close()
