@@ -137,6 +137,7 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
     dup = s.run("SELECT a.k, b.k FROM t AS a JOIN t AS b ON a.k = b.k")
     cases = [
         (lambda: s.register("", pa.table({"a": [1]})), "non-empty string"),
+        (lambda: s.register("Émp", pa.table({"a": [1]})), "capital letter outside ASCII.*'émp'"),
         (lambda: r.lineage(2), "row 2 out of range"),
         (lambda: r.verify(-3), "row -3 out of range"),
         (lambda: r.explain(9), "row 9 out of range"),
