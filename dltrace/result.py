@@ -205,9 +205,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:
-            plain = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), _rid_schema(catalog, tree),
-                                rows_relations=frozenset(catalog.tables))
-            table = catalog.engine.sql(generate(plain_query(tree, plain), catalog.dialect))
+            table = catalog.engine.sql(plain_text(catalog, tree))
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
@@ -301,10 +299,14 @@ def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageS
     return found
 
 
-def _rid_schema(catalog: Catalog, tree: Any) -> dict | None:
-    """The schema a query run without lineage is qualified with: only one that reads ``dl_rid`` needs it (its
-    stars are expanded without the column); looking it up costs a round trip to the engine per table."""
-    return {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
+def plain_text(catalog: Catalog, tree: Any) -> str:
+    """The engine's SQL for parsed query ``tree`` run without lineage (:func:`dltrace.rewriter.plain_query`).
+    Only a query that reads ``dl_rid`` is given the schema (its stars are expanded without the column): looking
+    it up costs a round trip to the engine per table."""
+    schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
+    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
+                          rows_relations=frozenset(catalog.tables))
+    return generate(plain_query(tree, context), catalog.dialect)
 
 
 def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:
@@ -317,9 +319,7 @@ def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> l
     if tree is parsed:
         tree = tree.copy()  # (taking the clause off changes it)
     take_clause(tree)
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), _rid_schema(catalog, tree),
-                          rows_relations=frozenset(catalog.tables))
-    return catalog.engine.column_names(generate(plain_query(tree, context), catalog.dialect))
+    return catalog.engine.column_names(plain_text(catalog, tree))
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,

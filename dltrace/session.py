@@ -11,16 +11,13 @@ import sqlglot
 
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
-from dltrace.engines import lineage_functions, make_engine
+from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource, check_storage
 from dltrace.errors import DltraceError, ParseError, UnknownTable, UnsupportedQuery
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
-from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
-from dltrace.rewriter import plain_query
-from dltrace.rewriter.grammar import generate
+from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
-from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
@@ -71,9 +68,7 @@ class Session(Catalog):
             ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
             if all(t.name.lower() in self.tables or t.name.lower() in ctes for t in tree.find_all(sqlglot.exp.Table)):
                 # over registered tables only: expanded as a run without lineage is, `*` leaving dl_rid out
-                return generate(plain_query(tree, PassContext(self.dialect, lineage_functions(self.dialect, "set"),
-                                                              {t.lower(): c for t, c in self.schema(tree).items()},
-                                                              rows_relations=frozenset(self.tables))), self.dialect)
+                return plain_text(self, tree)
             return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
         if read == self.dialect:
             return text

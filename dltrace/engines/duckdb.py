@@ -236,14 +236,12 @@ class DuckDBEngine:
         rel = self.con.sql(f"SELECT * FROM {self.quote(name)}")
         return {c: str(t) for c, t in zip(rel.columns, rel.dtypes) if c != RID}
 
+    @_engine_errors(QueryError)
     def sql(self, text: str) -> pa.Table:
-        try:
-            rel = self.con.sql(text)
-            if rel is None:
-                return pa.table({})
-            return rel.to_arrow_table()
-        except duckdb.Error as e:
-            raise QueryError(f"DuckDB: {_one_line(e)}") from None
+        rel = self.con.sql(text)
+        if rel is None:
+            return pa.table({})
+        return rel.to_arrow_table()
 
     @_engine_errors(QueryError)
     def content_hash(self, name: str) -> tuple[int, int]:
@@ -251,13 +249,11 @@ class DuckDBEngine:
         out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {self.quote(name)} AS t")
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
+    @_engine_errors(QueryError)
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (bound, not run: DESCRIBE; a
         relation from ``con.sql`` runs a query that calls a volatile function such as ``nextval`` at once)."""
-        try:
-            return [row[0] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
-        except duckdb.Error as e:
-            raise QueryError(f"DuckDB: {_one_line(e)}") from None
+        return [row[0] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
 
     def estimated_rows(self, text: str) -> int | None:
         """The estimated cardinality of the plan's root (``EXPLAIN (FORMAT JSON)``: planned, not run)."""
