@@ -106,7 +106,7 @@ class LineageData:
     rewritten_sql: str | None = None
     on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
     # base table -> the lineage every row has besides its column's (a length-1 array of the column's type)
-    shared_lineage: dict[str, pa.ChunkedArray] = field(default_factory=dict)
+    shared_lineage: MutableMapping[str, pa.ChunkedArray] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:

@@ -25,7 +25,7 @@ from dltrace.compose import composed_sources, compose_traced, converted
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, UnsupportedQuery
-from dltrace.lineage_data import FinishedOnRead, LineageData, is_bitmap_type
+from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
 from dltrace.plans import ForwardPlan
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
@@ -33,8 +33,6 @@ from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.udafs import encode_bitmaps
-from dltrace.udafs.sets_arrow import sorted_sets
 
 
 @dataclass
@@ -229,15 +227,14 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         shared = {t: common.column(name) for t, name in plan.lineage if name in common.column_names}
     if lineage == "bitmap":
         # columns the engine left as id lists (or, on an engine that does not build bitmaps, as sets) are built
-        # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part now
+        # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part too
         rows = dict(plan.rows)
-        wide = frozenset(t for t in sets if rows.get(t, 0) >= BITS64)
+        wide = frozenset(t for t in [*sets, *shared] if rows.get(t, 0) >= BITS64)
         sets = FinishedOnRead.bitmaps(sets, wide)
-        shared = {t: col if is_bitmap_type(col.type) else encode_bitmaps(col, wide=t in wide)
-                  for t, col in shared.items()}
+        shared = FinishedOnRead.bitmaps(shared, wide)
     elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
         sets = FinishedOnRead.sets(sets)
-        shared = {t: sorted_sets(col) for t, col in shared.items()}
+        shared = FinishedOnRead.sets(shared)
     own = own.rename_columns(list(plan.names))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
     result = LineageResult(catalog, sql, read, own, sets, None if plan.off else lineage, semantics, plan.text,

@@ -236,8 +236,9 @@ def read_lineage(result) -> float:
     """Seconds to make every lineage column of ``result`` readable: a bitmap column the engine returned as id
     lists is built when first read (``LineageData.lineage_columns``); others are read as they are."""
     t = time.perf_counter()
-    for table in result.lineage_columns:
-        result.lineage_columns[table]
+    for columns in (result.lineage_columns, result.shared_lineage):  # (the one-row shared part is built alike)
+        for table in columns:
+            columns[table]
     return time.perf_counter() - t
 
 
