@@ -24,6 +24,7 @@ class Slot:
     const: bool = False
     nullable: bool = False
     grouped: bool = False  # already one set per group (a HAVING witness): an aggregation unions it as it is
+    origin: str | None = None  # the alias of the consuming SELECT's FROM item it comes from (rules/sources.py)
 
     def demoted(self) -> "Slot":
         """The slot seen through the null-padded side of an outer join."""
@@ -57,6 +58,7 @@ class Context:
     composed: dict = field(default_factory=dict)  # source -> ((base table, lineage column), ...): see PassContext
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
     hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
+    hoisted_from: list = field(default_factory=list)  # (the SELECT it is written in, subquery as written), each hoist
     # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's
     # meta[SHARED_LINEAGE]) and kept once, instead of being merged into every output row
     shared: bool = False

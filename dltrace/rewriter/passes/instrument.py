@@ -26,6 +26,7 @@ from dltrace.rewriter.lineage_on import ON_COLUMN
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.rules.aggregate import aggregate
+from dltrace.rewriter.rules.covered_lineage import without_covered
 from dltrace.rewriter.rules.distinct import group_all
 from dltrace.rewriter.rules.nested_lineage import nested_group_lineage
 from dltrace.rewriter.rules.output import project
@@ -198,8 +199,11 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     nested = nested_group_lineage(select, ctx, final)
     if nested is not None:  # groups of many small groups: their rows found again (before the FROM is instrumented)
         return aggregate(*nested, ctx, final)
+    hoisted = len(ctx.hoisted_from)
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
+    # the rows' lineage a subquery hoisted from this SELECT holds whole is not carried (rules/covered_lineage.py)
+    slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from[hoisted:] if s is select])
     distinct = select.args.get("distinct")
     if distinct is not None:
         select.set("distinct", None)

@@ -7,6 +7,8 @@ DLUNION them like the sets of a derived table that aggregates -- instead of its 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
@@ -34,6 +36,7 @@ def from_slots(select: exp.Select, ctx: Context) -> list[Slot]:
             found = decorrelated_slots(source, select, ctx)
         else:
             found = relation_slots(source, ctx)
+        found = [replace(s, origin=source.alias_or_name) for s in found]
         if side in ("LEFT", "FULL"):
             found = [s.demoted() for s in found]
         if side in ("RIGHT", "FULL"):

@@ -148,6 +148,7 @@ def hoist(query: exp.Expression, ctx: Context, select: exp.Select) -> None:
     """Record the whole lineage of ``query`` (written in ``select``) as lineage of every output row of the root
     query. Its aggregate becomes a CTE beside the root's: the CTEs of WITHs between ``select`` and the root that
     it reads are defined inside it (the root's own are beside it)."""
+    written = query.copy()  # (instrumenting may change it in place)
     agg, exported = _lineage_aggregate(query, ctx)
     if not exported:  # it reads no table (``(SELECT 1)``): no lineage to keep, and a CTE of no columns is no SQL
         return
@@ -155,6 +156,7 @@ def hoist(query: exp.Expression, ctx: Context, select: exp.Select) -> None:
     if carried:
         agg.set("with_", exp.With(expressions=carried))
     name = ctx.fresh("_dl_h")
+    ctx.hoisted_from.append((select, written))
     ctx.hoisted_ctes.append(exp.CTE(this=agg, alias=exp.TableAlias(this=exp.to_identifier(name))))
     for e in exported:  # the value final already (built once), as the root's lineage columns are
         column = exp.column(e.name, quoted=True)

@@ -41,7 +41,7 @@ def whole_lineage_query(query: exp.Expression, cte_bodies: dict[str, exp.Express
     ``cte_bodies``: the CTEs visible where ``query`` is written (name -> its query as written, before
     instrumenting); ``cte_names``: the names of every CTE of the whole query, lower case."""
     current, saved = query, False
-    while isinstance(current, exp.Select) and _plain(current):
+    while isinstance(current, exp.Select) and plain(current):
         if is_aggregate(current) or current.args.get("distinct") or current.args.get("order"):
             # fewer rows' lineage to build only when there are groups (a global aggregate is one row already)
             saved = saved or bool(current.args.get("group") or current.args.get("distinct"))
@@ -54,7 +54,7 @@ def whole_lineage_query(query: exp.Expression, cte_bodies: dict[str, exp.Express
     return current if saved else query
 
 
-def _plain(select: exp.Select) -> bool:
+def plain(select: exp.Select) -> bool:
     """No clause that drops rows or groups, and no subquery beside a FROM item."""
     if any(select.args.get(k) for k in _ROW_DROPPING) or select.find(exp.Window):
         return False
