@@ -16,6 +16,7 @@ names its class.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pyarrow as pa
@@ -54,7 +55,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "exists_after_filter", "semi_join",
-                      "paren_order"})
+                      "paren_order", "scalar_over_own_rows"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -445,6 +446,9 @@ class Gen:
         item, cols, star = self.from_item(depth, ctes, outer)
         scope = cols
         where = self.pred(scope, depth, ctes) if self.chance(2) else None
+        if depth > 0 and self.ok("scalar_over_own_rows") and self.chance(10):
+            test = self.over_own_rows(None, item, cols, where)
+            where = test if where is None else Bin("AND", where, test)
         outer_ints = [c for c in outer if c[2] == "int"]
         local_ints = [c for c in cols if c[2] == "int"]
         if outer_ints and local_ints and self.chance(2):  # correlate with the enclosing query
@@ -563,6 +567,21 @@ class Gen:
             return Not(found)
         return found
 
+    def over_own_rows(self, left, item, cols, where):
+        """``left op (SELECT agg(..) FROM <the same FROM items> [WHERE <the same WHERE>])``: a threshold over the
+        rows the query reads itself (TPC-H Q11's HAVING, Q15's maximum of the view it joins). Its whole lineage
+        holds the query's rows' own, which the rewrite then does not carry per row (rules/covered_lineage.py);
+        now and then its WHERE is another, which keeps fewer rows and must not be taken for the same."""
+        self.feat("scalar_over_own_rows")
+        ints = [c for c in cols if c[2] == "int"]
+        left = left if left is not None else Col(*self.pick(ints)[:2]) if ints else Lit(1)
+        value = Agg(self.pick(["count", "sum", "min", "max"]), Col(*self.pick(ints)[:2])) if ints else Agg("count")
+        own = self.pick(["same", "same", "none", "other"]) if where is not None else self.pick(["none", "other"])
+        sub_where = copy.deepcopy(where) if own == "same" else self.pred(cols, 0, {}) if own == "other" else None
+        self.feat(f"scalar_over_own_rows_{own}")
+        return Bin(self.pick(list(COMPARISONS)), left, Scalar(Select([(value, "m")], copy.deepcopy(item), sub_where,
+                                                                     group=[])))
+
     def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
         self.feat(shape == "group" and "group_by" or "global_aggregate")
         group = []
@@ -600,7 +619,11 @@ class Gen:
             grouping = self.pick(["ROLLUP", "SETS"])
             self.feat("rollup" if grouping == "ROLLUP" else "grouping_sets")
         having = None
-        if self.chance(3):
+        if depth > 0 and self.ok("scalar_over_own_rows") and self.chance(8):  # TPC-H Q11's threshold
+            ints = [c for c in cols if c[2] == "int"]
+            having = self.over_own_rows(Agg("sum", Col(*self.pick(ints)[:2])) if ints else Agg("count"), item,
+                                        cols, where)
+        elif self.chance(3):
             self.feat("having")
             outer = [c for c in scope if c not in cols]
             having = Bin(">=", Agg("count"), Lit(self.draw(st.integers(0, 2))))
