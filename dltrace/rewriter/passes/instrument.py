@@ -54,6 +54,8 @@ def instrument(expression: exp.Expression, context: PassContext, copy: bool = Tr
     read = [t for t in dict.fromkeys(bases) if ctx.only_tables is None or t in ctx.only_tables]
     out, exported = instrument_node(root, ctx, final=True)
     lineage = {e.table: e.name for e in exported}
+    # (a table the shared lineage has and no row carries: base_tables() leaves out a name some CTE also has)
+    read += [t for t in dict.fromkeys(t for t, _ in ctx.hoisted) if t not in read]
     for table in read:
         if table not in lineage:  # read only where witnesses are empty (a negated subquery): an empty column
             lineage[table] = f"dl_{table}"
@@ -203,7 +205,7 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
     # the rows' lineage a subquery hoisted from this SELECT holds whole is not carried (rules/covered_lineage.py)
-    slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from[hoisted:] if s is select])
+    slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from[hoisted:] if s is select], ctx)
     distinct = select.args.get("distinct")
     if distinct is not None:
         select.set("distinct", None)

@@ -15,8 +15,15 @@ Valid (checked on the text; anything else keeps every slot) when the subquery is
   means in the SELECT around it), each name once, without column lists or samples, joined by inner or cross
   joins (no USING, NATURAL or outer join);
 - each of whose conditions (WHERE and inner joins' ON, split at AND), its aliases renamed to the SELECT's, is
-  one of the SELECT's own row conditions, calls nothing volatile (``random()``) and nothing that reads the clock
-  (the shared lineage may be a statement of its own, run after the query);
+  one of the SELECT's own row conditions -- the same text in the engine's dialect, which is what the engine runs
+  -- and calls neither one of the engine's volatile functions (``random()``, the clock, sequences: the shared
+  lineage is a statement of its own, run after the query) nor a function sqlglot does not know (a user's macro
+  or UDF may be volatile);
+- and, where a FROM item is a CTE, which the shared lineage's statement computes again: with no condition at
+  all (it holds every row of the CTE), the CTE a SELECT over base tables without subqueries, HAVING, QUALIFY,
+  window, LIMIT, OFFSET, sample or DISTINCT ON, and calling no volatile or unknown function (its rows -- which
+  groups there are -- are the same at every evaluation; their values need not be: a float sum may differ in its
+  last bits, which no condition then reads);
 and the SELECT reads each of its tables exactly once, as a FROM item on the preserved side of every join (the
 FROM, an inner or a cross join, and no RIGHT or FULL join in the SELECT). Then each row of the SELECT holds, of
 those items, rows that pass every condition of the subquery: a row of its FROM and WHERE.
@@ -26,32 +33,27 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.rules.whole_lineage import plain
 from dltrace.rewriter.shape import conjuncts
-from dltrace.rewriter.slots import Slot
+from dltrace.rewriter.slots import Context, Slot
 
-# calls that may give another value at another evaluation
-_VOLATILE = {"random", "rand", "uuid", "gen_random_uuid", "uuid4", "nextval", "setseed", "now", "today",
-             "current_timestamp", "current_date", "current_time", "get_current_time", "get_current_timestamp",
-             "localtimestamp", "localtime", "transaction_timestamp", "unix_timestamp", "current_localtimestamp"}
-_VOLATILE_NODES = tuple(getattr(exp, n) for n in ("Rand", "Randn", "Uuid", "CurrentTimestamp", "CurrentDate",
-                                                  "CurrentTime", "CurrentDatetime", "UnixSeconds")
-                        if hasattr(exp, n))
 _TABLE_ARGS = {"this", "db", "catalog", "alias"}
+_ROWS_VARY = ("having", "qualify", "limit", "offset", "fetch", "sample", "windows", "with_")
 
 
-def without_covered(select: exp.Select, slots: list[Slot], hoisted: list[exp.Expression]) -> list[Slot]:
+def without_covered(select: exp.Select, slots: list[Slot], hoisted: list[exp.Expression], ctx: Context) -> list[Slot]:
     """``slots`` less those of ``select``'s FROM items whose rows' lineage a subquery of ``hoisted`` (written
     in ``select`` and hoisted) holds whole."""
     if not hoisted or not any(s.origin for s in slots):
         return slots
     covered: set[str] = set()
     for query in hoisted:
-        covered |= covered_items(select, query)
+        covered |= covered_items(select, query, ctx)
     return [s for s in slots if s.origin not in covered] if covered else slots
 
 
-def covered_items(select: exp.Select, query: exp.Expression) -> set[str]:
+def covered_items(select: exp.Select, query: exp.Expression, ctx: Context) -> set[str]:
     """The aliases of ``select``'s FROM items that ``query`` (a subquery written in ``select``) reads under
     conditions ``select`` also applies to their rows (see the module); empty when it cannot tell."""
     if isinstance(query, exp.Subquery):
@@ -65,19 +67,21 @@ def covered_items(select: exp.Select, query: exp.Expression) -> set[str]:
     names = [_name(t) for t in inner.values()]
     if len(set(names)) < len(names):
         return set()
+    conditions = _conditions(query)
     rename: dict[str, str] = {}  # the subquery's alias -> the SELECT's
     for alias, table in inner.items():
         same = [a for a, t in outer.items() if t is not None and _name(t) == _name(table)]
         readers = [a for a, t in select_tables(select).items() if _name(t) == _name(table)]
         if len(same) != 1 or len(readers) != 1:
             return set()
-        rename[alias] = same[0]
-    held = {c.sql() for c in _conditions(select)}
-    for condition in _conditions(query):
-        if _volatile(condition):
+        if not table.args.get("db") and table.name in ctx.ctes and (
+                conditions or not _same_rows_each_time(ctx.cte_bodies.get(table.name), ctx)):
             return set()
+        rename[alias] = same[0]
+    held = {_text(c, ctx) for c in _conditions(select)}
+    for condition in conditions:
         mapped = _renamed(condition, rename)
-        if mapped is None or mapped.sql() not in held:
+        if mapped is None or _varies(condition, ctx) or _text(mapped, ctx) not in held:
             return set()
     return set(rename.values())
 
@@ -138,7 +142,35 @@ def _renamed(condition: exp.Expression, rename: dict[str, str]) -> exp.Expressio
     return condition
 
 
-def _volatile(condition: exp.Expression) -> bool:
-    if condition.find(*_VOLATILE_NODES) if _VOLATILE_NODES else False:
-        return True
-    return any(f.name.lower() in _VOLATILE for f in condition.find_all(exp.Anonymous))
+def _text(condition: exp.Expression, ctx: Context) -> str:
+    return generate(condition, ctx.fns.dialect)
+
+
+def _varies(node: exp.Expression, ctx: Context) -> bool:
+    """Does ``node`` call a function that may give another value at another evaluation: one of the engine's
+    volatile functions, or one sqlglot does not know (a user's macro or UDF may be volatile)?"""
+    for call in node.find_all(exp.Func):
+        if isinstance(call, (exp.Anonymous, exp.AnonymousAggFunc)):
+            return True
+        name = generate(call, ctx.fns.dialect).split("(", 1)[0].strip().lower()
+        if name in ctx.fns.volatile_functions or call.key in ctx.fns.volatile_functions:
+            return True
+    return False
+
+
+def _same_rows_each_time(body: exp.Expression | None, ctx: Context) -> bool:
+    """Does a CTE of this body have the same rows at every evaluation (see the module)?"""
+    if not isinstance(body, exp.Select) or any(body.args.get(k) for k in _ROWS_VARY):
+        return False
+    distinct = body.args.get("distinct")
+    if (distinct is not None and distinct.args.get("on")) or body.find(exp.Window, exp.Subquery, exp.Exists):
+        return False
+    from_ = body.args.get("from_")
+    items = ([from_.this] if from_ else []) + [j.this for j in body.args.get("joins") or []]
+    for item in items:
+        if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) or any(
+                v for k, v in item.args.items() if k not in _TABLE_ARGS):
+            return False
+        if not item.args.get("db") and item.name in ctx.ctes:
+            return False  # (a CTE over another: not followed)
+    return not _varies(body, ctx)
