@@ -458,6 +458,8 @@ def test_backward_under_a_limit_with_ties_is_the_pool_of_the_tied_rows(s):
     # a subquery over VALUES reads its own alias, not an outer one (it was refused as correlated)
     "SELECT a, (SELECT max(x) FROM (VALUES (1), (5)) AS v(x)) AS m FROM t",
     "SELECT a FROM t WHERE a IN (SELECT x FROM (VALUES (1), (2)) AS v(x) WHERE x > 1)",
+    # a POSITIONAL join beside a join decorrelation adds (it was written POSITIONAL CROSS JOIN: a review)
+    "SELECT t.a, u.c FROM t POSITIONAL JOIN u WHERE t.b > (SELECT min(t.b) FROM t)",
 ])
 @pytest.mark.parametrize("strategy", [None, "set", "bitmap"])
 def test_more_answers_equal_the_engines(s, sql, strategy):

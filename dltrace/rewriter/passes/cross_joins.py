@@ -28,5 +28,5 @@ def _comma_joins(select: exp.Select) -> list[exp.Join]:
     joins = select.args.get("joins") or []
     if not any(j.args.get("kind") or j.args.get("side") or j.args.get("on") for j in joins):
         return []
-    return [j for j in joins
-            if not (j.args.get("kind") or j.args.get("side") or j.args.get("on") or j.args.get("using"))]
+    # (a POSITIONAL or NATURAL join has no ON either, and is no comma)
+    return [j for j in joins if not any(j.args.get(k) for k in ("kind", "side", "on", "using", "method"))]
