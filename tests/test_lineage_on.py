@@ -157,3 +157,16 @@ def test_minus_zero_and_zero_are_one_value():
         assert got == [[(0.0,)], [(0.0,), (1.5,)]]
         assert all(math.copysign(1.0, v[0]) == 1.0 for row in got for v in row)
     s.close()
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_control_lineage_of_a_subquery_reads_the_value_tuples(strategy):
+    """Control lineage adds every WHERE subquery's whole lineage from a copy decorrelation keeps aside; that copy
+    read the clause's table's row ids instead of its value tuples' ids (a KeyError when read: a review)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"a": [1, 2, None, 2, 2], "b": [10, 20, 30, None, 20]}))
+    q = "SELECT t.a FROM t WHERE t.b >= (SELECT min(t.b) FROM t) LINEAGE ON (t.b)"
+    r = s.run(q, lineage=strategy, semantics="control")
+    assert r.num_rows == 4
+    assert all(r.lineage(i)["t"] == [(10,), (20,), (30,), (None,)] for i in range(4))
+    s.close()

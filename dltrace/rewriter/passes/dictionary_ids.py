@@ -14,6 +14,7 @@ from dltrace.names import RID
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
 ON_TABLE = "dl_on_table"  # meta key of the subquery that replaces an occurrence of T
 
@@ -25,6 +26,17 @@ def use_dictionary_ids(expression: exp.Expression, context: PassContext, copy: b
     tree = exp.maybe_copy(expression, copy)
     columns = [c for c in (context.schema or {}).get(spec.table, {}) if c.lower() != RID]
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    _read_ids(tree, spec, columns, ctes)
+    # the copies decorrelation keeps of WHERE / HAVING subqueries for control lineage are instrumented too
+    for node in tree.find_all(exp.Select):
+        kept = node.meta.get(PREDICATE_SUBQUERIES)
+        if kept:
+            node.meta[PREDICATE_SUBQUERIES] = [_read_ids(q.copy(), spec, columns, ctes) for q in kept]
+    return tree
+
+
+def _read_ids(tree: exp.Expression, spec, columns: list[str], ctes: set[str]) -> exp.Expression:
+    """``tree`` with every occurrence of the clause's table replaced in place (see the module)."""
     for t in list(tree.find_all(exp.Table)):
         if t.name.lower() != spec.table or t.name.lower() in ctes:
             continue
@@ -41,5 +53,7 @@ def use_dictionary_ids(expression: exp.Expression, context: PassContext, copy: b
         add_join(select, d, side="LEFT", on=on)
         sub = exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(t.alias_or_name, quoted=True)))
         sub.meta[ON_TABLE] = spec.table
+        if t is tree:
+            return sub
         t.replace(sub)
     return tree
