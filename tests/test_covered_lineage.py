@@ -112,3 +112,21 @@ def test_covered_tables_are_not_carried_per_row(s, sql, covered):
 def test_other_subqueries_leave_the_rows_lineage(s, sql):
     own = own_parts(s.run(sql, lineage="bitmap"))
     assert all(any(parts) for t, parts in own.items() if t == "t")
+
+
+@pytest.mark.parametrize("sql", [q for q, _ in COVERED])
+def test_the_lineage_columns_keep_their_order(s, sql, monkeypatch):
+    """A table left to the shared lineage keeps the place its rows' column had (a review found `dl_u, dl_t` in
+    the CSV header, the `to_pandas` counts and `lineage(i)` where the rule did not apply gave `t, u`)."""
+    from dltrace.rewriter.rules import covered_lineage
+
+    covered = s.run(sql, lineage="bitmap")
+    monkeypatch.setattr(covered_lineage, "covered_items", lambda *args: set())
+    s.plans.clear()
+    try:
+        plain = s.run(sql, lineage="bitmap")
+    finally:
+        s.plans.clear()
+    assert not any(not any(parts) for parts in own_parts(plain).values())  # (the rule was off)
+    assert list(covered.lineage_columns) == list(plain.lineage_columns)
+    assert list(covered.lineage(0)) == list(plain.lineage(0))

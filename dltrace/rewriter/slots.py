@@ -59,6 +59,9 @@ class Context:
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row
     hoisted_ctes: list = field(default_factory=list)  # the CTEs those scalar subqueries read
     hoisted_from: list = field(default_factory=list)  # (the SELECT it is written in, subquery as written), each hoist
+    # the root SELECT's tables in the order of its row-level slots before any were left to the shared lineage:
+    # the order of the result's lineage columns (rules/covered_lineage.py)
+    root_order: list = field(default_factory=list)
     # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's
     # meta[SHARED_LINEAGE]) and kept once, instead of being merged into every output row
     shared: bool = False

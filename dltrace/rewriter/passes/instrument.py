@@ -62,6 +62,7 @@ def instrument(expression: exp.Expression, context: PassContext, copy: bool = Tr
             empty = exp.alias_(ctx.fns.finish(ctx.fns.null_set(), table in ctx.wide), lineage[table], quoted=True)
             for select in [out] if isinstance(out, exp.Select) else [out.left, out.right]:
                 select.select(empty.copy(), append=True, copy=False)
+    lineage = _in_order(out, lineage, ctx.root_order)
     if ctx.shared and ctx.hoisted:  # (the user's CTEs stay on the root when a wrapper reads it)
         out.meta[SHARED_LINEAGE] = _shared_query(out.args.get("with_") or root.args.get("with_"), ctx, lineage)
     elif ctx.hoisted_ctes:
@@ -73,6 +74,20 @@ def instrument(expression: exp.Expression, context: PassContext, copy: bool = Tr
         out.set("with_", with_)
     out.meta[LINEAGE_COLUMNS] = lineage
     return out
+
+
+def _in_order(out: exp.Expression, lineage: dict[str, str], order: list[str]) -> dict[str, str]:
+    """The lineage columns of a root SELECT with those of ``order``'s tables first, in that order: a table whose
+    rows' lineage was left to the shared lineage keeps the place its rows gave it (its column, empty, was
+    added after the others)."""
+    ranked = sorted(lineage, key=lambda t: order.index(t) if t in order else len(order))
+    if ranked == list(lineage) or not isinstance(out, exp.Select):
+        return lineage
+    names = {lineage[t] for t in ranked}
+    columns = {p.alias_or_name: p for p in out.expressions if p.alias_or_name in names}
+    own = [p for p in out.expressions if p.alias_or_name not in names]
+    out.set("expressions", own + [columns[lineage[t]] for t in ranked])
+    return {t: lineage[t] for t in ranked}
 
 
 def _shared_query(user: exp.With | None, ctx: Context, lineage: dict[str, str]) -> exp.Select:
@@ -204,6 +219,8 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     hoisted = len(ctx.hoisted_from)
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
+    if select is ctx.root:
+        ctx.root_order.extend(dict.fromkeys(s.table for s in slots))
     # the rows' lineage a subquery hoisted from this SELECT holds whole is not carried (rules/covered_lineage.py)
     slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from[hoisted:] if s is select], ctx)
     distinct = select.args.get("distinct")
