@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError, RowOutOfRange, UnknownTable
+from dltrace.errors import DltraceError, RowOutOfRange
 from dltrace.fetch import as_rids, fetch
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
@@ -90,14 +90,6 @@ def _check_rids_lineage(result: LineageData, what: str) -> None:
         )
 
 
-def _table_key(result: LineageData, table: str) -> str:
-    key = table.lower()
-    if key not in result.lineage_columns:
-        have = ", ".join(result.lineage_columns) or "none"
-        raise UnknownTable(f"the result has no lineage for table {table!r}; it has: {have}")
-    return key
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # backward / forward / explain
 # ---------------------------------------------------------------------------------------------------------------
@@ -114,7 +106,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     i = _check_row(result, i)
     if isinstance(tables, str):
         tables = [tables]
-    keys = list(result.lineage_columns) if tables is None else [_table_key(result, t) for t in tables]
+    keys = list(result.lineage_columns) if tables is None else [result.table_key(t) for t in tables]
     out = {}
     for t in keys:
         ids = row_rids(result, t, i)
@@ -204,7 +196,7 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
 def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
-    key = _table_key(result, table)
+    key = result.table_key(table)
     q = as_rids(rids)
     if q.size and key in result.session.tables:
         n = result.session.num_rows(key)

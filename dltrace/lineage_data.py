@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError, RowOutOfRange
+from dltrace.errors import DltraceError, RowOutOfRange, UnknownTable
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
@@ -144,9 +144,19 @@ class LineageData:
             return ids
         return sorted(set(ids).union(shared)) if ids else list(shared)
 
+    def table_key(self, table: str) -> str:
+        """``table`` as this result's key for it (names are case-insensitive), or a one-line error naming the
+        tables it has lineage of."""
+        key = table.lower() if isinstance(table, str) else None
+        if key not in self.lineage_columns:
+            have = ", ".join(self.lineage_columns) or "none"
+            raise UnknownTable(f"the result has no lineage for table {table!r}; it has: {have}")
+        return key
+
     def sets(self, table: str) -> pa.ChunkedArray:
         """Every row's whole lineage of ``table``, as a column (its own part merged with the shared part: built
         on each call, for readers that want one column; ``lineage(i)`` merges one row)."""
+        table = self.table_key(table)
         col = self.lineage_columns[table]
         shared = self.shared_lineage.get(table)
         if shared is None or not len(col):

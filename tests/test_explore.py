@@ -231,6 +231,17 @@ def test_forward_edge_cases(small):
         r.forward("orders", [1])
 
 
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_sets_takes_table_names_as_every_reader_does(small, strategy):
+    """r.sets() raised a raw KeyError for another case of a table's name or an unknown one (a review)."""
+    r = small.run(SMALL_QUERIES["spj"], lineage=strategy)
+    assert r.sets("SALES").to_pylist() == r.sets("sales").to_pylist()
+    with pytest.raises(dltrace.UnknownTable, match="no lineage for table 'orders'; it has: "):
+        r.sets("orders")
+    with pytest.raises(dltrace.UnknownTable):
+        r.sets(3)
+
+
 @pytest.mark.parametrize("name", ["spj", "subquery", "distinct"])
 def test_forward_vectorised_pass(small, name, monkeypatch):
     """The one-pass path of forward on set columns (used for many candidate rows), with empty lists between."""
