@@ -55,13 +55,13 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "exists_after_filter", "semi_join",
-                      "paren_order", "scalar_over_own_rows"})
+                      "paren_order", "scalar_over_own_rows", "column_list"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
-                             "quantified", "grouping_sets", "semi_join", "paren_order"}
+                             "quantified", "grouping_sets", "semi_join", "paren_order", "column_list"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -132,6 +132,18 @@ class Gen:
         if name == "my t":
             self.feat("odd_table")
         cols = list(RICH_TABLES[name])
+        if self.ok("column_list") and self.chance(8):
+            # `t AS x(a, b)`: the first columns read under names of the query's own (a column that keeps its
+            # name may then share one with a renamed one: not drawn)
+            self.feat("column_list")
+            n = self.draw(st.integers(1, len(cols)))
+            kept = {c for c, _ in cols[n:]}
+            names = []
+            for i in range(n):
+                pick = self.odd_name(names) if self.chance(3) else f"{cols[i][0]}{self.n}"
+                names.append(pick if pick.lower() not in {x.lower() for x in kept} else f"r{i}_{self.n}")
+            cols = [(new, t) for new, (_, t) in zip(names, cols)] + cols[n:]
+            return Table(name, alias, tuple(names)), [(alias, n_, t) for n_, t in cols], cols
         return Table(name, alias), [(alias, n, t) for n, t in cols], cols
 
     def join(self, left, lcols, lstar, depth, ctes, outer):

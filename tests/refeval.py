@@ -301,6 +301,7 @@ class Evaluator:
     def from_(self, f, env, ctes) -> Rel:
         if isinstance(f, Table):
             names, rows = self.tables[f.name.lower()]
+            names = list(f.columns) + list(names)[len(f.columns):]
             t = self.table_names[f.name.lower()]
             return Rel([C(f.alias, n) for n in names], list(rows),
                        [frozenset({(t, i)}) for i in range(len(rows))])

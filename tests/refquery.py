@@ -138,6 +138,7 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 class Table:
     name: str
     alias: str
+    columns: tuple = ()  # `name AS alias(c1, ...)`: the first columns renamed (DuckDB keeps the rest's names)
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,7 +269,8 @@ def _order_limit(n_cols: int, limit, offset) -> str:
 
 def _from(f) -> str:
     if isinstance(f, Table):
-        return f"{ident(f.name)} AS {ident(f.alias)}"
+        renamed = f"({', '.join(ident(c) for c in f.columns)})" if f.columns else ""
+        return f"{ident(f.name)} AS {ident(f.alias)}{renamed}"
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
