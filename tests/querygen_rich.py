@@ -55,13 +55,14 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "exists_after_filter", "semi_join",
-                      "paren_order", "scalar_over_own_rows", "column_list"})
+                      "paren_order", "scalar_over_own_rows", "column_list", "star_replace"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
-                             "quantified", "grouping_sets", "semi_join", "paren_order", "column_list"}
+                             "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
+                             "star_replace"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -132,7 +133,7 @@ class Gen:
         if name == "my t":
             self.feat("odd_table")
         cols = list(RICH_TABLES[name])
-        if self.ok("column_list") and self.chance(8):
+        if self.ok("column_list") and self.chance(12):
             # `t AS x(a, b)`: the first columns read under names of the query's own (a column that keeps its
             # name may then share one with a renamed one: not drawn)
             self.feat("column_list")
@@ -484,7 +485,13 @@ class Gen:
             if len(star) > 1 and self.ok("exclude") and self.chance(2):
                 exclude = (self.pick([n for n, _ in star]),)
                 self.feat("exclude")
-            q = Select(None, item, where, exclude=exclude)
+            replace = ()
+            ints = [(n, t) for n, t in star if t == "int" and n not in exclude]
+            if ints and self.ok("star_replace") and self.chance(2):
+                self.feat("star_replace")
+                col = self.pick(ints)[0]
+                replace = ((self.value(scope, "int", 0, ctes), col),)
+            q = Select(None, item, where, exclude=exclude, replace=replace)
             q.width = len(star) - len(exclude)
             return q, [(n, t) for n, t in star if n not in exclude]
         if shape in ("group", "global"):

@@ -228,6 +228,21 @@ class Evaluator:
                 names = [src.cols[i].name for i in idx]
                 rows = [tuple(f.row[i] for i in idx) for f in frames]
                 out_lins = lins
+                if q.replace:  # `* REPLACE (e AS c)`: c's value is e's, in c's place
+                    swap = {c.lower(): e for e, c in q.replace}
+                    rows, out_lins = [], []
+                    for f, lin in zip(frames, lins):
+                        vals = []
+                        for i in idx:
+                            e = swap.get(src.cols[i].name.lower())
+                            if e is None:
+                                vals.append(f.row[i])
+                                continue
+                            v, w = self.ev(e, (f,) + env, ctes)
+                            vals.append(v)
+                            lin = lin | w
+                        rows.append(tuple(vals))
+                        out_lins.append(lin)
             else:
                 names = [a for _, a in q.items]
                 rows, out_lins = [], []

@@ -170,6 +170,7 @@ class Select:
     having: Expr | None = None
     distinct: bool = False
     exclude: tuple = ()  # SELECT * EXCLUDE (...)
+    replace: tuple = ()  # SELECT * REPLACE (<expr> AS <column>, ...): ((expr, column), ...)
     limit: int | None = None  # with ORDER BY every output column NULLS LAST
     offset: int | None = None
 
@@ -303,6 +304,8 @@ def n_columns(q) -> int:
 def _select(q: Select) -> str:
     if q.items is None:
         items = "*" + (f" EXCLUDE ({', '.join(ident(c) for c in q.exclude)})" if q.exclude else "")
+        if q.replace:
+            items += f" REPLACE ({', '.join(f'{render(e)} AS {ident(c)}' for e, c in q.replace)})"
     else:
         items = ", ".join(f"{render(e)} AS {ident(a)}" for e, a in q.items)
     text = f"SELECT {'DISTINCT ' if q.distinct else ''}{items} FROM {_from(q.from_)}"
