@@ -238,6 +238,12 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     ("SELECT DISTINCT ON (b) * REPLACE (-b AS b) FROM t ORDER BY b", r"naming a column \* REPLACE replaces"),
     ("SELECT a, (SELECT max(u.c) FROM u WHERE uuid() IS NOT NULL AND random() < 0.5) AS m FROM t",
      "another value each time"),
+    # a correlated aggregate as the set of an ANY in the SELECT list was read as a scalar (`x = ANY <value>`, an
+    # engine error; the long generator profile); ALL beside it, refused alike
+    ("SELECT a, (b * 3 = ANY (SELECT count(u.c) FROM u WHERE u.a = t.a)) AS f FROM t",
+     r"could not be decorrelated \(ANY\)"),
+    ("SELECT a, CASE WHEN (b > ALL (SELECT max(u.c) FROM u WHERE u.a = t.a)) IS TRUE THEN 1 END AS f FROM t",
+     r"could not be decorrelated \(ALL\)"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):

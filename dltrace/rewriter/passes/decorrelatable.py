@@ -182,6 +182,8 @@ def read_scalars_in_expressions(tree: exp.Expression) -> None:
             continue  # (inside a subquery wrapped already: moved with its copy)
         if isinstance(parent, (exp.Alias, exp.Select)) or not in_a_clause(sub) or parent.meta.get(PIECE):
             continue  # (a projection of its own: sqlglot reads it as it is)
+        if isinstance(parent, (exp.Any, exp.All, exp.In)):
+            continue  # (the set of an ANY / ALL / IN, not a value: read as one, `x = ANY <scalar>` is no SQL)
         select = sub.find_ancestor(exp.Select)
         if select is None or enclosing_clause(sub, select) != "expressions" or is_aggregate(select) \
                 or sub.find_ancestor(exp.AggFunc, exp.Window, exp.Select) is not select:
