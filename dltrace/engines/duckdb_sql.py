@@ -39,15 +39,6 @@ class DuckDBFunctions(LineageFunctions):
         "count_star", "entropy", "favg", "fsum", "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop",
         "lttb", "mad", "mean", "product", "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan",
     })
-    # DuckDB 2.0's VOLATILE functions (duckdb_functions().stability) and those CONSISTENT_WITHIN_QUERY that read
-    # the clock or the transaction (the others there depend on settings only)
-    volatile_functions = frozenset({
-        "current_connection_id", "current_query", "current_query_id", "current_transaction_id", "currval", "error",
-        "gen_random_uuid", "nextval", "random", "setseed", "setval", "sleep_ms", "stats", "uuid", "uuidv4",
-        "uuidv7", "vector_type", "write_log", "current_date", "current_localtime", "current_localtimestamp",
-        "current_time", "current_timestamp", "get_current_time", "get_current_timestamp", "localtime",
-        "localtimestamp", "now", "today", "transaction_timestamp", "txid_current",
-    })
     set_type = "BIGINT[]"
     bitmap_type = "BLOB"
     from_hex = "from_hex"

@@ -59,10 +59,6 @@ class LineageFunctions:
     # the engine's aggregate functions sqlglot does not know (it parses them as plain functions): a query that
     # calls one aggregates, which the rewriter must know to build DLUNION instead of per-row lineage
     aggregate_functions: ClassVar[frozenset[str]] = frozenset()
-    #: the engine's functions that may give another value when evaluated again, within a query or in the next
-    #: statement (random numbers, sequences, the clock, ids of the transaction or query): a condition calling
-    #: one is not the same condition twice (rules/covered_lineage.py)
-    volatile_functions: ClassVar[frozenset[str]] = frozenset()
     #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
     #: transpile there
     generator_transforms: ClassVar[GeneratorTransforms] = {}

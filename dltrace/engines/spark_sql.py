@@ -46,13 +46,6 @@ class SparkFunctions(LineageFunctions):
         "product", "every", "some", "any", "histogram_numeric", "try_avg", "try_sum", "std", "count_min_sketch",
         "hll_sketch_agg", "hll_union_agg",
     })
-    # Spark 4's nondeterministic expressions and those reading the clock or the session's state
-    volatile_functions = frozenset({
-        "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "monotonically_increasing_id",
-        "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length", "reflect",
-        "java_method", "try_reflect", "current_date", "curdate", "current_timestamp", "now", "localtimestamp",
-        "current_time", "unix_timestamp", "current_timezone",
-    })
     generator_transforms = {
         # a function sqlglot 30.30 does not transpile: DuckDB's week() is the ISO week, Spark's weekofyear()
         exp.Week: lambda self, e: self.func("WEEKOFYEAR", e.this),

@@ -8,10 +8,14 @@ from sqlglot import exp
 
 # functions known to give another value at each evaluation (random numbers and strings, uuids, shuffles), and by
 # name those sqlglot reads as plain calls
-RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid)
+RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Uniform)
 # functions that may give another value when the same rows are read again (user and unknown functions too): a
 # rewrite that reads a relation twice or copies a filter must not rely on them
 NONDETERMINISTIC = (*RANDOM, exp.Anonymous)
+# functions that read the clock (or the session's time zone): one value within a statement, maybe another in the
+# next one (Spark's unix_timestamp() is the clock's without arguments: taken whatever its arguments)
+CLOCK = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.CurrentDatetime, exp.Localtime,
+         exp.Localtimestamp, exp.CurrentTimezone, exp.StrToUnix)
 RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
 # functions in a SELECT list that give each input row zero or several output rows (DuckDB's unnest, Spark's
 # explode / posexplode / inline / stack): the SELECT's rows are not its FROM's rows

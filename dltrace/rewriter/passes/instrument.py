@@ -216,13 +216,12 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     nested = nested_group_lineage(select, ctx, final)
     if nested is not None:  # groups of many small groups: their rows found again (before the FROM is instrumented)
         return aggregate(*nested, ctx, final)
-    hoisted = len(ctx.hoisted_from)
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
     if select is ctx.root:
         ctx.root_order.extend(dict.fromkeys(s.table for s in slots))
     # the rows' lineage a subquery hoisted from this SELECT holds whole is not carried (rules/covered_lineage.py)
-    slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from[hoisted:] if s is select], ctx)
+    slots = without_covered(select, slots, [q for s, q in ctx.hoisted_from if s is select], ctx)
     distinct = select.args.get("distinct")
     if distinct is not None:
         select.set("distinct", None)

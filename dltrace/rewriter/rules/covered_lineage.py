@@ -16,9 +16,9 @@ Valid (checked on the text; anything else keeps every slot) when the subquery is
   joins (no USING, NATURAL or outer join);
 - each of whose conditions (WHERE and inner joins' ON, split at AND), its aliases renamed to the SELECT's, is
   one of the SELECT's own row conditions -- the same text in the engine's dialect, which is what the engine runs
-  -- and calls neither one of the engine's volatile functions (``random()``, the clock, sequences: the shared
-  lineage is a statement of its own, run after the query) nor a function sqlglot does not know (a user's macro
-  or UDF may be volatile);
+  -- and calls nothing that may give another value at another evaluation (:data:`.shape.NONDETERMINISTIC`:
+  random numbers, and any function sqlglot does not know, such as ``nextval``, ``uuidv4`` or a user's macro; nor
+  :data:`.shape.CLOCK`: the shared lineage is a statement of its own, run after the query);
 - and, where a FROM item is a CTE, which the shared lineage's statement computes again: with no condition at
   all (it holds every row of the CTE), the CTE a SELECT over base tables without subqueries, HAVING, QUALIFY,
   window, LIMIT, OFFSET, sample or DISTINCT ON, and calling no volatile or unknown function (its rows -- which
@@ -35,11 +35,14 @@ from sqlglot import exp
 
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.rules.whole_lineage import plain
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.shape import CLOCK, NONDETERMINISTIC, conjuncts
 from dltrace.rewriter.slots import Context, Slot
 
 _TABLE_ARGS = {"this", "db", "catalog", "alias"}
 _ROWS_VARY = ("having", "qualify", "limit", "offset", "fetch", "sample", "windows", "with_")
+# calls that may give another value in the shared lineage's statement (an engine's aggregate sqlglot does not
+# know, such as DuckDB's arbitrary(), too)
+_VARIES = (*NONDETERMINISTIC, *CLOCK, exp.AnonymousAggFunc)
 
 
 def without_covered(select: exp.Select, slots: list[Slot], hoisted: list[exp.Expression], ctx: Context) -> list[Slot]:
@@ -71,7 +74,7 @@ def covered_items(select: exp.Select, query: exp.Expression, ctx: Context) -> se
     rename: dict[str, str] = {}  # the subquery's alias -> the SELECT's
     for alias, table in inner.items():
         same = [a for a, t in outer.items() if t is not None and _name(t) == _name(table)]
-        readers = [a for a, t in select_tables(select).items() if _name(t) == _name(table)]
+        readers = [t for t, _ in _items(select) if isinstance(t, exp.Table) and _name(t) == _name(table)]
         if len(same) != 1 or len(readers) != 1:
             return set()
         if not table.args.get("db") and table.name in ctx.ctes and (
@@ -81,16 +84,21 @@ def covered_items(select: exp.Select, query: exp.Expression, ctx: Context) -> se
     held = {_text(c, ctx) for c in _conditions(select)}
     for condition in conditions:
         mapped = _renamed(condition, rename)
-        if mapped is None or _varies(condition, ctx) or _text(mapped, ctx) not in held:
+        if mapped is None or _varies(condition) or _text(mapped, ctx) not in held:
             return set()
     return set(rename.values())
 
 
-def select_tables(select: exp.Select) -> dict[str, exp.Table]:
-    """Every table ``select`` reads as a FROM or JOIN item, whatever the join (alias -> table)."""
+def _items(select: exp.Select) -> list[tuple[exp.Expression, exp.Join | None]]:
+    """``select``'s FROM and JOIN items, each with its join (None for the FROM's)."""
     from_ = select.args.get("from_")
-    items = ([from_.this] if from_ else []) + [j.this for j in select.args.get("joins") or []]
-    return {t.alias_or_name: t for t in items if isinstance(t, exp.Table)}
+    return ([(from_.this, None)] if from_ else []) + [(j.this, j) for j in select.args.get("joins") or []]
+
+
+def _plain_table(item: exp.Expression) -> bool:
+    """A table read by its name (a base table or a CTE), with no sample, version or the like."""
+    return isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) and not any(
+        v for k, v in item.args.items() if k not in _TABLE_ARGS)
 
 
 def _name(table: exp.Table) -> tuple[str, str, str]:
@@ -101,11 +109,10 @@ def _row_items(select: exp.Select, inner_only: bool) -> dict[str, exp.Table | No
     """Alias -> table of the FROM items every row of ``select`` holds a row of (None for another kind of item
     there); None when a RIGHT or FULL join may pad any item with NULLs, or (``inner_only``) when any join is not
     an inner or cross join of a plain table."""
-    from_ = select.args.get("from_")
-    if from_ is None:
+    if select.args.get("from_") is None:
         return None
     found: dict[str, exp.Table | None] = {}
-    for item, join in [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]:
+    for item, join in _items(select):
         if join is not None:
             side, kind = (join.side or "").upper(), (join.args.get("kind") or "").upper()
             if side in ("RIGHT", "FULL") or join.args.get("method") or join.args.get("using"):
@@ -114,9 +121,7 @@ def _row_items(select: exp.Select, inner_only: bool) -> dict[str, exp.Table | No
                 if inner_only:
                     return None
                 continue  # (a LEFT join's item may be padded, a semi-join's is not in the row)
-        plain_table = isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) and not any(
-            v for k, v in item.args.items() if k not in _TABLE_ARGS) and not (
-            item.args.get("alias") and item.args["alias"].columns)
+        plain_table = _plain_table(item) and not (item.args.get("alias") and item.args["alias"].columns)
         if inner_only and not plain_table:
             return None
         found[item.alias_or_name] = item if plain_table else None
@@ -146,16 +151,9 @@ def _text(condition: exp.Expression, ctx: Context) -> str:
     return generate(condition, ctx.fns.dialect)
 
 
-def _varies(node: exp.Expression, ctx: Context) -> bool:
-    """Does ``node`` call a function that may give another value at another evaluation: one of the engine's
-    volatile functions, or one sqlglot does not know (a user's macro or UDF may be volatile)?"""
-    for call in node.find_all(exp.Func):
-        if isinstance(call, (exp.Anonymous, exp.AnonymousAggFunc)):
-            return True
-        name = generate(call, ctx.fns.dialect).split("(", 1)[0].strip().lower()
-        if name in ctx.fns.volatile_functions or call.key in ctx.fns.volatile_functions:
-            return True
-    return False
+def _varies(node: exp.Expression) -> bool:
+    """Does ``node`` call a function that may give another value at another evaluation (see ``_VARIES``)?"""
+    return node.find(*_VARIES) is not None
 
 
 def _same_rows_each_time(body: exp.Expression | None, ctx: Context) -> bool:
@@ -165,12 +163,9 @@ def _same_rows_each_time(body: exp.Expression | None, ctx: Context) -> bool:
     distinct = body.args.get("distinct")
     if (distinct is not None and distinct.args.get("on")) or body.find(exp.Window, exp.Subquery, exp.Exists):
         return False
-    from_ = body.args.get("from_")
-    items = ([from_.this] if from_ else []) + [j.this for j in body.args.get("joins") or []]
-    for item in items:
-        if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) or any(
-                v for k, v in item.args.items() if k not in _TABLE_ARGS):
+    for item, _ in _items(body):
+        if not _plain_table(item):
             return False
         if not item.args.get("db") and item.name in ctx.ctes:
             return False  # (a CTE over another: not followed)
-    return not _varies(body, ctx)
+    return not _varies(body)
