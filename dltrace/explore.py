@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError, RowOutOfRange
+from dltrace.errors import DltraceError
 from dltrace.fetch import as_rids, fetch
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
@@ -69,18 +69,6 @@ def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:
     return np.union1d(own, np.asarray(shared, dtype=np.int64))
 
 
-def _check_row(result: LineageData, i: int) -> int:
-    n = result.num_rows
-    if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
-        raise DltraceError(f"row index must be an int, got {type(i).__name__}")
-    if not -n <= i < n:  # (a negative index counts from the end, as in Python and lineage(i))
-        raise RowOutOfRange(f"row {i} out of range: the result has {n} rows")
-    i = int(i) % n
-    if not result.is_traced(int(i)):  # backward tracing of some rows only: the others are unknown
-        raise DltraceError(f"row {i} was not traced; trace it with rows=[{i}] or rows=None")
-    return int(i)
-
-
 def _check_rids_lineage(result: LineageData, what: str) -> None:
     if not result.lineage_columns:
         raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
@@ -103,7 +91,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     first ``limit`` tuples per table (by rid).
     """
     _check_rids_lineage(result, "backward")
-    i = _check_row(result, i)
+    i = result.check_row(i)
     if isinstance(tables, str):
         tables = [tables]
     keys = list(result.lineage_columns) if tables is None else [result.table_key(t) for t in tables]
@@ -306,13 +294,14 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
     """A readable summary of row ``i``'s lineage: per table the count, the rid ranges and a few tuples."""
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
         raise DltraceError(f"samples must be an int >= 0, got {samples!r}")
-    i = _check_row(result, i)
+    i = result.row_index(i)
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())
     lines = [f"row {i} of {result.num_rows}: {head}"]
     if not result.lineage_columns:
         lines.append("  (no lineage captured)")
         return "\n".join(lines)
+    result.check_row(i)  # (a row a backward trace of other rows did not reach: nothing is known of it)
     if result.on_values is not None:
         values = [v for per_table in result.lineage(i).values() for v in per_table]
         lines.append(f"  lineage on values: {len(values)} distinct value tuples")

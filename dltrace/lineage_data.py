@@ -165,13 +165,17 @@ class LineageData:
         merged = union(col.combine_chunks(), shared.combine_chunks())
         return pa.chunked_array([merged.cast(col.type)], type=col.type)
 
-    def check_row(self, i: Any) -> int:
+    def row_index(self, i: Any) -> int:
         """``i`` as a row index of this result, or a one-line error naming what is wrong with it."""
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
             raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
         if not -self.num_rows <= i < self.num_rows:  # (a negative index counts from the end, as in Python)
             raise RowOutOfRange(f"row {i} out of range: the result has {self.num_rows} rows")
-        i = i % self.num_rows
+        return int(i % self.num_rows)
+
+    def check_row(self, i: Any) -> int:
+        """``i`` as the index of a row whose lineage can be read, or a one-line error naming what is wrong."""
+        i = self.row_index(i)
         if self.strategy is None:
             raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (), or "
                                "reads no table; run it with lineage='set' or 'bitmap'")
@@ -190,6 +194,7 @@ class LineageData:
     def row(self, i: int) -> dict[str, Any]:
         """Output row ``i`` as ``{column: value}``; a name the row repeats (``SELECT a.k, b.k``) gets the suffix
         the engine's own renaming uses (``k``, ``k_1``)."""
+        i = self.row_index(i)
         out: dict[str, Any] = {}
         for j, name in enumerate(self.table.column_names):
             key, n = name, 0

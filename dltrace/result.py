@@ -138,12 +138,14 @@ class BackwardResult(LineageResult):
     def is_traced(self, i: int) -> bool:
         return self._traced is None or i in self._traced
 
-    def lineage(self, i: int) -> dict[str, list[int]]:
-        i = self.check_row(i)
+    def check_row(self, i: Any) -> int:
+        """As :meth:`LineageData.check_row`, and row ``i`` must be one that was traced: of the others nothing
+        is known (their lineage columns are NULL), which must not read as "no lineage"."""
+        i = super().check_row(i)
         if not self.is_traced(i):
             shown = ", ".join(map(str, sorted(self._traced)[:10]))
             raise DltraceError(f"row {i} was not traced (traced rows: {shown}); trace it with rows=[{i}] or rows=None")
-        return super().lineage(i)
+        return i
 
     def lineage_all(self) -> list[dict[str, list[int]] | None]:
         """Lineage of every output row; ``None`` for rows that were not traced."""

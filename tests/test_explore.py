@@ -293,6 +293,18 @@ def test_no_lineage(small):
     assert "no lineage" in r.explain(0)
 
 
+def test_row_index_errors(small):
+    """A bad row index is a one-line error from every reader of a row, the output values included (``row(i)``
+    indexed the Arrow table directly: a raw IndexError)."""
+    r = small.run("SELECT item FROM sales ORDER BY item", lineage="bitmap")
+    for read in (r.row, r.lineage, r.explain, r.backward):
+        with pytest.raises(dltrace.RowOutOfRange, match=f"row {r.num_rows} out of range"):
+            read(r.num_rows)
+        with pytest.raises(dltrace.DltraceError, match="must be an int, got str"):
+            read("0")
+    assert r.row(-1) == r.row(r.num_rows - 1)
+
+
 # -- TPC-H, both strategies ------------------------------------------------------------------------------------
 
 
@@ -315,6 +327,9 @@ def test_traced_result(duck):
     check_backward(duck, t, [0, 2])
     with pytest.raises(dltrace.DltraceError, match="not traced"):
         t.backward(1)
+    with pytest.raises(dltrace.DltraceError, match="not traced"):
+        t.explain(1)
+    assert t.row(1) == duck.run(sql, lineage=None).row(1)  # (its values are known: the table holds every row)
     lin = t.lineage(2)["lineitem"]
     # what reads every row's lineage is refused over a trace of some rows: an untraced row would read as reached by
     # nothing (a review found forward() answer [] and a saved trace hold empty sets)
