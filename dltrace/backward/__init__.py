@@ -2,9 +2,10 @@
 
 ``trace(catalog, sql)`` runs the query once -- over materialised intermediates, cut at every aggregation,
 DISTINCT, set operation and LIMIT (:mod:`.segments`) -- and then traces its output rows top-down, one
-batched tracing query per segment (:mod:`.tracing`, :mod:`.execute`). The target rows are a registered Arrow
-table joined in with null-safe equality, so values never pass through SQL text. The result has the same
-format as forward lineage (:mod:`.assemble`); :func:`dltrace.result.trace_backward` wraps it as a result.
+batched tracing query per segment (:mod:`.segment_sql`, :mod:`.tracing`, :mod:`.execute`). The target rows
+are a registered Arrow table joined in with null-safe equality, so values never pass through SQL text. The
+result has the same format as forward lineage (:mod:`.assemble`); :func:`dltrace.result.trace_backward`
+wraps it as a result.
 
 Expected agreement with forward (witness) lineage: equal for queries without duplicate output rows and
 without negation (the paper's Theorem 6); otherwise backward is a superset (a duplicate gets the pool of
@@ -21,8 +22,9 @@ import pyarrow as pa
 from dltrace.backward.assemble import Collector
 from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.granularity import project_onto
+from dltrace.backward.segment_sql import table_ref
 from dltrace.backward.segments import number_nodes
-from dltrace.backward.tracing import TID, Targets, table_ref
+from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import RowOutOfRange, UnsupportedQuery

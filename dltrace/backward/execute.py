@@ -14,6 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
+from dltrace.backward.segment_sql import Prov, col, subquery, table_ref
 from dltrace.backward.segments import (
     Node,
     bw_id,
@@ -23,15 +24,7 @@ from dltrace.backward.segments import (
     simple_whole,
     unwrap,
 )
-from dltrace.backward.tracing import (
-    TID,
-    Builder,
-    Prov,
-    Targets,
-    col,
-    subquery,
-    table_ref,
-)
+from dltrace.backward.tracing import TID, Builder, Targets
 from dltrace.engines.base import ArrowSource
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.build import add_join
