@@ -1,0 +1,153 @@
+"""The options of ``dltrace tpch``: parsed from the command line, stated back as a command for the report, and
+turned into what each worker opens its session with."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from dltrace.errors import DltraceError
+from dltrace.tpch import procmon
+from dltrace.tpch.worker import STRATEGIES
+
+ENGINES = ("duckdb", "spark")
+# --storage: where the tables' rows live while the queries run. memory: DuckDB native tables, Spark cached
+# DataFrames (loaded once when the worker starts: what most users query, and what SmokedDuck measures);
+# parquet: views over the parquet files, read at each query. The library's names for the two are
+# "memory" and "source" (Session.load_tpch(sf, storage=...)).
+STORAGES = ("memory", "parquet")
+LIBRARY_STORAGE = {"memory": "memory", "parquet": "source"}
+
+
+# -- arguments ---------------------------------------------------------------------------------------
+
+def _csv(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        items = [t.strip().lower() for t in text.split(",") if t.strip()]
+        bad = [t for t in items if t not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"choose from {','.join(choices)} (got {text!r})")
+        return [c for c in choices if c in items]  # canonical order: original and set first
+    return parse
+
+
+def parse_queries(text: str) -> list[int]:
+    """``1-22``, ``1,3,6``, ``1-5,7`` -> sorted query numbers."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            part = part.strip().lower().removeprefix("q")
+            if not part:
+                continue
+            if "-" in part:
+                a, b = part.split("-", 1)
+                out.update(range(int(a.strip().lower().removeprefix("q")), int(b.strip().lower().removeprefix("q")) + 1))
+            else:
+                out.add(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"queries are numbers and ranges like 1-22 or 1,3,6 (got {text!r})") from None
+    bad = sorted(q for q in out if not 1 <= q <= 22)
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"TPC-H has queries 1-22 (got {text!r})")
+    return sorted(out)
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return v
+    return parse
+
+
+def _default_driver_memory() -> str:
+    total = procmon.total_memory_bytes() or (4 << 30)
+    return f"{max(1, min(4, int(total * 0.3) >> 30))}g"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``dltrace tpch``."""
+    p.add_argument("--sf", type=_positive(float), default=0.1, help="TPC-H scale factor (default 0.1)")
+    p.add_argument("--engines", type=_csv(ENGINES), default=list(ENGINES), metavar="LIST",
+                   help="comma-separated engines (default duckdb,spark)")
+    p.add_argument("--strategies", type=_csv(STRATEGIES), default=list(STRATEGIES), metavar="LIST",
+                   help="comma-separated strategies (default original,set,bitmap,reverse-one,reverse-all)")
+    p.add_argument("--queries", type=parse_queries, default=list(range(1, 23)), metavar="LIST",
+                   help="query numbers and ranges, e.g. 1-22 or 1,3,6 (default 1-22)")
+    p.add_argument("--storage", type=_csv(STORAGES), default=[STORAGES[0]], metavar="LIST",
+                   help="where the tables live: memory (DuckDB native tables, Spark cached DataFrames, loaded "
+                        "once) or parquet (views over the files, read at each query); memory,parquet runs both, "
+                        "the report shows memory first (default memory)")
+    p.add_argument("--threads", type=_positive(int), default=None, metavar="N",
+                   help="DuckDB threads (default: DuckDB's own, one per core)")
+    p.add_argument("--repeat", type=_positive(int), default=3, help="timed runs after the warm-up (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
+    p.add_argument("--timeout", type=_positive(float), default=300.0,
+                   help="seconds one run may take before it is stopped and recorded as timeout (default 300)")
+    p.add_argument("--memory-limit", default="75%", metavar="SIZE",
+                   help="memory guard on a worker and its children, e.g. 75%% (of RAM), 8G, off (default 75%%)")
+    p.add_argument("--out", default="dltrace-report", metavar="DIR",
+                   help="output folder (default ./dltrace-report)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"Spark setting, repeatable (default driver memory {_default_driver_memory()})")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rebuild report.md and the plots from the JSON files already in --out")
+    # test hook: QUERY:STRATEGY:SECONDS makes that job sleep before each run (forces a timeout)
+    p.add_argument("--debug-sleep", action="append", default=[], help=argparse.SUPPRESS)
+
+
+def debug_sleeps(specs: list[str]) -> dict[tuple[int, str], float]:
+    """The ``--debug-sleep`` test hook's QUERY:STRATEGY:SECONDS specs, by (query, strategy)."""
+    out = {}
+    for spec in specs:
+        q, strategy, seconds = spec.split(":")
+        out[(int(q), strategy)] = float(seconds)
+    return out
+
+
+def _spark_options(args: argparse.Namespace) -> dict[str, Any]:
+    conf: dict[str, Any] = {"spark.driver.memory": _default_driver_memory()}
+    for spec in args.spark_conf:
+        k, sep, v = spec.partition("=")
+        if not sep or not k:
+            raise DltraceError(f"--spark-conf expects KEY=VALUE, got {spec!r}")
+        conf[k if k.startswith("spark.") else "spark." + k] = v
+    return {"master": args.master, **conf}
+
+
+def worker_options(args: argparse.Namespace, engine: str, storage: str) -> dict[str, Any]:
+    """What the worker of (engine, storage) opens its session with and how it loads the tables."""
+    options = _spark_options(args) if engine == "spark" else {"threads": args.threads} if args.threads else {}
+    return {"connect": options, "storage": LIBRARY_STORAGE[storage]}
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The ``dltrace tpch`` command that ``args`` came from, as the report states it."""
+    parts = ["dltrace tpch", f"--sf {args.sf:g}", f"--engines {','.join(args.engines)}",
+             f"--strategies {','.join(args.strategies)}", f"--queries {_ranges(args.queries)}",
+             f"--storage {','.join(args.storage)}"]
+    if args.threads:
+        parts.append(f"--threads {args.threads}")
+    parts += [f"--repeat {args.repeat}", f"--timeout {args.timeout:g}"]
+    if args.warmup != 1:
+        parts.append(f"--warmup {args.warmup}")
+    if "spark" in args.engines and args.master != "local[2]":
+        parts.append(f"--master {args.master}")
+    parts.append(f"--out {args.out}")
+    return " ".join(parts)
+
+
+def _ranges(qs: list[int]) -> str:
+    out, i = [], 0
+    while i < len(qs):
+        j = i
+        while j + 1 < len(qs) and qs[j + 1] == qs[j] + 1:
+            j += 1
+        out.append(f"{qs[i]}-{qs[j]}" if j > i else str(qs[i]))
+        i = j + 1
+    return ",".join(out)
