@@ -191,9 +191,9 @@ def test_spark_dataframe_source(spark_session):
 @pytest.mark.spark
 def test_spark_dataframe_source_without_rdd(spark_session, monkeypatch):
     """The Spark Connect path (no RDD API): row_number over the partition order, then frozen."""
-    import dltrace.engines.spark as spark_mod
+    import dltrace.engines.spark_frames as spark_frames
 
-    monkeypatch.setattr(spark_mod, "_is_connect", lambda obj: True)
+    monkeypatch.setattr(spark_frames, "_is_connect", lambda obj: True)
     s = dltrace.connect("spark", spark=spark_session.newSession())
     try:
         s.register("sdf2", s.engine.spark.range(0, 300, numPartitions=3).selectExpr("id * 3 AS x"))

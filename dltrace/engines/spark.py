@@ -3,7 +3,8 @@
 Works on a local SparkSession (built here when none is given), on any cluster master and on Spark Connect
 sessions: the RDD API is only used where it exists (classic sessions), never required.
 
-Row ids follow docs/design.md "Row ids": for parquet, ``_metadata.row_index`` (the row's position within its file)
+Row ids follow docs/design.md "Row ids" (each source is read as a DataFrame with them by
+:mod:`.spark_frames`): for parquet, ``_metadata.row_index`` (the row's position within its file)
 plus the file's offset, files in sorted name order -- the same ids DuckDB gives with ``file_row_number``.
 """
 
@@ -24,7 +25,6 @@ from dltrace.engines.base import (
     NativeSource,
     ParquetSource,
     Source,
-    check_columns,
     check_storage,
     claim_relation,
     holds_relation,
@@ -33,6 +33,7 @@ from dltrace.engines.base import (
     taken_over,
 )
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
+from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame
 from dltrace.errors import QueryError, SourceError
 from dltrace.names import rows_relation
 
@@ -58,10 +59,6 @@ def _cores(master: str) -> int:
 def _conf_key(key: str) -> str:
     """``driver_memory`` -> ``spark.driver.memory``; keys already starting with ``spark.`` stay as they are."""
     return key if key.startswith("spark.") else "spark." + key.replace("_", ".")
-
-
-def _is_connect(obj: Any) -> bool:
-    return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
 class SparkEngine:
@@ -135,11 +132,11 @@ class SparkEngine:
         check_storage(storage)
         with quiet():
             if isinstance(source, ParquetSource):
-                df = self._parquet(name, source)
+                df = parquet_frame(self.spark, name, source)
             elif isinstance(source, ArrowSource):
-                df = self._arrow(name, source.table)
+                df = arrow_frame(self.spark, name, source.table)
             elif isinstance(source, NativeSource):
-                df = self._native(name, source.obj)
+                df = native_frame(name, source.obj)
             else:  # pragma: no cover - resolve_source only builds the three kinds
                 raise SourceError(f"cannot register a {type(source).__name__} on Spark")
             keep = isinstance(source, NativeSource)
@@ -198,82 +195,12 @@ class SparkEngine:
         if not self.exists(name):
             raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
         with quiet():
-            df = self._native(name, self.spark.table(self.quote(name)))
+            df = native_frame(name, self.spark.table(self.quote(name)))
             old = self._frames.pop(rows_relation(name), None)
             self._frames[rows_relation(name)] = df
             df.createOrReplaceTempView(self.quote(rows_relation(name)))
             self._made(rows_relation(name))
             _unpersist(old)
-
-    def _parquet(self, name: str, source: ParquetSource):
-        from pyspark.sql import functions as F
-
-        frames = []
-        try:
-            for path, offset in zip(source.files, source.offsets):
-                df = self.spark.read.parquet(path)
-                check_columns(df.columns)
-                # row_index is the row's position within its file, whatever the splits and pushed filters. Read
-                # through metadataColumn: a data column named _metadata shadows the name (its values were ids)
-                rid = (df.metadataColumn("_metadata").getField("row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
-                frames.append(df.select(*[F.col(self.quote(c)) for c in df.columns], rid))
-            df = frames[0]
-            for other in frames[1:]:
-                df = df.unionByName(other)
-            df.schema  # noqa: B018 - analyse now, so a bad file fails here and not in a later query
-        except spark_errors() as e:
-            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
-        return df
-
-    def _arrow(self, name: str, table: pa.Table):
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        table = _spark_friendly(table)
-        try:
-            # Naive Arrow timestamps stay naive (TIMESTAMP_NTZ), like DuckDB's TIMESTAMP.
-            schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)
-            if table.num_rows == 0:  # PySpark 4.x fails on an empty Arrow table with a nested column
-                return self.spark.createDataFrame([], schema)
-            return self.spark.createDataFrame(table, schema)
-        except (*spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
-            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
-
-    def _native(self, name: str, df: Any):
-        """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
-        from pyspark.sql.window import Window
-
-        if not hasattr(df, "schema") or not hasattr(df, "createOrReplaceTempView"):
-            raise SourceError(f"cannot register a {type(df).__name__} on Spark: pass a DataFrame")
-        check_columns(df.columns)
-        try:
-            rdd = None
-            if not _is_connect(df):
-                try:
-                    rdd = df.rdd
-                except Exception:  # noqa: BLE001 - no RDD API on this session
-                    rdd = None
-            if rdd is not None:
-                schema = T.StructType([*df.schema.fields, T.StructField(RID, T.LongType(), False)])
-                rows = rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
-                out = df.sparkSession.createDataFrame(rows, schema)
-            else:
-                # monotonically_increasing_id is only the ordering key (partition order, then position);
-                # the id itself is the dense row_number.
-                order = Window.orderBy(F.monotonically_increasing_id())
-                out = df.select(
-                    *[F.col(self.quote(c)) for c in df.columns],
-                    (F.row_number().over(order) - 1).cast("bigint").alias(RID),
-                )
-            try:
-                out = out.localCheckpoint(eager=True)
-            except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
-                out = out.cache()
-                out.count()
-        except spark_errors() as e:
-            raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
-        return out
 
     def columns(self, name: str) -> dict[str, str]:
         try:
@@ -387,7 +314,7 @@ def add_rids(spark: Any, table: str) -> None:
         df = spark.table(engine.quote(table))
         if RID in [c.lower() for c in df.columns]:
             raise SourceError(f"table {table!r} already has a {RID} column")
-        engine._native(table, df).createOrReplaceTempView(engine.quote(table))
+        native_frame(table, df).createOrReplaceTempView(engine.quote(table))
 
 
 def _unpersist(df: Any) -> None:
@@ -396,29 +323,3 @@ def _unpersist(df: Any) -> None:
             df.unpersist()
         except Exception:  # noqa: BLE001 - the session may be gone already
             pass
-
-
-def _spark_friendly(table: pa.Table) -> pa.Table:
-    """Cast Arrow types Spark's Arrow reader does not take (views, large/dictionary types) to plain ones."""
-    fields, changed = [], False
-    for f in table.schema:
-        t = _plain_type(f.type)
-        changed |= t != f.type
-        fields.append(pa.field(f.name, t, f.nullable))
-    return table.cast(pa.schema(fields), safe=False) if changed else table
-
-
-def _plain_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_dictionary(t):
-        return _plain_type(t.value_type)
-    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-        return pa.binary()
-    if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-        return pa.list_(_plain_type(t.value_type))
-    if pa.types.is_list(t):
-        return pa.list_(_plain_type(t.value_type))
-    if pa.types.is_timestamp(t) and t.unit == "ns":
-        return pa.timestamp("us", t.tz)
-    return t

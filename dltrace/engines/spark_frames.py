@@ -1,0 +1,128 @@
+"""A table source as a Spark DataFrame with its row ids ``dl_rid``: what :class:`~dltrace.engines.spark.SparkEngine`
+registers and :func:`~dltrace.engines.spark.add_rids` gives a user's view.
+
+Parquet files get ``_metadata.row_index`` (the row's position within its file) plus the file's offset, files in
+sorted name order (docs/design.md "Row ids"); an Arrow table is cast to types Spark's Arrow reader takes; a
+user's DataFrame gets dense ids in its partition order, frozen so re-evaluation cannot change them (through the
+RDD API where the session has one, else a window; never required, so Spark Connect works too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from dltrace.engines.base import RID, ParquetSource, check_columns
+from dltrace.engines.spark_errors import one_line, spark_errors
+from dltrace.errors import SourceError
+
+
+def _quote(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("spark")
+
+
+def _is_connect(obj: Any) -> bool:
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+def parquet_frame(spark: Any, name: str, source: ParquetSource) -> Any:
+    """The rows of ``source``'s files with their ids: ``_metadata.row_index`` plus the file's offset."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    try:
+        for path, offset in zip(source.files, source.offsets):
+            df = spark.read.parquet(path)
+            check_columns(df.columns)
+            # row_index is the row's position within its file, whatever the splits and pushed filters. Read
+            # through metadataColumn: a data column named _metadata shadows the name (its values were ids)
+            rid = (df.metadataColumn("_metadata").getField("row_index") + F.lit(int(offset))).cast("bigint").alias(RID)
+            frames.append(df.select(*[F.col(_quote(c)) for c in df.columns], rid))
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other)
+        df.schema  # noqa: B018 - analyse now, so a bad file fails here and not in a later query
+    except spark_errors() as e:
+        raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
+    return df
+
+
+def arrow_frame(spark: Any, name: str, table: pa.Table) -> Any:
+    """An Arrow table as a DataFrame, its types cast to ones Spark reads (the ids are a column already)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    table = _spark_friendly(table)
+    try:
+        # Naive Arrow timestamps stay naive (TIMESTAMP_NTZ), like DuckDB's TIMESTAMP.
+        schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=True)
+        if table.num_rows == 0:  # PySpark 4.x fails on an empty Arrow table with a nested column
+            return spark.createDataFrame([], schema)
+        return spark.createDataFrame(table, schema)
+    except (*spark_errors(), pa.ArrowException, TypeError, ValueError) as e:
+        raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
+
+
+def native_frame(name: str, df: Any) -> Any:
+    """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.window import Window
+
+    if not hasattr(df, "schema") or not hasattr(df, "createOrReplaceTempView"):
+        raise SourceError(f"cannot register a {type(df).__name__} on Spark: pass a DataFrame")
+    check_columns(df.columns)
+    try:
+        rdd = None
+        if not _is_connect(df):
+            try:
+                rdd = df.rdd
+            except Exception:  # noqa: BLE001 - no RDD API on this session
+                rdd = None
+        if rdd is not None:
+            schema = T.StructType([*df.schema.fields, T.StructField(RID, T.LongType(), False)])
+            rows = rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
+            out = df.sparkSession.createDataFrame(rows, schema)
+        else:
+            # monotonically_increasing_id is only the ordering key (partition order, then position);
+            # the id itself is the dense row_number.
+            order = Window.orderBy(F.monotonically_increasing_id())
+            out = df.select(
+                *[F.col(_quote(c)) for c in df.columns],
+                (F.row_number().over(order) - 1).cast("bigint").alias(RID),
+            )
+        try:
+            out = out.localCheckpoint(eager=True)
+        except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
+            out = out.cache()
+            out.count()
+    except spark_errors() as e:
+        raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
+    return out
+
+
+def _spark_friendly(table: pa.Table) -> pa.Table:
+    """Cast Arrow types Spark's Arrow reader does not take (views, large/dictionary types) to plain ones."""
+    fields, changed = [], False
+    for f in table.schema:
+        t = _plain_type(f.type)
+        changed |= t != f.type
+        fields.append(pa.field(f.name, t, f.nullable))
+    return table.cast(pa.schema(fields), safe=False) if changed else table
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _plain_type(t.value_type)
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_list(t):
+        return pa.list_(_plain_type(t.value_type))
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        return pa.timestamp("us", t.tz)
+    return t
