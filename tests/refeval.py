@@ -12,8 +12,10 @@ NULLS FIRST or LAST).
 
 Lineage (witness semantics). A row's lineage is a set of (table, rid) pairs, rid = the row's 0-based position
 in its table (dltrace's ``dl_rid``):
-  - a base table row: {rid}. WHERE, projection, ORDER BY, LIMIT/OFFSET, window functions: the input row's
-    lineage (a window function's row: the row itself, not its partition);
+  - a base table row: {rid}. WHERE, QUALIFY, projection, ORDER BY, LIMIT/OFFSET, window functions: the input
+    row's lineage (a window function's row: the row itself, not its partition); ``unnest(list)`` in the SELECT
+    list: each element's row has its input row's lineage (an empty or NULL list gives no row); a SELECT
+    without FROM reads one row of empty lineage;
   - inner/cross join: the union of the joined rows'; outer join: the same, a NULL-padded side adds nothing;
     SEMI / ANTI join (``a SEMI JOIN b ON c``): exactly ``a WHERE [NOT] EXISTS (SELECT 1 FROM b WHERE c)``, so a
     kept row of a SEMI join has its own lineage and that of every b row it matches (with the ON's witnesses),
@@ -36,7 +38,9 @@ in its table (dltrace's ``dl_rid``):
     nothing from a WHERE subquery); HAVING and SELECT-list witnesses are added to the group's row.
   - LIMIT/OFFSET cutting through a run of equal rows (ties: equal in every column) cannot say which of them
     DuckDB keeps: each kept row of that run gets the union of the run's lineage, and the result is marked
-    ``inexact`` (compare with "dltrace's lineage is a subset").
+    ``inexact`` (compare with "dltrace's lineage is a subset"). Likewise ``row_number()`` over equal rows (the
+    generator orders it by every column of the FROM, so only equal rows tie): when QUALIFY keeps some rows of a
+    run of ties and drops others, each kept one gets the union of the run's lineage, ``inexact``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import functools
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InSub, Is, Join, Lit,
-                      Not, Paren, Quant, Scalar, Select, SetOp, Table, Win, With, grouping_sets)
+                      Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -207,7 +211,7 @@ class Evaluator:
         return Rel(cols, keep, [lmerged[r] for r in keep])
 
     def _select(self, q: Select, env, ctes) -> Rel:
-        src = self.from_(q.from_, env, ctes)
+        src = self.from_(q.from_, env, ctes) if q.from_ is not None else Rel([], [()], [EMPTY])
         frames, lins = [], []
         for row, lin in zip(src.rows, src.lins):
             f = Frame(src.cols, row)
@@ -219,9 +223,13 @@ class Evaluator:
             frames.append(f)
             lins.append(lin)
         if q.group is not None:
+            if q.qualify is not None:
+                raise EvalError("QUALIFY over an aggregation")
             rows, out_lins, names = self._aggregate(q, src, frames, lins, env, ctes)
         else:
-            self._windows(q, frames, env, ctes)
+            ties = self._windows(q, frames, env, ctes)
+            if q.qualify is not None:
+                frames, lins = self._qualify(q, frames, lins, ties, env, ctes)
             if q.items is None:
                 idx = [i for i, c in enumerate(src.cols)
                        if not c.hidden and c.name.lower() not in {x.lower() for x in q.exclude}]
@@ -247,13 +255,23 @@ class Evaluator:
                 names = [a for _, a in q.items]
                 rows, out_lins = [], []
                 for f, lin in zip(frames, lins):
-                    vals = []
-                    for e, _ in q.items:
+                    vals, lists = [], {}
+                    for j, (e, _) in enumerate(q.items):
                         v, w = self.ev(e, (f,) + env, ctes)
+                        if type(e) is Unnest:
+                            lists[j] = v or []
                         vals.append(v)
                         lin = lin | w
-                    rows.append(tuple(vals))
-                    out_lins.append(lin)
+                    if not lists:
+                        rows.append(tuple(vals))
+                        out_lins.append(lin)
+                        continue
+                    # one row per element (the longest list's; the others padded with NULL), none when every
+                    # list is empty or NULL; the other items repeated
+                    for i in range(max(len(x) for x in lists.values())):
+                        rows.append(tuple((lists[j][i] if i < len(lists[j]) else None) if j in lists else v
+                                          for j, v in enumerate(vals)))
+                        out_lins.append(lin)
         if q.distinct:
             rows, out_lins = _merge(rows, out_lins)
         return Rel([C(None, n) for n in names], rows, out_lins)
@@ -292,10 +310,11 @@ class Evaluator:
                 out_lins.append(lin)
         return rows, out_lins, [a for _, a in q.items]
 
-    def _windows(self, q: Select, frames, env, ctes) -> None:
-        for e, _ in q.items or []:
-            if not isinstance(e, Win):
-                continue
+    def _windows(self, q: Select, frames, env, ctes) -> list:
+        """Compute the window functions of ``q``'s SELECT list and QUALIFY into each frame's ``extra``; returns
+        the runs of rows ``row_number()`` numbered among ties (equal ORDER BY keys in one partition)."""
+        ties = []
+        for e in _windows_in([x for x, _ in q.items or []] + [q.qualify]):
             parts: dict = {}
             for f in frames:
                 key = tuple(self.ev(p, (f,) + env, ctes)[0] for p in e.partition)
@@ -303,6 +322,14 @@ class Evaluator:
             for members in parts.values():
                 okeys = [_sort_key(tuple(self.ev(o, (f,) + env, ctes)[0] for o in e.order)) for f in members]
                 args = [None if e.arg is None else self.ev(e.arg, (f,) + env, ctes)[0] for f in members]
+                if e.name == "row_number":
+                    order = sorted(range(len(members)), key=lambda i: okeys[i])
+                    runs: dict = {}
+                    for pos, i in enumerate(order):
+                        members[i].extra = {**(members[i].extra or {}), id(e): pos + 1}
+                        runs.setdefault(okeys[i], []).append(members[i])
+                    ties += [run for run in runs.values() if len(run) > 1]
+                    continue
                 for f, k in zip(members, okeys):
                     if e.name == "rank":
                         v = 1 + sum(1 for o in okeys if o < k)
@@ -311,6 +338,28 @@ class Evaluator:
                     else:
                         v = _aggregate(e.name, e.arg is None, False, args)
                     f.extra = {**(f.extra or {}), id(e): v}
+        return ties
+
+    def _qualify(self, q: Select, frames, lins, ties, env, ctes):
+        """The frames QUALIFY keeps. A run of equal rows ``row_number()`` numbered (any order among them is the
+        engine's) of which some are kept and some not: which ones the engine keeps is not defined, so each kept
+        one gets the run's lineage and the result is ``inexact``."""
+        kept, out = {}, []
+        for f, lin in zip(frames, lins):
+            v, w = self.ev(q.qualify, (f,) + env, ctes)
+            kept[id(f)] = v is True
+            out.append((f, lin | w))
+        run_lin = {}
+        for run in ties:
+            if len({f.row for f in run}) > 1:
+                raise EvalError("row_number() over ties of rows that differ: not a deterministic query")
+            if len({kept[id(f)] for f in run}) > 1:
+                self.inexact = True
+                pooled = frozenset().union(*(lin for f, lin in out if any(f is g for g in run)))
+                for f in run:
+                    run_lin[id(f)] = pooled
+        out = [(f, run_lin.get(id(f), lin)) for f, lin in out if kept[id(f)]]
+        return [f for f, _ in out], [lin for _, lin in out]
 
     # ------------------------------------------------------------------------------------------ FROM
     def from_(self, f, env, ctes) -> Rel:
@@ -451,6 +500,15 @@ class Evaluator:
             got = [self.ev(a, env, ctes, pos, group) for a in e.args]
             vals, w = [g[0] for g in got], frozenset().union(*(g[1] for g in got))
             return _func(e.name, vals), w
+        if t is Unnest:
+            got = [self.ev(a, env, ctes, pos, group) for a in e.elems]
+            w = frozenset().union(*(g[1] for g in got))
+            if e.cond is not None:
+                c, wc = self.ev(e.cond, env, ctes, pos, group)
+                w |= wc
+                if c is not True:
+                    return (None if e.null else []), w
+            return [g[0] for g in got], w
         if t is Scalar:
             rel = self.query(e.query, env, ctes)
             if len(rel.rows) > 1:
@@ -497,6 +555,20 @@ class Evaluator:
         if a is None or b is None:
             return None, w1 | w2
         return {"+": a + b, "-": a - b, "*": a * b}[e.op], w1 | w2
+
+
+_QUERIES = (Select, SetOp, With, Paren)
+
+
+def _windows_in(node) -> list:
+    """The window functions in ``node`` (an expression or a list of them), not those of nested queries."""
+    if isinstance(node, Win):
+        return [node]
+    if isinstance(node, (list, tuple)):
+        return [w for n in node for w in _windows_in(n)]
+    if dataclasses.is_dataclass(node) and not isinstance(node, (type,) + _QUERIES):
+        return [w for f in dataclasses.fields(node) for w in _windows_in(getattr(node, f.name))]
+    return []
 
 
 def _holds_scalar(node) -> bool:

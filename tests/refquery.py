@@ -3,7 +3,8 @@ brute-force reference interpreter of tests/refeval.py. Independent of dltrace an
 
 Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] NULL/TRUE/FALSE), EqFalse
 (``(p) = false``), Case (one WHEN), Func (scalar functions), Agg, Win (window functions), and the subquery
-forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar.
+forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
+``CASE WHEN c THEN [a, b] ELSE [] END`` or ``... END``: a SELECT-list item giving one row per element).
 FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
 cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select, SetOp, With, and Paren (a parenthesised
 query followed by ORDER BY / LIMIT / OFFSET: ``(q) ORDER BY 2 DESC, 1 NULLS FIRST LIMIT 3``).
@@ -97,8 +98,17 @@ class Agg:
 
 
 @dataclass(frozen=True, eq=False)
+class Unnest:
+    """``unnest([e1, ...])`` as a SELECT-list item (one row per element); with ``cond`` the list is ``CASE WHEN
+    cond THEN [e1, ...] ELSE [] END`` (``null``: no ELSE, a NULL list); an empty or NULL list gives no row."""
+    elems: tuple
+    cond: "Expr | None" = None
+    null: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class Win:
-    name: str  # rank dense_rank sum count
+    name: str  # rank dense_rank row_number sum count min max
     arg: "Expr | None"
     partition: tuple
     order: tuple = ()
@@ -129,7 +139,7 @@ class Scalar:
     query: "Query"
 
 
-Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, Quant, Scalar]
+Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, Quant, Scalar, Unnest]
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -163,7 +173,7 @@ FromItem = Union[Table, Derived, Join]
 @dataclass(eq=False)
 class Select:
     items: list | None  # [(expr, alias)]; None: SELECT *
-    from_: FromItem
+    from_: FromItem | None  # None: no FROM (one row)
     where: Expr | None = None
     group: list | None = None  # grouping columns (Col); [] with aggregates: a global aggregate
     grouping: str | None = None  # None, "ROLLUP" or "SETS" (the sets: every grouping column alone, and ())
@@ -173,6 +183,7 @@ class Select:
     replace: tuple = ()  # SELECT * REPLACE (<expr> AS <column>, ...): ((expr, column), ...)
     limit: int | None = None  # with ORDER BY every output column NULLS LAST
     offset: int | None = None
+    qualify: Expr | None = None  # QUALIFY <predicate over window functions> (a SELECT that does not aggregate)
 
 
 @dataclass(eq=False)
@@ -244,13 +255,20 @@ def _agg(e: Agg) -> str:
 
 
 def _win(e: Win) -> str:
-    arg = "" if e.name in ("rank", "dense_rank") else ("*" if e.arg is None else render(e.arg))
+    arg = "" if e.name in ("rank", "dense_rank", "row_number") else ("*" if e.arg is None else render(e.arg))
     over = []
     if e.partition:
         over.append("PARTITION BY " + ", ".join(render(p) for p in e.partition))
     if e.order:
         over.append("ORDER BY " + ", ".join(f"{render(o)} NULLS LAST" for o in e.order))
     return f"{e.name}({arg}) OVER ({' '.join(over)})"
+
+
+def _unnest(e: Unnest) -> str:
+    items = f"[{', '.join(render(x) for x in e.elems)}]"
+    if e.cond is not None:
+        items = f"CASE WHEN {render(e.cond)} THEN {items}{'' if e.null else ' ELSE []'} END"
+    return f"unnest({items})"
 
 
 def _is(e: Is) -> str:
@@ -308,7 +326,9 @@ def _select(q: Select) -> str:
             items += f" REPLACE ({', '.join(f'{render(e)} AS {ident(c)}' for e, c in q.replace)})"
     else:
         items = ", ".join(f"{render(e)} AS {ident(a)}" for e, a in q.items)
-    text = f"SELECT {'DISTINCT ' if q.distinct else ''}{items} FROM {_from(q.from_)}"
+    text = f"SELECT {'DISTINCT ' if q.distinct else ''}{items}"
+    if q.from_ is not None:
+        text += f" FROM {_from(q.from_)}"
     if q.where is not None:
         text += f" WHERE {render(q.where)}"
     if q.group:
@@ -321,6 +341,8 @@ def _select(q: Select) -> str:
             text += f" GROUP BY {cols}"
     if q.having is not None:
         text += f" HAVING {render(q.having)}"
+    if q.qualify is not None:
+        text += f" QUALIFY {render(q.qualify)}"
     return text + _order_limit(n_columns(q), q.limit, q.offset)
 
 
@@ -357,7 +379,7 @@ _RENDER = {
     Col: _col, Lit: lambda e: literal(e.value), Bin: _bin, Not: lambda e: f"(NOT {render(e.arg)})", Is: _is,
     EqFalse: lambda e: f"(({render(e.arg)}) = false)",
     Case: lambda e: f"CASE WHEN {render(e.cond)} THEN {render(e.then)} ELSE {render(e.else_)} END",
-    Func: _func, Agg: _agg, Win: _win,
+    Func: _func, Agg: _agg, Win: _win, Unnest: _unnest,
     Exists: lambda e: f"EXISTS ({render(e.query)})",
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {e.quant} ({render(e.query)}))",

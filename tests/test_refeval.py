@@ -134,3 +134,68 @@ def test_duckdb_null_in_an_empty_correlated_subquery():
     ok = Select([(Col("p", "k"), "k")], Table("p", "p"), where=Is(InSub(Col("p", "k"), plain), "FALSE", False))
     assert duck.rows(render(ok)) == [(None,)]  # 2 IN (2) is TRUE; NULL IN () is FALSE
     assert Evaluator(data).run(ok).rows == [(None,)]
+
+
+# QUALIFY, unnest in a SELECT list and a nested SELECT that takes the outer table's alias (the generator's
+# qualify_in_subquery, unnest_in_subquery and shadowed_alias): rows as DuckDB's, lineage by hand
+def _a_in(sub, negated=False):
+    from refquery import InSub
+    return Select([(Col("t_a", "x"), "x")], t("a"), InSub(Col("t_a", "k"), sub, negated))
+
+
+def _run(q):
+    duck = Duck()
+    duck.load(DATA)
+    ev = Evaluator(DATA)
+    rel = ev.run(q)
+    assert Counter(rel.rows) == Counter(duck.con.sql(render(q)).fetchall()), render(q)
+    return ev, sorted(zip(rel.rows, [sorted(x) for x in rel.lins]))
+
+
+def test_qualify_keeps_the_rows_its_window_passes():
+    from refquery import Bin, Win
+    # b's rows ranked by z within y: both first (one row per y)
+    sub = Select([(Col("t_b", "k"), "k")], t("b"),
+                 qualify=Bin("=", Win("rank", None, (Col("t_b", "y"),), (Col("t_b", "z"),)), Lit(1)))
+    ev, got = _run(_a_in(sub))
+    assert got == [((10,), [("a", 0), ("b", 1)]), ((12,), [("a", 2), ("b", 0)])] and not ev.inexact
+    # max(k) over all of d: only d's row 0 (k 3), which no row of a has
+    sub = Select([(Col("t_d", "k"), "k")], t("d"),
+                 qualify=Bin("=", Col("t_d", "k"), Win("max", Col("t_d", "k"), ())))
+    assert _run(_a_in(sub))[1] == []
+    assert _run(_a_in(sub, negated=True))[1] == [((10,), [("a", 0)]), ((12,), [("a", 2)])]
+
+
+def test_row_number_over_equal_rows_pools_their_lineage():
+    from refquery import Bin, Win
+    data = dict(DATA, g=pa.table({"k": [1, 1, 2]}))
+    sub = Select([(Col("t_g", "k"), "k")], Table("g", "t_g"),
+                 qualify=Bin("=", Win("row_number", None, (), (Col("t_g", "k"),)), Lit(1)))
+    q = _a_in(sub)
+    duck = Duck()
+    duck.load(data)
+    ev = Evaluator(data)
+    rel = ev.run(q)
+    assert Counter(rel.rows) == Counter(duck.con.sql(render(q)).fetchall()) == Counter([(10,)])
+    assert ev.inexact and rel.lins == [frozenset({("a", 0), ("g", 0), ("g", 1)})]
+
+
+def test_unnest_gives_a_row_per_element():
+    from refquery import Bin, Unnest
+    # b's row 0 gives 2 and 20, row 1 (z 21 > 20) an empty list: no row
+    lst = Unnest((Col("t_b", "k"), Col("t_b", "z")), Bin("<", Col("t_b", "z"), Lit(21)))
+    for null in (False, True):
+        sub = Select([(Unnest(lst.elems, lst.cond, null), "u")], t("b"))
+        assert _run(_a_in(sub))[1] == [((12,), [("a", 2), ("b", 0)])]
+    assert _run(_a_in(Select([(Unnest((Lit(1), Lit(None))), "u")], None)))[1] == [((10,), [("a", 0)])]
+    assert _run(_a_in(Select([(Unnest((Lit(3), Lit(None))), "u")], None), negated=True))[1] == []
+
+
+def test_a_nested_select_may_take_the_outer_alias():
+    from refquery import Bin
+    # a CROSS b; the subquery's d AS t_a: a row of (a, b) passes when some d row has b's y and a's k
+    # inside, t_a is d: `t_a.k` is d's k, `y` d's y; the outer row is read through t_b
+    sub = Select([(Col("t_a", "k"), "k")], Table("d", "t_a"), Bin("=", Col(None, "y"), Col("t_b", "y")))
+    from refquery import InSub
+    q = Select([(Col("t_b", "z"), "z")], Join("CROSS", t("a"), t("b")), InSub(Col("t_a", "k"), sub))
+    assert _run(q)[1] == [((21,), [("a", 0), ("b", 1), ("d", 1)])]
