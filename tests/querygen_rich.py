@@ -23,7 +23,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InSub, Is,
-                      Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Win, With)
+                      Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -55,14 +55,15 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "exists_after_filter", "semi_join",
-                      "paren_order", "scalar_over_own_rows", "column_list", "star_replace"})
+                      "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
+                      "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
-                             "star_replace"}
+                             "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -73,6 +74,10 @@ SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude",
 #     OFFSET 1)` raises ParseError (sqlglot 30.30's parser; IN, op ANY, FROM, a scalar subquery parse)  [Gen.sub_pred]
 KNOWN_DLTRACE_BUGS = ("EXISTS / op ALL ((q) ... OFFSET n): a sqlglot parse error",)
 
+# features drawn far more often than their modest default (``Gen.often``): for hunting one class
+# (``tests/hunt.py --boost a,b``); empty in the tests
+BOOST: frozenset = frozenset()
+
 
 class Gen:
     """One query's generation: ``draw``, the feature set and a counter for fresh aliases."""
@@ -80,6 +85,7 @@ class Gen:
     def __init__(self, draw, allow: frozenset | None = None):
         self.draw, self.features, self.n, self.allow = draw, set(), 0, allow
         self.semi_depth = 0  # how many SEMI / ANTI joins' right sides or ON conditions are being generated
+        self.name_aliases = set()  # tables read under their own name as alias (`r AS r`): once each per query
 
     def pick(self, options):
         return self.draw(st.sampled_from(options))
@@ -87,6 +93,10 @@ class Gen:
     def chance(self, k: int) -> bool:
         """True with probability 1/k."""
         return self.draw(st.integers(0, k - 1)) == 0
+
+    def often(self, feature: str, k: int) -> bool:
+        """``feature`` is allowed and drawn, with probability 1/k (1/2 when boosted)."""
+        return self.ok(feature) and self.chance(2 if feature in BOOST else k)
 
     def ok(self, feature: str) -> bool:
         return self.allow is None or feature in self.allow
@@ -109,13 +119,13 @@ class Gen:
         return f"t{self.n}"
 
     # ------------------------------------------------------------------------------------------ FROM
-    def from_item(self, depth: int, ctes: dict, outer: list):
-        """(item, cols [(qual, name, type)], star [(name, type)])."""
+    def from_item(self, depth: int, ctes: dict, outer: list, alias: str | None = None):
+        """(item, cols [(qual, name, type)], star [(name, type)]); ``alias``: the first item's (else a fresh one)."""
         choice = self.draw(st.integers(0, 9))
         if choice < 6 or depth <= 0:
-            item, cols, star = self.base(ctes)
+            item, cols, star = self.base(ctes, alias)
         else:
-            alias = self.alias()
+            alias = alias or self.alias()
             q, out = self.query(depth - 1, outer=outer, ctes=ctes)
             self.feat("from_subquery")
             item, cols, star = Derived(q, alias), [(alias, n, t) for n, t in out], out
@@ -123,8 +133,8 @@ class Gen:
             return self.join(item, cols, star, depth, ctes, outer)
         return item, cols, star
 
-    def base(self, ctes: dict):
-        alias = self.alias()
+    def base(self, ctes: dict, alias: str | None = None):
+        given, alias = alias is not None, alias or self.alias()
         if ctes and self.chance(2):
             name = self.pick(sorted(ctes))
             self.feat("cte_ref")
@@ -132,6 +142,11 @@ class Gen:
         name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
         if name == "my t":
             self.feat("odd_table")
+        if not given and name not in self.name_aliases and self.often("shadowed_alias", 16):
+            # `r AS r`: the table's own name, which a nested SELECT may then give another table
+            self.name_aliases.add(name)
+            self.feat("table_name_alias")
+            alias = name
         cols = list(RICH_TABLES[name])
         if self.ok("column_list") and self.chance(12):
             # `t AS x(a, b)`: the first columns read under names of the query's own (a column that keeps its
@@ -293,14 +308,16 @@ class Gen:
         self.feat(f"sq_{kind}")
         typ = self.pick(["int", "int", "str"])
         x = self.value(scope, typ, 0, ctes)
+        # (maybe a SELECT whose rows are not its FROM's)
+        rows = self.rows_query(typ, scope, ctes) if kind != "scalar_cmp" else None
         if kind == "exists":
-            p = Exists(_dodge_paren_bugs(self.query(depth, outer=scope, ctes=ctes)[0]))
+            p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=scope, ctes=ctes)[0]))
         elif kind in ("in", "not_in"):
-            p = InSub(x, self.query(depth, want=[typ], outer=scope, ctes=ctes)[0], negated=kind == "not_in")
+            p = InSub(x, rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0], negated=kind == "not_in")
         elif kind in ("any", "all"):
             op = self.pick(list(COMPARISONS))
             self.feat(f"sq_{kind}_{op}")
-            p = Quant(x, op, kind.upper(), self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
+            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
             if kind == "all":
                 p = dataclasses.replace(p, query=_dodge_paren_bugs(p.query))
         else:
@@ -318,10 +335,94 @@ class Gen:
         return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
                   wrap == "is_not_true")
 
+    def rows_query(self, typ: str, outer, ctes):
+        """Now and then a subquery whose rows are not its FROM's rows, for IN / op ANY / ALL / EXISTS: one with
+        QUALIFY, or with ``unnest(...)`` in its SELECT list; else None."""
+        if self.often("qualify_in_subquery", 12):
+            return self.qualify_query(typ, outer, ctes)
+        if self.often("unnest_in_subquery", 12):
+            return self.unnest_query(typ, outer, ctes)
+        return None
+
+    def _small_from(self, outer, ctes):
+        """A FROM of one table or an inner join / cross join of two (no subqueries), maybe correlated with
+        ``outer`` by an equality (which sqlglot cannot decorrelate for these shapes: refused)."""
+        outer = [c for c in outer if c[0] is not None]
+        shadow, outer = self.shadow(outer)
+        item, cols, star = self.base(ctes, shadow)
+        if self.chance(4):
+            item, cols, star = self.plain_join(item, cols, star, 0, ctes, [], kinds=("INNER", "CROSS", "LEFT"))
+        where = self.pred(cols, 0, ctes) if self.chance(2) else None
+        outer_ints, local_ints = [c for c in outer if c[2] == "int"], [c for c in cols if c[2] == "int"]
+        if outer_ints and local_ints and self.chance(5):
+            self.feat("rows_query_correlated")
+            corr = Bin("=", Col(*self.pick(local_ints)[:2]), Col(*self.pick(outer_ints)[:2]))
+            where = corr if where is None else Bin("AND", where, corr)
+        return item, cols, where
+
+    def qualify_query(self, typ: str, outer, ctes):
+        """``SELECT [DISTINCT] <value> FROM ... [WHERE ...] QUALIFY <window> op <value>``, the window deterministic:
+        rank / dense_rank (ties share their number), count / sum / min / max OVER (PARTITION BY ...) (no ORDER BY:
+        the whole partition), or row_number() ordered by every column of the FROM (only equal rows tie, which the
+        reference evaluator pools)."""
+        self.feat("qualify_in_subquery")
+        item, cols, where = self._small_from(outer, ctes)
+        part = tuple(Col(*c[:2]) for c in self.draw(st.lists(st.sampled_from(cols), max_size=2,
+                                                                unique_by=lambda c: (c[0], c[1]))))
+        ints = [c for c in cols if c[2] == "int"]
+        form = self.pick(["rank", "dense_rank", "row_number", "row_number", "count", "count_star", "sum", "min",
+                          "max"])
+        if form == "sum" and not ints:
+            form = "count_star"
+        self.feat(f"qualify_{form}")
+        if form in ("rank", "dense_rank"):
+            order = tuple(Col(*c[:2]) for c in self.draw(st.lists(st.sampled_from(cols), min_size=1, max_size=2,
+                                                                   unique_by=lambda c: (c[0], c[1]))))
+            test = Bin(self.pick(["=", "<=", ">"]), Win(form, None, part, order), Lit(self.draw(st.integers(1, 2))))
+        elif form == "row_number":
+            order = tuple(Col(*cols[i][:2]) for i in self.draw(st.permutations(range(len(cols)))))
+            test = Bin(self.pick(["=", "<=", ">"]), Win(form, None, part, order), Lit(self.draw(st.integers(1, 2))))
+        elif form in ("count", "count_star"):
+            arg = Col(*self.pick(cols)[:2]) if form == "count" else None
+            test = Bin(self.pick(["=", ">", "<="]), Win("count", arg, part), Lit(self.draw(st.integers(0, 2))))
+        else:
+            c = self.pick(ints) if form == "sum" else self.pick(cols)
+            other = Col(*self.pick([x for x in cols if x[2] == c[2]])[:2])
+            test = Bin(self.pick(["=", "=", "<>", "<", ">="]), other, Win(form, Col(*c[:2]), part))
+        if self.chance(4):
+            test = Bin(self.pick(["AND", "OR"]), test, self.pred(cols, 0, ctes))
+        q = Select([(self.value(cols, typ, 0, ctes), "c0")], item, where, qualify=test)
+        if self.chance(6):
+            q.distinct = True
+            self.feat("qualify_distinct")
+        return q
+
+    def unnest_query(self, typ: str, outer, ctes):
+        """``SELECT [DISTINCT] unnest([e1, ...]) [FROM ... [WHERE ...]]``: one row per element (NULL elements
+        too), the list maybe ``CASE WHEN p THEN [...] ELSE [] END`` or ``... END`` (no rows for that input row)."""
+        self.feat("unnest_in_subquery")
+        n = self.draw(st.integers(1, 3))
+        if self.chance(8):
+            self.feat("unnest_without_from")
+            vals = STRINGS + [None] if typ == "str" else [None, -1, 0, 1, 2, 3]
+            return Select([(Unnest(tuple(Lit(self.pick(vals)) for _ in range(n))), "c0")], None)
+        item, cols, where = self._small_from(outer, ctes)
+        elems = tuple(self.value(cols, typ, 0, ctes) for _ in range(n))
+        form = self.pick(["list", "list", "empty", "null"])
+        self.feat(f"unnest_{form}")
+        cond = self.pred(cols, 0, ctes) if form != "list" else None
+        q = Select([(Unnest(elems, cond, form == "null"), "c0")], item, where)
+        if self.chance(6):
+            q.distinct = True
+            self.feat("unnest_distinct")
+        return q
+
     def scalar_query(self, outer, depth: int, ctes, typ: str = "int"):
         """A query of one column and at most one row."""
+        outer = [c for c in outer if c[0] is not None]  # (unqualified names would be the subquery's own)
         if typ == "int" and self.chance(2):
-            item, cols, _ = self.from_item(depth, ctes, outer)
+            shadow, outer = self.shadow(outer)
+            item, cols, _ = self.from_item(depth, ctes, outer, shadow)
             agg = Agg(self.pick(["count", "sum", "min", "max"]), self.value(cols, "int", 0, ctes))
             where = self.pred(cols + outer, depth, ctes) if self.chance(2) else None
             outer_ints = [c for c in outer if c[2] == "int"]
@@ -358,6 +459,30 @@ class Gen:
             return Bin("+", agg, Col(*self.pick(outer_ints)[:2]))
         return Func("coalesce", (agg, Lit(0)))
 
+    # ------------------------------------------------------------------------------------------ shadowed names
+    def shadow(self, outer):
+        """(alias, outer): now and then a nested SELECT's first FROM item takes the alias of a table of the
+        enclosing query (``FROM r AS a WHERE a.k IN (SELECT a.w FROM p AS a ...)``): inside, that name is the
+        inner table, so the outer columns under it leave the scope the nested SELECT correlates through."""
+        quals = sorted({c[0] for c in outer if c[0] is not None})
+        if not quals or not self.often("shadowed_alias", 8):
+            return None, outer
+        alias = self.pick(quals)
+        self.feat("shadowed_alias")
+        return alias, [c for c in outer if c[0].lower() != alias.lower()]
+
+    def unqualified(self, cols):
+        """``cols`` and, half the time, the names only one of them has once more unqualified (``k`` for
+        ``t1.k``): in a SELECT that shadows an outer name, an unqualified name must be read as its own column
+        (the outer query has the same names). Not passed on to nested queries (``_query`` drops them)."""
+        if not self.chance(2):
+            return cols
+        self.feat("unqualified_ref")
+        counts = {}
+        for c in cols:
+            counts[c[1].lower()] = counts.get(c[1].lower(), 0) + 1
+        return cols + [(None, n, t) for _, n, t in cols if counts[n.lower()] == 1]
+
     # ------------------------------------------------------------------------------------------ queries
     def query(self, depth: int, want=None, outer=(), ctes=None, names=None, plain=False, top=False):
         """(query, output [(name, type)]); ``want``: the output types; ``plain``: a SELECT."""
@@ -368,7 +493,7 @@ class Gen:
 
     def _query(self, depth: int, want=None, outer=(), ctes=None, names=None, plain=False, top=False):
         ctes = dict(ctes or {})
-        outer = list(outer)
+        outer = [c for c in outer if c[0] is not None]  # (unqualified names would be the subquery's own)
         if top and depth > 0 and self.ok("cte") and self.chance(4):
             self.feat("cte")
             name = (self.odd_name() if self.chance(3) else self.pick(["my cte", "w0"])) if self.chance(2) else "c0"
@@ -456,8 +581,9 @@ class Gen:
     def select(self, depth, want, outer, ctes, names) -> tuple:
         if depth > 0 and self.ok("aggregate") and self.ok("group_over_groups") and self.chance(6):
             return self.group_over_groups(depth, want, outer, ctes, names)
-        item, cols, star = self.from_item(depth, ctes, outer)
-        scope = cols
+        shadow, outer = self.shadow(outer)
+        item, cols, star = self.from_item(depth, ctes, outer, shadow)
+        scope = self.unqualified(cols) if shadow else cols
         where = self.pred(scope, depth, ctes) if self.chance(2) else None
         if depth > 0 and self.ok("scalar_over_own_rows") and self.chance(10):
             test = self.over_own_rows(None, item, cols, where)
@@ -495,7 +621,7 @@ class Gen:
             q.width = len(star) - len(exclude)
             return q, [(n, t) for n, t in star if n not in exclude]
         if shape in ("group", "global"):
-            return self.aggregate(shape, item, cols, scope, where, types, aliases, depth, ctes, want is None)
+            return self.aggregate(shape, item, cols, cols, where, types, aliases, depth, ctes, want is None)
         items = [(self.value(scope, t, depth, ctes), a) for t, a in zip(types, aliases)]
         if shape == "window" and any(t == "int" for t in types):
             i = types.index("int")
