@@ -1,5 +1,6 @@
 """Run the generator-based oracles over many examples without stopping at the first failure, and tally the
-outcomes per oracle and feature: ``python tests/hunt.py [N] [--features a,b] [--seed S]``.
+outcomes per oracle and feature: ``python tests/hunt.py [N] [--allow a,b] [--boost a,b] [--seed S]`` (``--allow``:
+the optional features drawn at all; ``--boost``: those drawn far more often than their modest default).
 
 Outcomes: ok, refused (dltrace.UnsupportedQuery), invalid (DuckDB rejects the generated SQL: a generator
 bug, or DuckDB fails internally on it), engine-bug (DuckDB fails internally on a TLP partition), interpreter
@@ -80,9 +81,13 @@ def main():
     ap.add_argument("--allow", default=None, help="comma-separated optional features to allow (default: all)")
     ap.add_argument("--out", default=None, help="write every non-ok outcome as JSON lines here")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--boost", default=None, help="comma-separated optional features to draw far more often")
     ap.add_argument("--minimize", default=None, help="KIND[:message substring]: find and shrink one example")
     args = ap.parse_args()
     allow = frozenset(args.allow.split(",")) if args.allow else None
+    if args.boost:
+        import querygen_rich
+        querygen_rich.BOOST = frozenset(args.boost.split(","))
     session = dltrace.connect("duckdb")
     outcomes, by_feature, samples = Counter(), defaultdict(Counter), defaultdict(list)
     out = open(args.out, "w") if args.out else None
@@ -105,6 +110,9 @@ def main():
 
     if args.minimize:
         return minimize(session, args.minimize, allow, args.n)
+    if args.seed is not None:  # (a given seed draws the same examples again)
+        from hypothesis import seed
+        run = seed(args.seed)(run)
     run()
     print(dict(outcomes))
     for kind, got in samples.items():
