@@ -125,8 +125,15 @@ class Gen:
         if choice < 6 or depth <= 0:
             item, cols, star = self.base(ctes, alias)
         else:
-            alias = alias or self.alias()
             q, out = self.query(depth - 1, outer=outer, ctes=ctes)
+            if alias is None and self.often("shadowed_alias", 8):
+                # `(SELECT t3.k FROM p AS t3 ...) AS t3`: the derived table takes a name its own query reads
+                taken = {c[0].lower() for c in outer if c[0]} | {n.lower() for n in self.name_aliases}
+                inner = [a for a in _aliases(q) if a.lower() not in taken]
+                if inner:
+                    alias = self.pick(inner)
+                    self.feat("shadowed_alias", "derived_takes_inner_alias")
+            alias = alias or self.alias()
             self.feat("from_subquery")
             item, cols, star = Derived(q, alias), [(alias, n, t) for n, t in out], out
         if self.chance(2):
@@ -682,8 +689,10 @@ class Gen:
 
     def correlated_exists(self, outer, ctes):
         """``[NOT] EXISTS (SELECT 1 FROM <table> [JOIN <table>] WHERE <inner> = <outer> AND <inner> op <outer>
-        ...)``: an equality or not, an inequality (in the join's ON, sometimes), maybe a filter of its own."""
-        item, cols, _ = self.base(ctes)
+        ...)``: an equality or not, an inequality (in the join's ON, sometimes), maybe a filter of its own; its
+        table maybe under an outer table's alias (correlated through the other's)."""
+        shadow, outer = self.shadow(outer)
+        item, cols, _ = self.base(ctes, shadow)
         joined = self.chance(3)
         if joined:
             right, rcols, _ = self.base(ctes)
@@ -777,6 +786,22 @@ class Gen:
         q = Select(items, item, where, group=group, grouping=grouping, having=having)
         return q, [(a, "float" if isinstance(e, Agg) and e.name == "product" else t)
                    for (e, a), t in zip(items, types)]
+
+
+def _aliases(q) -> list[str]:
+    """The aliases the FROM of ``q``'s own SELECT (or its set operation's, WITH body's) gives its items."""
+    while isinstance(q, (With, Paren)):
+        q = q.body if isinstance(q, With) else q.query
+    if isinstance(q, SetOp):
+        return _aliases(q.left) + _aliases(q.right)
+    out, stack = [], [q.from_] if isinstance(q, Select) else []
+    while stack:
+        f = stack.pop()
+        if isinstance(f, Join):
+            stack += [f.left, f.right]
+        elif f is not None:
+            out.append(f.alias)
+    return out
 
 
 def _dodge_paren_bugs(q):
