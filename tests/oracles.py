@@ -11,6 +11,8 @@ refusal of backward tracing after forward passed is returned as a note instead).
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections import Counter
 from decimal import Decimal
@@ -171,21 +173,18 @@ def tlp_partitions(q: Select) -> list:
     p = q.where
 
     def with_where(w):
-        return render(Select(q.items, q.from_, w, q.group, q.grouping, q.having, q.distinct, q.exclude,
-                             q.limit, q.offset)) if not hasattr(q, "width") else _star(q, w)
+        # (every other clause as written: a positional Select(...) once dropped REPLACE and QUALIFY)
+        s = dataclasses.replace(q, where=w)
+        if hasattr(q, "width"):  # (the generator's note of a SELECT *'s width: not a field)
+            s.width = q.width
+        return render(s)
 
     return [with_where(None), with_where(p), with_where(Not(p)), with_where(Is(p, "NULL"))]
 
 
-def _star(q: Select, w) -> str:
-    s = Select(None, q.from_, w, exclude=q.exclude)
-    s.width = q.width
-    return render(s)
-
-
 def tlp_applies(q) -> bool:
     return (isinstance(q, Select) and q.where is not None and q.group is None and not q.distinct
-            and q.limit is None and q.offset is None and not any(type(e).__name__ == "Win" for e, _ in q.items or []))
+            and q.limit is None and q.offset is None and q.qualify is None and not any(type(e).__name__ == "Win" for e, _ in q.items or []))
 
 
 def check_tlp(session, duck: Duck, g: Generated) -> None:
