@@ -245,10 +245,11 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     TRUE. In an aggregating SELECT's projection or HAVING the test is per group.
     """
     fns = ctx.fns
-    inner, exported = ctx.instrument(use.query.copy(), ctx.scoped(), final=False)
+    inner, exported = ctx.instrument(_without_distinct(use.query.copy()), ctx.scoped(), final=False)
     if any(e.kind != "rid" for e in exported):
-        raise UnsupportedQuery(f"IN / ANY / ALL over a subquery that aggregates, outside a WHERE conjunct, is not "
-                               f"supported, at {position(use.operand)}")
+        raise UnsupportedQuery(f"IN / ANY / ALL kept in place (outside a WHERE conjunct, or over QUALIFY, a window "
+                               f"or unnest) over a subquery whose rows each stand for several (an aggregate, DISTINCT "
+                               f"before a LIMIT, a set operation) is not supported, at {position(use.operand)}")
     names = {e.name for e in exported}
     value = next(n for n in inner.named_selects if n not in names)
     holder, array = ctx.fresh("_dl_q"), ctx.fresh("_dl_w")
@@ -299,3 +300,20 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
             slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"),
                                   per_group=global_aggregate_row(select, use.clause))
     return slots
+
+
+def _without_distinct(query: exp.Expression) -> exp.Expression:
+    """``query`` without a plain DISTINCT where that leaves the witnesses of IN / ANY / ALL over it the same.
+
+    Valid when DISTINCT is the last step before the rows are compared (no LIMIT or OFFSET after it; QUALIFY and
+    windows come before it): the distinct values are the values of the rows without it, so every comparison
+    ``x op s`` has the same truth value, and the rows of a distinct value ``s`` are the rows with that value --
+    its witnesses either way. (Written with DISTINCT, each value would carry a set of rows, which the per-row
+    witness test does not read.)"""
+    distinct = query.args.get("distinct") if isinstance(query, exp.Select) else None
+    if distinct is None or distinct.args.get("on") is not None or query.args.get("limit") or \
+            query.args.get("offset") or query.args.get("fetch"):
+        return query
+    query.set("distinct", None)
+    return query
+
