@@ -411,6 +411,9 @@ LATE = [
     "(SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c <> t.b) GROUP BY t.a)",
     "(SELECT t.a, count(*) AS n FROM t WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.c <> t.b) GROUP BY t.a) "
     "ORDER BY 1 NULLS FIRST LIMIT 2",
+    # the subquery's table under the outer one's name (an equality to trace backward by, and an inequality)
+    "SELECT t.a, count(*) AS n FROM t JOIN u ON t.a = u.a WHERE EXISTS (SELECT * FROM u WHERE u.a = t.a "
+    "AND u.c < t.b) GROUP BY t.a",
     # odd names: a quoted table and columns with spaces and capitals
     'SELECT o."Key", count(*) AS "the count" FROM "odd names" AS o WHERE EXISTS (SELECT * FROM u '
     'WHERE u.c <> o."a value" AND u.a = o."Key") GROUP BY o."Key"',
@@ -460,6 +463,31 @@ BY_HAND = [
 
 BY_HAND.append((  # the same, the inequality in the join's ON (a correlation there counts as one)
     BY_HAND[-1][0].replace("ON u.a = t2.a WHERE t2.b > t.b", "ON u.a = t2.a AND t2.b > t.b"), *BY_HAND[-1][1:]))
+
+
+# a subquery's table taking an outer table's alias, and the same query with a name of its own (found by the
+# generator: the shadowing alias kept the rewrite from applying, and the query was refused)
+SHADOWED = [
+    ("SELECT t.a, count(*) AS n FROM t JOIN u AS w ON w.a = t.a WHERE EXISTS (SELECT * FROM u AS w WHERE w.c > t.b) "
+     "GROUP BY t.a", "AS w WHERE w.c", "AS w2 WHERE w2.c"),
+    ("SELECT count(*) AS n FROM u JOIN t ON u.a = t.a WHERE EXISTS (SELECT * FROM t WHERE t.b < u.c)",
+     "FROM t WHERE t.b", "FROM t AS t2 WHERE t2.b"),
+    # (the fresh name must not be the subquery's other alias)
+    ("SELECT t.a, count(*) AS n FROM t JOIN u AS w ON w.a = t.a WHERE EXISTS (SELECT * FROM u AS t, u AS t_2 "
+     "WHERE t.c > w.c AND t_2.a = t.a) GROUP BY t.a", "u AS t, u AS t_2 WHERE t.c > w.c AND t_2.a = t.a",
+     "u AS x, u AS t_2 WHERE x.c > w.c AND t_2.a = x.a"),
+]
+
+
+@pytest.mark.parametrize("sql,written,renamed", SHADOWED)
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_shadowing_alias_is_the_same_query_as_a_fresh_one(s, sql, written, renamed, strategy):
+    other = sql.replace(written, renamed)
+    assert other != sql
+    shadowing, fresh = s.run(sql, lineage=strategy), s.run(other, lineage=strategy)
+    assert _late(shadowing) and _late(fresh)
+    assert rows(shadowing.table) == rows(s.sql(sql)) == rows(fresh.table)
+    assert pooled(shadowing) == pooled(fresh)
 
 
 @pytest.mark.parametrize("sql,answer,lineage", BY_HAND)

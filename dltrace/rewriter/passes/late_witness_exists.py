@@ -75,10 +75,10 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
             if conjunct.find(exp.Select, exp.Subquery, exp.Exists) or not _reads_only(conjunct, outer, names):
                 return []
             continue
-        query = holder.this
+        query = _unshadowed(holder.this, outer) if isinstance(holder.this, exp.Select) else holder.this
         if not (isinstance(query, exp.Select) and _plain_subquery(query, outer, ctes)):
             return []
-        found.append(holder)
+        found.append((holder, query))
         pays = pays or (holder is conjunct and (EQUALITIES_TOO or not _equalities_only(query, outer)))
     if not pays:
         return []
@@ -88,7 +88,42 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
             if node is not None and (node.find(exp.Select, exp.Subquery, exp.Exists)
                                      or not _reads_only(node, outer, names)):
                 return []
-    return found
+    for holder, query in found:
+        if query is not holder.this:
+            holder.set("this", query)
+    return [holder for holder, _ in found]
+
+
+def _unshadowed(query: exp.Select, outer: set[str]) -> exp.Select:
+    """``query`` with each FROM / JOIN table that takes an alias of the outer SELECT's items renamed (a fresh alias,
+    its columns requalified), or ``query`` itself when none does.
+
+    The same query (an alpha-renaming: inside it the name meant its own table, as SQL resolves a name to the
+    innermost item), whose columns now tell by their table alone whether they read the subquery's row or the
+    outer one, which the rewrite's tests go by (a shadowing alias refused it where a fresh one was taken: found by
+    the generator). Only for a query with no SELECT inside: its columns are then all of its own scope or the
+    outer SELECT's."""
+    items = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]] \
+        if query.args.get("from_") else []
+    clashing = [t for t in items if isinstance(t, exp.Table) and t.alias_or_name in outer]
+    if not clashing or any(s is not query for s in query.find_all(exp.Select)):
+        return query
+    renamed = query.copy()
+    taken = {t.alias_or_name for t in query.root().find_all(exp.Table)} | outer
+    fresh = {}
+    for table in [t for t in renamed.find_all(exp.Table) if t.alias_or_name in outer and t.parent_select is renamed]:
+        old, n = table.alias_or_name, 2
+        while f"{old}_{n}" in taken:
+            n += 1
+        fresh[old] = f"{old}_{n}"
+        taken.add(fresh[old])
+        alias = table.args.get("alias") or exp.TableAlias()
+        alias.set("this", exp.to_identifier(fresh[old], quoted=True))
+        table.set("alias", alias)
+    for column in renamed.find_all(exp.Column):
+        if column.table in fresh:
+            column.set("table", exp.to_identifier(fresh[column.table], quoted=True))
+    return renamed
 
 
 def _reads_only(node: exp.Expression, items: set[str], outputs: list[str]) -> bool:
