@@ -4,8 +4,8 @@ Generates queries with the ``shadowed_alias`` feature boosted, renames every ali
 enclosing one to a fresh name (``rn``: an alpha-renaming, the same query), and runs dltrace (set lineage) on both:
 they must agree (both refused, or the same rows with the same lineage). When they do not, the reference oracle
 judges both. Tallies (outcome of the original, of the renamed); writes the disagreements as JSON lines to OUT.
-Found: an EXISTS correlated by inequalities only under an aggregate (TPC-H Q21's late witnesses) is refused when its
-table takes an outer alias, and runs when renamed.
+Found: an EXISTS correlated by inequalities only under an aggregate (TPC-H Q21's late witnesses) was refused when its
+table took an outer alias, and ran when renamed (mended: the rewrite renames such tables itself).
 """
 import dataclasses
 import json
