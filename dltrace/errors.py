@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 
 class DltraceError(Exception):
     """Base class of every error dltrace raises on purpose."""
@@ -44,6 +46,20 @@ class UnsupportedQuery(DltraceError):
 
 class RowOutOfRange(DltraceError, IndexError):
     """A row index the result (or the query's output) does not have."""
+
+
+def row_index(i: object, n: int) -> int:
+    """``i`` as a row index of a result of ``n`` rows (a negative one counts from the end, as in Python), or the
+    one-line error naming what is wrong with it: every reader of a row checks it here."""
+    try:
+        if isinstance(i, bool):
+            raise TypeError
+        i = operator.index(i)  # (an int, numpy's integers)
+    except TypeError:
+        raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}") from None
+    if not -n <= i < n:
+        raise RowOutOfRange(f"row {i} out of range: the result has {n} rows")
+    return i % n
 
 
 class QueryError(DltraceError):

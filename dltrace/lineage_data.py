@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError, RowOutOfRange, UnknownTable
+from dltrace.errors import DltraceError, UnknownTable, row_index
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
@@ -167,21 +166,21 @@ class LineageData:
 
     def row_index(self, i: Any) -> int:
         """``i`` as a row index of this result, or a one-line error naming what is wrong with it."""
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-            raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
-        if not -self.num_rows <= i < self.num_rows:  # (a negative index counts from the end, as in Python)
-            raise RowOutOfRange(f"row {i} out of range: the result has {self.num_rows} rows")
-        return int(i % self.num_rows)
+        return row_index(i, self.num_rows)
 
     def check_row(self, i: Any) -> int:
         """``i`` as the index of a row whose lineage can be read, or a one-line error naming what is wrong."""
         i = self.row_index(i)
-        if self.strategy is None:
-            raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (), or "
-                               "reads no table; run it with lineage='set' or 'bitmap'")
+        self._has_lineage()
         return int(i)
 
+    def _has_lineage(self) -> None:
+        if self.strategy is None:  # (no lineage captured is not an empty lineage)
+            raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (); run "
+                               "it with lineage='set' or 'bitmap'")
+
     def lineage_all(self) -> list:
+        self._has_lineage()
         cols = {t: c.to_pylist() for t, c in self.lineage_columns.items()}
         return [self._decoded({t: self._with_shared(t, decode_ids(v[i])) for t, v in cols.items()})
                 for i in range(self.num_rows)]

@@ -101,7 +101,7 @@ class LineageResult(LineageData):
             return lineage_relations.with_counts(self).to_pandas()
         frame = self.table.to_pandas()
         if lineage == "ids":
-            every = self.lineage_all()
+            every = self.lineage_all() if self.lineage_columns else []
             for t in self.lineage_columns:
                 frame[f"dl_{t}"] = [None if row is None else row[t] for row in every]
         elif lineage is not None:

@@ -14,6 +14,7 @@ from datetime import date
 from decimal import Decimal
 
 import pyarrow as pa
+import numpy as np
 import pytest
 
 import dltrace
@@ -135,6 +136,16 @@ def test_reverse_some_restricts_lineage_to_the_traced_rows(duck):
     assert some.lineage_all()[0] is None
     with pytest.raises(IndexError):
         duck.trace(query_sql(9), rows=[b.num_rows])
+    # each row checked as every reader of a row checks it (a review found '1', 1.0 and True taken for row 1, a bare
+    # int a raw TypeError, and -1 refused where lineage(-1) counts from the end)
+    last = duck.trace(query_sql(9), rows=[-1, np.int64(2)])
+    assert last.traced == (2, b.num_rows - 1) and last.lineage(-1) == b.lineage(b.num_rows - 1)
+    for bad, message in (("1", "must be an int, got str"), (1.0, "must be an int, got float"),
+                         (True, "must be an int, got bool"), (None, "must be an int, got NoneType")):
+        with pytest.raises(dltrace.DltraceError, match=message):
+            duck.trace(query_sql(9), rows=[bad])
+    with pytest.raises(dltrace.DltraceError, match="rows must be a list of row indexes or None, got int 3"):
+        duck.trace(query_sql(9), rows=3)
 
 
 def test_tpch_traced_lineage_is_complete(duck):

@@ -291,6 +291,9 @@ def test_no_lineage(small):
     with pytest.raises(dltrace.DltraceError, match="no lineage"):
         r.backward(0)
     assert "no lineage" in r.explain(0)
+    with pytest.raises(dltrace.DltraceError, match="no lineage"):  # (not a list of empty lineages: none was taken)
+        r.lineage_all()
+    assert list(r.to_pandas(lineage="ids").columns) == r.table.column_names
 
 
 def test_row_index_errors(small):

@@ -197,7 +197,7 @@ class Worker:
         if job.get("lineage_on"):  # lineage on value tuples: sizes and bytes, nothing to compare with
             record["output_rows"] = result.num_rows
             ids = 0
-            for found in result.lineage_all():  # value tuples (a list), or {table: ids} if the clause was dropped
+            for found in result.lineage_all() if result.lineage_columns else []:  # value tuples (a list), or {table: ids} if the clause was dropped
                 ids += sum(len(v) for v in found.values()) if isinstance(found, dict) else len(found)
             record["lineage_ids"] = ids
             record["bytes_raw"] = ls.BYTES_PER_RAW_ID * ids
