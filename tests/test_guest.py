@@ -65,6 +65,19 @@ def test_duckdb_connection_is_unchanged_after_a_session(user_con):
     assert user_con.sql("SELECT count(*) FROM sales").fetchall() == [(5,)]  # still open
 
 
+def test_only_dltraces_own_connection_draws_no_progress_bar(user_con):
+    """DuckDB writes its progress bar into the process's stdout, a pipe or a file too (a review found the CLI's CSV
+    starting with one): off on the connection dltrace opens, as the user set it on theirs."""
+    setting = "SELECT current_setting('enable_progress_bar')"
+    own = dltrace.connect("duckdb")
+    assert own.engine.con.sql(setting).fetchall() == [(False,)]
+    own.close()
+    user_con.execute("SET enable_progress_bar = true")
+    guest = dltrace.connect("duckdb", connection=user_con)
+    guest.close()
+    assert user_con.sql(setting).fetchall() == [(True,)]
+
+
 def test_duckdb_relations_and_readers_are_sources(user_con):
     with dltrace.connect("duckdb", connection=user_con) as s:
         s.register("rel", user_con.sql("SELECT * FROM sales"))

@@ -78,7 +78,11 @@ class DuckDBEngine:
         # A connection passed in is the user's: dltrace is its guest. It creates its own relations beside the
         # user's (never over them), drops only those on close, and leaves the connection open.
         self._owned = connection is None
+        # (its own connection draws no progress bar: DuckDB writes it into the process's stdout after 2 s, even a
+        # pipe or a file, which may be the program's output -- the CLI's CSV and JSON lines were)
         self.con = connection if connection is not None else duckdb.connect(":memory:")
+        if self._owned:
+            self.con.execute("SET enable_progress_bar = false")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
         self._arrow: dict[str, pa.Table] = {}
