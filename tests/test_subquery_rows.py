@@ -92,6 +92,11 @@ def test_their_witnesses_are_the_subquerys_rows(s, sql, expected, strategy):
     assert got == sorted(expected)
 
 
+def test_distinct_ordered_by_a_column_it_drops_is_refused_at_its_place(s):
+    with pytest.raises(dltrace.UnsupportedQuery, match="not an output column of a DISTINCT query, at line 1, col 6"):
+        s.run("SELECT v FROM t WHERE v IN (SELECT DISTINCT w FROM u ORDER BY k)")
+
+
 @pytest.mark.parametrize("sql", ["SELECT v FROM t WHERE v IN (SELECT DISTINCT unnest(l) FROM u LIMIT 2)",
                                  "SELECT v FROM t WHERE v IN (SELECT DISTINCT w FROM u ORDER BY w LIMIT 2 OFFSET 1)"])
 def test_distinct_before_a_limit_is_refused(s, sql):

@@ -37,7 +37,8 @@ def group_all(inner: exp.Query, exported: list[Exported], holder: str) -> exp.Se
             for o in v.find_all(exp.Column):
                 if o.table:
                     if o.name not in cols:
-                        raise UnsupportedQuery(f"ORDER BY {o.sql()} is not an output column of a DISTINCT query")
+                        raise UnsupportedQuery(f"ORDER BY {o.sql()} is not an output column of a DISTINCT query, at "
+                                               f"{position(o)}")
                     o.set("table", exp.to_identifier(holder))
         outer.set(k, v)
     return outer
