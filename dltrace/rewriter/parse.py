@@ -9,6 +9,7 @@ from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.grammar import parse as grammar_parse
+from dltrace.rewriter.shape import from_items
 
 
 def position(node: exp.Expression) -> str:
@@ -145,9 +146,7 @@ def _star_over_a_column(star: exp.Column) -> bool:
         return True
     select = star.find_ancestor(exp.Select)
     while select is not None:  # its own SELECT's, or (correlated) an enclosing one's
-        from_ = select.args.get("from_")
-        items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-        if star.table.lower() in {item.alias_or_name.lower() for item in items}:
+        if star.table.lower() in {item.alias_or_name.lower() for item in from_items(select)}:
             return False
         select = select.find_ancestor(exp.Select)
     return True

@@ -163,3 +163,9 @@ def _match_test(node: exp.Expression, alias: str) -> str | None:
     if isinstance(column, exp.Column) and column.table == alias:
         return column.name
     return None
+
+
+def from_items(select: exp.Select) -> list[exp.Expression]:
+    """``select``'s FROM item and JOIN items, in order (none without a FROM)."""
+    from_ = select.args.get("from_")
+    return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]

@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.shape import from_items
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
@@ -109,9 +110,7 @@ def _bound_within(column: exp.Column, query: exp.Expression) -> bool:
 def source_names(select: exp.Select) -> set[str]:
     """The names ``select``'s own FROM and JOIN items bind: tables and CTEs read (by alias), derived tables and
     every other aliased source (``VALUES (...) AS v(x)``, ``UNNEST(...) AS u(x)``)."""
-    from_ = select.args.get("from_")
-    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-    return {item.alias_or_name for item in items if item.alias_or_name}
+    return {item.alias_or_name for item in from_items(select) if item.alias_or_name}
 
 
 def enclosing_clause(node: exp.Expression, select: exp.Select) -> str | None:

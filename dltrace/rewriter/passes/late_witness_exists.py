@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.rules.late_lineage import plain_keys
-from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, is_aggregate, order_by_outputs
+from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, from_items, is_aggregate, order_by_outputs
 
 LATE_WITNESS = "dl_late_witness"  # meta key of an EXISTS left in place whose witnesses are joined after the filter
 
@@ -103,15 +103,15 @@ def _unshadowed(query: exp.Select, outer: set[str]) -> exp.Select:
     outer one, which the rewrite's tests go by (a shadowing alias refused it where a fresh one was taken: found by
     the generator). Only for a query with no SELECT inside: its columns are then all of its own scope or the
     outer SELECT's."""
-    items = [query.args["from_"].this, *[j.this for j in query.args.get("joins") or []]] \
-        if query.args.get("from_") else []
-    clashing = [t for t in items if isinstance(t, exp.Table) and t.alias_or_name in outer]
-    if not clashing or any(s is not query for s in query.find_all(exp.Select)):
+    def clashing(select: exp.Select) -> list[exp.Table]:
+        return [t for t in from_items(select) if isinstance(t, exp.Table) and t.alias_or_name in outer]
+
+    if not clashing(query) or any(s is not query for s in query.find_all(exp.Select)):
         return query
     renamed = query.copy()
     taken = {t.alias_or_name for t in query.root().find_all(exp.Table)} | outer
     fresh = {}
-    for table in [t for t in renamed.find_all(exp.Table) if t.alias_or_name in outer and t.parent_select is renamed]:
+    for table in clashing(renamed):
         old, n = table.alias_or_name, 2
         while f"{old}_{n}" in taken:
             n += 1
@@ -135,8 +135,7 @@ def _reads_only(node: exp.Expression, items: set[str], outputs: list[str]) -> bo
 
 def _base_items(select: exp.Select, ctes: set[str]) -> set[str] | None:
     """The aliases of ``select``'s FROM and join items when all are base tables (not CTEs), else None."""
-    items = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]] \
-        if select.args.get("from_") else []
+    items = from_items(select)
     if not items or not all(isinstance(t, exp.Table) and t.name not in ctes and isinstance(t.this, exp.Identifier)
                             for t in items):
         return None

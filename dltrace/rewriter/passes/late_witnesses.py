@@ -59,7 +59,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import REDUCTION
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.rules.late_lineage import null_safe_keys, output_identifier
-from dltrace.rewriter.shape import conjuncts, order_by_outputs
+from dltrace.rewriter.shape import conjuncts, from_items, order_by_outputs
 
 
 def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -89,8 +89,7 @@ def late_witnesses(expression: exp.Expression, context: PassContext, copy: bool 
 def _rebuilt(select: exp.Select, taken: set[str], outermost: bool) -> tuple[exp.Select, exp.CTE]:
     """``select`` as ``_dl_g`` LEFT JOIN ``_dl_w1`` ... over its kept rows, and the CTE of those rows."""
     kept_name, g = _fresh("_dl_kept", taken), _fresh("_dl_g", taken)
-    items = [select.args["from_"].this, *[j.this for j in select.args.get("joins") or []]]
-    outer = {item.alias_or_name for item in items}
+    outer = {item.alias_or_name for item in from_items(select)}
     positive = [c.this for c in conjuncts(select.args["where"]) if isinstance(c, exp.Exists)]
     sorted_by = order_by_outputs(select.args["order"], select.expressions) \
         if outermost and select.args.get("order") else None

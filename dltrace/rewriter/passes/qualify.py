@@ -17,6 +17,7 @@ from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
 from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import from_items
 
 
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -44,9 +45,8 @@ def _hide_rid_from_stars(tree: exp.Expression) -> None:
     ``dl_rid``; refuses what that cannot keep exact (see the module)."""
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for select in tree.find_all(exp.Select):
-        from_ = select.args.get("from_")
         joins = select.args.get("joins") or []
-        items = ([from_.this] if from_ is not None else []) + [j.this for j in joins]
+        items = from_items(select)
         tables = {i.alias_or_name.lower() for i in items if isinstance(i, exp.Table) and i.name.lower() not in ctes}
         for join in joins:
             if (join.args.get("method") or "").upper() == "NATURAL":

@@ -248,8 +248,9 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     inner, exported = ctx.instrument(_without_distinct(use.query.copy()), ctx.scoped(), final=False)
     if any(e.kind != "rid" for e in exported):
         raise UnsupportedQuery(f"IN / ANY / ALL kept in place (outside a WHERE conjunct, or over QUALIFY, a window "
-                               f"or unnest) over a subquery whose rows each carry the lineage of several (an aggregate, "
-                               f"DISTINCT before a LIMIT, a set operation, a subquery inside it) is not supported, at {position(use.operand)}")
+                               f"or unnest) over a subquery whose rows each carry the lineage of several (an "
+                               f"aggregate, DISTINCT before a LIMIT, a set operation, a subquery inside it) is not "
+                               f"supported, at {position(use.operand)}")
     names = {e.name for e in exported}
     value = next(n for n in inner.named_selects if n not in names)
     holder, array = ctx.fresh("_dl_q"), ctx.fresh("_dl_w")
@@ -316,4 +317,3 @@ def _without_distinct(query: exp.Expression) -> exp.Expression:
         return query
     query.set("distinct", None)
     return query
-
