@@ -52,14 +52,14 @@ def row_index(i: object, n: int) -> int:
     """``i`` as a row index of a result of ``n`` rows (a negative one counts from the end, as in Python), or the
     one-line error naming what is wrong with it: every reader of a row checks it here."""
     try:
-        if isinstance(i, bool):
-            raise TypeError
-        i = operator.index(i)  # (an int, numpy's integers)
-    except TypeError:
-        raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}") from None
-    if not -n <= i < n:
-        raise RowOutOfRange(f"row {i} out of range: the result has {n} rows")
-    return i % n
+        index = None if isinstance(i, bool) else operator.index(i)  # an int, numpy's integers (True is no row)
+    except TypeError:  # a float, a string, None
+        index = None
+    if index is None:
+        raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
+    if not -n <= index < n:
+        raise RowOutOfRange(f"row {index} out of range: the result has {n} rows")
+    return index % n
 
 
 class QueryError(DltraceError):

@@ -172,7 +172,7 @@ class LineageData:
         """``i`` as the index of a row whose lineage can be read, or a one-line error naming what is wrong."""
         i = self.row_index(i)
         self._has_lineage()
-        return int(i)
+        return i
 
     def _has_lineage(self) -> None:
         if self.strategy is None:  # (no lineage captured is not an empty lineage)
