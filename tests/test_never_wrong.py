@@ -244,6 +244,13 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
      r"could not be decorrelated \(ANY\)"),
     ("SELECT a, CASE WHEN (b > ALL (SELECT max(u.c) FROM u WHERE u.a = t.a)) IS TRUE THEN 1 END AS f FROM t",
      r"could not be decorrelated \(ALL\)"),
+    # a test of the outer row with a quantifier kept in place, in a correlated EXISTS or a SEMI JOIN's ON:
+    # sqlglot moved the ANY into the list it aggregates (`ARRAY_AGG(ANY (SELECT ...))`, SQL DuckDB cannot
+    # parse; the medium generator profile): the EXISTS stays in place, refused where it has witnesses
+    ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND t.b < ALL (SELECT c FROM u))",
+     r"could not be decorrelated \(EXISTS\), at line 1, col"),
+    ("SELECT t.a FROM t SEMI JOIN u AS v ON t.a = v.a AND t.b > ANY (SELECT u.c FROM u WHERE u.c < v.c)",
+     r"could not be decorrelated \(EXISTS\)"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):
@@ -270,6 +277,10 @@ def test_refused_with_the_construct_named(s, sql, needle):
     "WHERE c.a = t.a)",
     "WITH c AS (SELECT a FROM u) SELECT b FROM t UNION SELECT a FROM t WHERE NOT (a IN (SELECT c.a FROM c "
     "WHERE c.a > t.b)) IS TRUE",
+    # NOT EXISTS / ANTI JOIN over a test of the outer row with a quantifier kept in place: the NOT EXISTS stays
+    # in place (no witnesses: it is negated) instead of an ANY moved into an ARRAY_AGG (SQL DuckDB cannot parse)
+    "SELECT a, b FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND t.b < ANY (SELECT c FROM u))",
+    "SELECT t.a, t.b FROM t ANTI JOIN u AS v ON t.a = v.a AND t.b > ANY (SELECT u.c FROM u WHERE u.c < v.c)",
 ])
 def test_backward_equals_forward(s, sql):
     assert with_lineage(s.trace(sql)) == with_lineage(s.run(sql))

@@ -48,12 +48,13 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (enclosing_clause, in_a_clause, is_correlated, one_value,
-                                                 positive_filter, reaches_past_itself, subquery_kind)
+                                                 outer_columns, positive_filter, reaches_past_itself,
+                                                 subquery_kind)
 from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
                                                     outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
-from dltrace.rewriter.shape import global_aggregate_row, is_aggregate, returns_rows_per_row
+from dltrace.rewriter.shape import conjuncts, global_aggregate_row, is_aggregate, returns_rows_per_row
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
@@ -152,6 +153,19 @@ def _keep_in_place(tree: exp.Expression) -> list[exp.Expression]:
     return kept
 
 
+def _moves_a_kept_subquery(query: exp.Select) -> bool:
+    """Does a test of ``query``'s WHERE that reads the outer query hold a subquery kept in place? sqlglot takes
+    such a test for a correlation and moves its inner side into the list it aggregates per key, the kept
+    subquery with it: ``t.s < ANY (SELECT ...)`` became ``ARRAY_AGG(ANY (SELECT ...))``, SQL no engine parses
+    (found by the generator: an ANTI JOIN's ON)."""
+    outer = {id(c) for c in outer_columns(query)}
+    for test in conjuncts(query.args.get("where")) if outer else []:
+        if any(id(c) in outer for c in test.find_all(exp.Column)) \
+                and any(not _safe_to_decorrelate(nested) for nested in _holders(test)):
+            return True
+    return False
+
+
 def _holders(tree: exp.Expression):
     """Subqueries written in a clause (not FROM items, not CTEs), outermost first."""
     for node in tree.walk():
@@ -175,6 +189,8 @@ def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     if correlated and isinstance(query, exp.Select) and outer_only_tests(query):
         return False  # a test of the outer row alone, not taken out (decorrelatable.hoist_outer_tests): sqlglot reads
         # it as a correlation (`t.k IS _x`, a GROUP BY of a literal)
+    if correlated and isinstance(query, exp.Select) and _moves_a_kept_subquery(query):
+        return False
     if kind == "exists":
         return correlated
     if kind in ("in", "any"):
