@@ -274,6 +274,15 @@ REGROUPED = [
     "SELECT count(*) AS k FROM (SELECT a, count(*) AS n FROM t GROUP BY a) AS x HAVING count(*) > 100",
     "SELECT avg(x.n) AS v FROM (SELECT t.a, count(u.c) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY t.a) AS x "
     "HAVING count(*) >= 1",
+    # DuckDB's inner equality joins (rules/inner_equi_joins.py): a LEFT JOIN's preserved side read apart, with
+    # a WHERE on it and a condition on the NULL side; keys of a plain column with NULL, NaN, -0.0; two keys
+    # with NULLs; a key on the NULL side (its NULLs made by the join)
+    "SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a AND u.c < 8 "
+    "WHERE t.b > 5 OR t.b IS NULL GROUP BY t.a) AS x GROUP BY x.c",
+    "SELECT x.n, count(*) AS k FROM (SELECT f, count(*) AS n FROM t GROUP BY f) AS x GROUP BY x.n",
+    "SELECT x.n, count(*) AS k FROM (SELECT a, b, count(*) AS n FROM t GROUP BY a, b) AS x GROUP BY x.n",
+    "SELECT x.n, count(*) AS k FROM (SELECT u.a, count(t.b) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY u.a) "
+    "AS x GROUP BY x.n",
     # the inner groups in a CTE, read by the outer aggregate alone, or by a join beside it too
     "WITH g AS (SELECT a, count(*) AS n FROM t GROUP BY a) SELECT n, count(*) AS k FROM g GROUP BY n ORDER BY n",
     "WITH g AS (SELECT t.a, count(u.c) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY t.a) "
@@ -317,6 +326,28 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
         assert _regrouped(result)
         assert result.table.to_pylist() == [{"n": 1, "k": 1}, {"n": 2, "k": 3}]
         assert [result.lineage(i)["t"] for i in range(2)] == [[6], [0, 1, 2, 3, 4, 5]]
+    finally:
+        session.close()
+
+
+def test_regrouped_rows_through_inner_equality_joins_on_duckdb(many_groups):
+    """The Q13 shape on DuckDB: the LEFT JOIN's rows read as its preserved side and its inner join, the groups
+    joined to them on ``=`` and, for the NULL key (t.a is NULL twice), in a branch of their own."""
+    session = dltrace.connect("duckdb")
+    session.register("t", T)
+    session.register("u", U)
+    sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
+           "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
+    try:
+        result = session.run(sql, lineage="bitmap")
+        text = result.rewritten_sql
+        # the two branches, each reading the rows as the union of the preserved side and the inner join
+        assert text.count("UNION ALL") == 3 and "._dl_k1 = _dl_i" in text
+        # t.a 1: t rows 0, 5, u row 4 (c 1); 2: t rows 1, 3, u rows 0, 3 (c 4); NULL: t rows 2, 4 (c 0);
+        # 3: t row 6 (c 0)
+        assert result.table.to_pylist() == [{"c": 0, "k": 2}, {"c": 2, "k": 1}, {"c": 4, "k": 1}]
+        assert [result.lineage(i) for i in range(3)] == [
+            {"t": [2, 4, 6], "u": []}, {"t": [0, 5], "u": [4]}, {"t": [1, 3], "u": [0, 3]}]
     finally:
         session.close()
 

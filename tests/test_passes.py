@@ -87,6 +87,7 @@ PASSES = {
     "instrument_composed.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_composed_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "instrument_nested.sql": (_prepared, instrument, "duckdb", "set"),
+    "instrument_nested_equi.sql": (_prepared, instrument, "duckdb", "set"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "whole_lineage.sql": (None, _whole_lineage, "duckdb", "set"),
@@ -113,6 +114,9 @@ def run_pass(name: str, query: str) -> exp.Expression:
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
     fns = lineage_functions(dialect, strategy, finish_on_read=name == "build_on_read.sql")
+    # instrument_nested.sql: the rule's own joins (an engine's whose joins are as fast on IS NOT DISTINCT FROM,
+    # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through
+    fns.only_inner_equi_joins_fast = name == "instrument_nested_equi.sql"
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else None,
                           late_witnesses=name == "late_witnesses.sql")

@@ -74,6 +74,10 @@ class LineageFunctions:
     #: and deduplicates. (Exact: a lineage set is the *set* of ids a row's inputs carry, whatever the
     #: multiplicities and order inside.)
     bitmaps_at_output: ClassVar[bool] = False
+    #: the engine joins on a plain ``=`` far faster than on ``IS NOT DISTINCT FROM`` or through an outer join,
+    #: so the rules that find a group's rows again read them through inner equality joins
+    #: (:mod:`dltrace.rewriter.rules.inner_equi_joins`)
+    only_inner_equi_joins_fast: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

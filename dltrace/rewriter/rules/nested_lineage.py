@@ -31,6 +31,8 @@ Valid (the same rows, each with the same lineage: the union of its inner groups'
   its output columns (the rebuilt SELECT sorts the same rows by the same values); its output names are
   distinct. Every outer group but a global aggregate's has a row of the derived table, which has an input row,
   so the inner joins keep every outer group, and ANY_VALUE returns its values (one row of ``_dl_g`` per group).
+On an engine that joins far faster on ``=`` than on ``IS NOT DISTINCT FROM`` or through an outer join (DuckDB),
+the inner groups meet their rows through inner equality joins instead (:mod:`.inner_equi_joins`: the same pairs).
 The derived table is computed twice (its values decide the outer keys), its FROM read once more: cheaper only
 when the inner groups are many for their rows, which the engine's estimate decides; without an estimate (Spark,
 ``dltrace.rewrite()``) the lists stay.
@@ -41,6 +43,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
+from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart
 from dltrace.rewriter.rules.late_lineage import kept_order, null_safe_keys, plain_keys, regrouped, regroupable
 from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate
 from dltrace.rewriter.slots import Context, Slot
@@ -94,12 +97,22 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     keyed = inner.copy()  # the inner groups, with their keys named
     for key, name in zip(inner_keys, k_names):
         keyed.select(exp.alias_(key.copy(), name), append=True, copy=False)
-    members = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
-                         *[exp.column(n, table=i) for n in r_names])
-    members = members.from_(exp.Subquery(this=keyed, alias=derived.args["alias"].copy()), copy=False)
-    add_join(members, _subquery(rows, i), kind="INNER", on=null_safe_keys(derived.args["alias"].this, i, k_names))
-    if select.args.get("where"):
-        members.set("where", select.args["where"].copy())
+    alias = derived.args["alias"].this
+    found: exp.Expression = rows
+    ons = None
+    if ctx.fns.only_inner_equi_joins_fast:  # the same rows through inner equality joins (rules/inner_equi_joins)
+        found = preserved_side_apart(rows, r_names) or rows
+        ons = null_safe_branches(alias, i, k_names, inner)
+    branches = []
+    for on in ons or [null_safe_keys(alias, i, k_names)]:
+        branch = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
+                            *[exp.column(n, table=i) for n in r_names])
+        branch = branch.from_(exp.Subquery(this=keyed.copy(), alias=derived.args["alias"].copy()), copy=False)
+        add_join(branch, _subquery(found.copy(), i), kind="INNER", on=on)
+        if select.args.get("where"):
+            branch.set("where", select.args["where"].copy())
+        branches.append(branch)
+    members = branches[0] if len(branches) == 1 else exp.union(*branches, distinct=False)
 
     out = regrouped(select, outer_keys, g, _subquery(members, m), m, o_names, sorted_by, ctx,
                     side="LEFT" if whole else None)
@@ -166,6 +179,6 @@ def _rows_query(inner: exp.Select) -> exp.Select:
     return rows
 
 
-def _subquery(query: exp.Select, alias: str) -> exp.Subquery:
+def _subquery(query: exp.Expression, alias: str) -> exp.Subquery:
     return exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(alias)))
 

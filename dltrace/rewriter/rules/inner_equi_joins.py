@@ -1,0 +1,135 @@
+"""Finding a group's rows again with inner equality joins, on an engine that joins fastest so.
+
+The rules that find a group's rows again (:mod:`.nested_lineage`) join the groups to their rows on
+``IS NOT DISTINCT FROM`` (GROUP BY's equivalence: NULLs together), and read the rows through the query's own
+joins, outer ones too. Where the engine joins on a plain ``=`` of one integer key far faster than on anything
+else (:attr:`LineageFunctions.only_inner_equi_joins_fast`: DuckDB's perfect hash join, TPC-H Q13 at SF 1: 9 ms
+for 1.5M rows against 230 ms for the same rows through an outer or a NULL-safe join), the same rows are read
+as a union of inner equality joins:
+
+- :func:`null_safe_branches` -- the groups joined to their rows on ``=`` for the keys that are not NULL, and
+  in a branch of its own for the keys with a NULL::
+
+      ... JOIN rows ON g.k1 = r.k1 AND ...
+      UNION ALL
+      ... JOIN rows ON (g.k1 IS NOT DISTINCT FROM r.k1 AND ...) AND (g.k1 IS NULL OR ...) AND (r.k1 IS NULL OR ...)
+
+  Exact: two keys not distinct are either both free of NULLs (``=`` holds on every column) or both have a
+  NULL, and no pair is in both branches. Taken when every key is a plain column, whose ``IS NULL`` the
+  engine answers from the table's statistics: the second branch then costs nothing when there are no NULLs.
+
+- :func:`preserved_side_apart` -- ``SELECT <keys>, <rids> FROM a LEFT JOIN b ON <c> [WHERE <w>]``, read for
+  its set of (keys, rid) pairs per table, as::
+
+      SELECT <keys>, <a's rids>, NULL ... FROM a [WHERE <w>]
+      UNION ALL
+      SELECT <keys>, NULL ..., <b's rids> FROM a INNER JOIN b ON <c> [WHERE <w>]
+
+  Exact for the pairs (not for the rows: duplicates differ, which no lineage set sees) when ``b`` is a base
+  table that neither the keys, the WHERE nor a rid of another table reads: a LEFT JOIN keeps every row of
+  ``a`` at least once, with the same keys and WHERE (they read ``a`` only); ``b``'s rids are not NULL exactly
+  on the rows the inner join keeps; the NULL rids the union adds are ignored by every lineage union.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str],
+                       grouped: exp.Select) -> list[exp.Expression] | None:
+    """The ON conditions of the two branches (``=`` on keys free of NULLs; the keys with a NULL) joining
+    ``left.<name>`` to ``right.<name>`` for ``names``, the GROUP BY keys of ``grouped``; None unless every key
+    is a column of a table no outer join pads with NULLs (a padded one has NULLs the statistics do not show)."""
+    keys = list(grouped.args["group"].expressions)
+    unpadded = _never_padded(grouped)
+    if not keys or not all(isinstance(k, exp.Column) and k.table in unpadded for k in keys):
+        return None
+
+    def col(name: str, table: exp.Identifier | str) -> exp.Column:
+        return exp.column(name, table=table.copy() if isinstance(table, exp.Identifier) else table)
+
+    equal = exp.and_(*[exp.EQ(this=col(n, left), expression=col(n, right)) for n in names])
+    with_null = exp.and_(
+        *[exp.NullSafeEQ(this=col(n, left), expression=col(n, right)) for n in names],
+        exp.or_(*[exp.Is(this=col(n, left), expression=exp.Null()) for n in names]),
+        exp.or_(*[exp.Is(this=col(n, right), expression=exp.Null()) for n in names]),
+    )
+    return [equal, with_null]
+
+
+def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expression | None:
+    """``rows`` (``SELECT <keys>, <rids named rid_names> FROM a LEFT JOIN b ON ...``) as the union of its
+    preserved side and its inner join (see the module), or None when the conditions do not hold."""
+    from_, joins = rows.args.get("from_"), rows.args.get("joins") or []
+    if from_ is None or not isinstance(from_.this, exp.Table) or len(joins) != 1:
+        return None
+    join = joins[0]
+    if (join.side or "").upper() != "LEFT" or (join.kind or "OUTER").upper() != "OUTER" \
+            or join.args.get("using") or join.args.get("on") is None or join.args.get("method") \
+            or not isinstance(join.this, exp.Table):
+        return None
+    b = join.this.alias_or_name
+    a = from_.this.alias_or_name
+    if not b or b == a:
+        return None
+    b_rids, kept = [], []
+    for p in rows.expressions:
+        tables = _tables_read(p)
+        if tables is None:
+            return None
+        if b in tables:
+            if p.alias_or_name not in rid_names or not isinstance(p.unalias(), exp.Column):
+                return None  # a key (or anything but a rid) reading b
+            b_rids.append(p.alias_or_name)
+        kept.append(p)
+    where = rows.args.get("where")
+    if where is not None:
+        read = _tables_read(where)
+        if read is None or b in read:
+            return None
+    if not b_rids:
+        return None
+
+    preserved = rows.copy()
+    preserved.set("joins", None)
+    preserved.set("expressions", [_null_named(p) if p.alias_or_name in b_rids else p.copy() for p in kept])
+    inner = rows.copy()
+    inner.args["joins"][0].set("side", None)
+    inner.args["joins"][0].set("kind", "INNER")
+    inner.set("expressions", [_null_named(p) if p.alias_or_name in rid_names and p.alias_or_name not in b_rids
+                              else p.copy() for p in kept])
+    return exp.union(preserved, inner, distinct=False)
+
+
+def _never_padded(select: exp.Select) -> set[str]:
+    """The FROM items of ``select`` that no outer join pads with NULLs (by alias)."""
+    from_ = select.args.get("from_")
+    if from_ is None:
+        return set()
+    seen, padded = [from_.this.alias_or_name], set()
+    for join in select.args.get("joins") or []:
+        side = (join.side or "").upper()
+        name = join.this.alias_or_name
+        if side in ("RIGHT", "FULL"):
+            padded.update(seen)
+        if side in ("LEFT", "FULL"):
+            padded.add(name)
+        seen.append(name)
+    return set(seen) - padded
+
+
+def _tables_read(node: exp.Expression) -> set[str] | None:
+    """The tables ``node``'s columns name, or None when one is unqualified or it holds a subquery."""
+    if node.find(exp.Select, exp.Subquery):
+        return None
+    tables = set()
+    for c in node.find_all(exp.Column):
+        if not c.table:
+            return None
+        tables.add(c.table)
+    return tables
+
+
+def _null_named(p: exp.Expression) -> exp.Expression:
+    return exp.alias_(exp.Null(), p.args["alias"].copy() if isinstance(p, exp.Alias) else p.alias_or_name)
