@@ -157,11 +157,14 @@ def _moves_a_kept_subquery(query: exp.Select) -> bool:
     """Does a test of ``query``'s WHERE that reads the outer query hold a subquery kept in place? sqlglot takes
     such a test for a correlation and moves its inner side into the list it aggregates per key, the kept
     subquery with it: ``t.s < ANY (SELECT ...)`` became ``ARRAY_AGG(ANY (SELECT ...))``, SQL no engine parses
-    (found by the generator: an ANTI JOIN's ON)."""
+    (found by the generator: an ANTI JOIN's ON); a kept scalar subquery moved so lost its lineage. Only the
+    subqueries written in ``query`` itself count: one inside a subquery that is decorrelated first (sqlglot
+    goes innermost first) goes with it into a join, and the test reads that join's column."""
     outer = {id(c) for c in outer_columns(query)}
     for test in conjuncts(query.args.get("where")) if outer else []:
         if any(id(c) in outer for c in test.find_all(exp.Column)) \
-                and any(not _safe_to_decorrelate(nested) for nested in _holders(test)):
+                and any(not _safe_to_decorrelate(nested) for nested in _holders(test)
+                        if nested.find_ancestor(exp.Select) is query):
             return True
     return False
 
