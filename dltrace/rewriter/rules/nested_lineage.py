@@ -73,6 +73,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     if not all(item is not None and isinstance(item.this, exp.Table) and not item.this.args.get("db")
                and item.this.name not in ctx.ctes and isinstance(item.this.this, exp.Identifier) for item in items):
         return None  # base tables only (checked before reading their slots: a nested query would be instrumented)
+    if any(j.find(exp.Query, exp.Exists) for j in inner.args.get("joins") or []):
+        return None  # a subquery kept in a join's ON: its lineage (hoisted, or its witnesses) is not re-read
     rows = _rows_query(inner)
     slots = ctx.from_slots(rows, ctx)
     if not regroupable(inner, slots, ctx.ctes, False, inner.args.get("joins") or []):
