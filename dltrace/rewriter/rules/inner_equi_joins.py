@@ -15,8 +15,10 @@ as a union of inner equality joins:
       ... JOIN rows ON (g.k1 IS NOT DISTINCT FROM r.k1 AND ...) AND (g.k1 IS NULL OR ...) AND (r.k1 IS NULL OR ...)
 
   Exact: two keys not distinct are either both free of NULLs (``=`` holds on every column) or both have a
-  NULL, and no pair is in both branches. Taken when every key is a plain column, whose ``IS NULL`` the
-  engine answers from the table's statistics: the second branch then costs nothing when there are no NULLs.
+  NULL, and no pair is in both branches. Taken when every key is a plain column of a table no outer join pads
+  with NULLs: DuckDB answers its ``IS NULL`` from a native table's statistics and plans the second branch away
+  when the column has no NULL (memory storage); over parquet the filter skips row groups by their statistics
+  as it scans; over an Arrow table scanned in place the branch reads the key columns once more.
 
 - :func:`preserved_side_apart` -- ``SELECT <keys>, <rids> FROM a LEFT JOIN b ON <c> [WHERE <w>]``, read for
   its set of (keys, rid) pairs per table, as::
@@ -26,7 +28,8 @@ as a union of inner equality joins:
       SELECT <keys>, NULL ..., <b's rids> FROM a INNER JOIN b ON <c> [WHERE <w>]
 
   Exact for the pairs (not for the rows: duplicates differ, which no lineage set sees) when ``b`` is a base
-  table that neither the keys, the WHERE nor a rid of another table reads: a LEFT JOIN keeps every row of
+  table (the caller's to check: a CTE's name is a table to sqlglot too) that neither the keys, the WHERE nor a
+  rid of another table reads: a LEFT JOIN keeps every row of
   ``a`` at least once, with the same keys and WHERE (they read ``a`` only); ``b``'s rids are not NULL exactly
   on the rows the inner join keeps; the NULL rids the union adds are ignored by every lineage union.
 """

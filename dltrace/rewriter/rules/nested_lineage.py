@@ -118,7 +118,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
 
     out = regrouped(select, outer_keys, g, _subquery(members, m), m, o_names, sorted_by, ctx,
                     side="LEFT" if whole else None)
-    moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable or whole)
+    apart = found is not rows  # (each side's rids NULL on the other side's rows)
+    moved = [Slot(s.table, exp.column(n, table=m), s.kind, nullable=s.nullable or whole or apart)
              for s, n in zip(slots, r_names)]
     return out, moved
 
