@@ -126,7 +126,9 @@ class DuckDBEngine:
             return
         assert isinstance(source, ParquetSource)
         # The rid of a row is its position in the source: file offset + row number within the file,
-        # files in sorted name order. One scan per file keeps the offset a constant per scan.
+        # files in sorted name order. One scan per file keeps the offset a constant per scan. A 4-byte INTEGER
+        # when every id fits, as in memory storage (_load_memory): the lists of a lineage query carry half the
+        # bytes (TPC-H SF 1 parquet, one thread: Q9 1.45x -> 1.14x of the query, Q4 1.89x -> 1.63x).
         parts = []
         for path, offset in zip(source.files, source.offsets):
             scan = exp.func(
@@ -134,8 +136,10 @@ class DuckDBEngine:
                 exp.Literal.string(path),
                 exp.EQ(this=exp.var("file_row_number"), expression=exp.true()),
             )
-            rid = exp.alias_(exp.Add(this=exp.column("file_row_number"), expression=exp.Literal.number(offset)),
-                             RID, quoted=True)
+            position = exp.Add(this=exp.column("file_row_number"), expression=exp.Literal.number(offset))
+            if source.num_rows < 2**31:
+                position = exp.cast(position, "INTEGER")
+            rid = exp.alias_(position, RID, quoted=True)
             parts.append(exp.select(exp.Star(except_=[exp.column("file_row_number")]), rid).from_(scan))
         body = parts[0]
         for part in parts[1:]:
