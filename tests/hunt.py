@@ -83,7 +83,13 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--boost", default=None, help="comma-separated optional features to draw far more often")
     ap.add_argument("--minimize", default=None, help="KIND[:message substring]: find and shrink one example")
+    ap.add_argument("--regroup", action="store_true",
+                    help="aggregates over grouped derived tables take the nested rewrite (rules/nested_lineage.py"
+                         " MIN_GROUPS 0), which the generator's small tables never reach by themselves")
     args = ap.parse_args()
+    if args.regroup:
+        from dltrace.rewriter.rules import nested_lineage
+        nested_lineage.MIN_GROUPS = 0
     allow = frozenset(args.allow.split(",")) if args.allow else None
     if args.boost:
         import querygen_rich
