@@ -75,6 +75,26 @@ def minimize(session, target: str, allow, n: int) -> None:
     print("outcome:", classify(session, data, g))
 
 
+FIRED = Counter()
+
+
+def _count_nested_rewrites():
+    """Count how often the nested rewrite (and its inner-equality-join forms) is taken, printed at the end."""
+    from dltrace.rewriter.passes import instrument
+    from dltrace.rewriter.rules import nested_lineage
+
+    def counting(name, fn):
+        def wrapped(*a, **k):
+            got = fn(*a, **k)
+            FIRED[name + (" taken" if got is not None else " declined")] += 1
+            return got
+        return wrapped
+
+    instrument.nested_group_lineage = counting("nested_group_lineage", instrument.nested_group_lineage)
+    for name in ("preserved_side_apart", "null_safe_branches"):
+        setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("n", type=int, nargs="?", default=200)
@@ -90,6 +110,7 @@ def main():
     if args.regroup:
         from dltrace.rewriter.rules import nested_lineage
         nested_lineage.MIN_GROUPS = 0
+        _count_nested_rewrites()
     allow = frozenset(args.allow.split(",")) if args.allow else None
     if args.boost:
         import querygen_rich
@@ -121,6 +142,8 @@ def main():
         run = seed(args.seed)(run)
     run()
     print(dict(outcomes))
+    if FIRED:
+        print("rewrites:", dict(FIRED))
     for kind, got in samples.items():
         if kind == "ok":
             continue
