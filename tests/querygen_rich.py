@@ -3,7 +3,8 @@
 Tables r(k, v, s), p(k, w), q(k, x) and "my t"(k, lineage, "a b"): 0-8 rows, often NULL-heavy keys,
 duplicate rows, empty tables. Queries: joins (inner, left, right, full, cross; ON with subqueries, USING,
 NATURAL), FROM subqueries and CTEs, SELECT * [EXCLUDE], DISTINCT, GROUP BY / HAVING / global aggregates /
-ROLLUP / GROUPING SETS, window functions, UNION [ALL] [BY NAME] / INTERSECT / EXCEPT (nested), ORDER BY +
+ROLLUP / GROUPING SETS, aggregates over grouped derived tables (TPC-H Q13's ``a LEFT JOIN b ... GROUP BY <a's
+columns>`` among them), window functions, UNION [ALL] [BY NAME] / INTERSECT / EXCEPT (nested), ORDER BY +
 LIMIT/OFFSET anywhere (subqueries, set-operation branches), parenthesised queries followed by ORDER BY / LIMIT /
 OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI
 joins (ON equalities, an inequality, NULL keys; USING; joins before and after them), and subquery predicates
@@ -54,8 +55,8 @@ def rich_tables(draw) -> dict[str, pa.Table]:
 OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", "unknown_function", "case",
                       "scalar_value", "wrap", "cte", "setop", "limit", "by_name", "star", "exclude", "window",
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
-                      "aggregate_expression", "group_over_groups", "exists_after_filter", "semi_join",
-                      "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
+                      "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
+                      "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
@@ -587,7 +588,9 @@ class Gen:
         return [f"c{i}" for i in range(n)]
 
     def select(self, depth, want, outer, ctes, names) -> tuple:
-        if depth > 0 and self.ok("aggregate") and self.ok("group_over_groups") and self.chance(6):
+        if depth > 0 and self.ok("aggregate") and self.often("group_over_left_join", 14):
+            return self.group_over_left_join(depth, want, ctes, names)
+        if depth > 0 and self.ok("aggregate") and self.often("group_over_groups", 6):
             return self.group_over_groups(depth, want, outer, ctes, names)
         shadow, outer = self.shadow(outer)
         item, cols, star = self.from_item(depth, ctes, outer, shadow)
@@ -664,6 +667,112 @@ class Gen:
         types = want or [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
         return self.aggregate(self.pick(["group", "group", "global"]), Derived(inner, alias), dcols, dcols, where,
                               types, self.names_for(len(types), names), depth - 1, ctes, want is None)
+
+    def group_over_left_join(self, depth, want, ctes, names) -> tuple:
+        """TPC-H Q13 as written: an aggregate over the groups of ``a LEFT JOIN b ON a.x = b.y [AND <a filter on b>]
+        [AND <a filter on a>] [WHERE <a's columns only>] GROUP BY <one or two columns of a>``, aggregating b's
+        columns (``count(b.x)`` is 0 on a padded row, ``count(*)`` 1, ``sum(b.x)`` NULL), the outer grouped by one
+        of those aggregates (Q13's c_count) or global, maybe with a WHERE and a HAVING of its own. The nested
+        rewrite (rules/nested_lineage.py) takes it, and on DuckDB reads the inner groups' rows as a's rows apart
+        from the inner join's (rules/inner_equi_joins.py ``preserved_side_apart``). Now and then the WHERE or a
+        key reads b, or a is a CTE: shapes that rule must decline (the rows then read through the LEFT JOIN)."""
+        self.feat("group_over_left_join")
+        a, acols, _ = self.base(ctes if self.chance(6) else {})
+        if not any(c[2] == "int" for c in acols):  # (a CTE of strings alone)
+            a, acols, _ = self.base({})
+        b, bcols, _ = self.base({})
+        a_ints, b_ints = [c for c in acols if c[2] == "int"], [c for c in bcols if c[2] == "int"]
+        on = None
+        for _ in range(2 if self.chance(6) else 1):  # the key equality (k with k, mostly)
+            x = self.pick(a_ints[:1] if self.chance(2) else a_ints)
+            y = self.pick(b_ints[:1] if self.chance(2) else b_ints)
+            eq = Bin("=", Col(*x[:2]), Col(*y[:2]))
+            on = eq if on is None else Bin("AND", on, eq)
+        if self.chance(3):  # Q13's `o_comment NOT LIKE ...`: b's rows that do not match pad a's
+            self.feat("group_over_left_join_on_b")
+            on = Bin("AND", on, self.pred(bcols, 0, {}))
+        if self.chance(5):  # a filter on the preserved side in ON: its failing rows padded, not dropped
+            self.feat("group_over_left_join_on_a")
+            on = Bin("AND", on, self.pred(acols, 0, {}))
+        item = Join("LEFT", a, b, on=on)
+        where = None
+        if self.chance(2):
+            where = self.pred(acols, 0, {})
+            if self.chance(2):  # NULL-tolerant: keeps the rows with a NULL in a's column
+                c = self.pick(acols)
+                self.feat("group_over_left_join_null_tolerant")
+                filled = Func("coalesce", (Col(*c[:2]), Lit(0 if c[2] == "int" else "z")))
+                where = self.pick([Bin("OR", Is(Col(*c[:2]), "NULL", False), where),
+                                   Bin(self.pick(["<>", ">="]), filled,
+                                       Lit(self.draw(st.integers(0, 2)) if c[2] == "int" else "b"))])
+        if self.chance(10):  # reads b (an anti-join's `b.k IS NULL`, or any test): not a's rows apart
+            self.feat("group_over_left_join_where_b")
+            test = Is(Col(*self.pick(bcols)[:2]), "NULL", self.chance(3)) if self.chance(2) \
+                else self.pred(acols + bcols, 0, {})
+            where = test if where is None else Bin("AND", where, test)
+        keyed = acols
+        if self.chance(12):
+            self.feat("group_over_left_join_key_b")
+            keyed = acols + bcols
+        group = [Col(*c[:2]) for c in self.draw(st.lists(st.sampled_from(keyed), min_size=1, max_size=2,
+                                                           unique_by=lambda c: (c[0], c[1])))]
+        items = [g for g in group if self.chance(2)]
+        aggs = []
+        for i in range(self.draw(st.integers(1, 3))):
+            form = self.pick(["count", "count", "count_star", "count_distinct", "sum", "min", "max", "str", "a"])
+            if i == 0 and form in ("str", "a"):
+                form = "count"  # (one int aggregate over b at least: the outer groups by it)
+            if form == "str":
+                strs = [c for c in bcols if c[2] == "str"]
+                aggs.append((Agg(self.pick(["min", "max"]), Col(*self.pick(strs)[:2])) if strs else Agg("count"),
+                             "str" if strs else "int"))
+                continue
+            col = Col(*self.pick(a_ints if form == "a" else b_ints)[:2])
+            aggs.append((Agg("count") if form == "count_star" else Agg("count", col, True)
+                         if form == "count_distinct" else Agg(self.pick(["sum", "max"]) if form == "a" else
+                                                              form, col), "int"))
+        types = [next(t for q_, n, t in keyed if (q_, n) == (g.qual, g.name)) for g in items] + [t for _, t in aggs]
+        inames = self.names_for(len(types), ())
+        inner_items = list(zip(items + [e for e, _ in aggs], inames))
+        having = None
+        if self.chance(5):
+            self.feat("group_over_left_join_inner_having")
+            having = Bin(self.pick([">=", ">"]), Agg(self.pick(["count", "count", "sum"]), Col(*self.pick(b_ints)[:2])),
+                         Lit(self.draw(st.integers(0, 1))))
+        inner = Select(inner_items, item, where, group=group, having=having)
+        alias = self.alias()
+        dcols = [(alias, n, t) for n, t in zip(inames, types)]
+        counted = [(alias, n, t) for (e, n), t in zip(inner_items, types) if isinstance(e, Agg) and t == "int"]
+        whole = self.chance(4)
+        self.feat("global_aggregate" if whole else "group_by")
+        ogroup = [] if whole else [Col(*c[:2]) for c in self.draw(st.lists(
+            st.sampled_from(counted), min_size=1, max_size=1 if self.chance(3) else 2, unique_by=lambda c: c[1]))]
+        otypes = want or [self.pick(["int", "int", "int", "str"]) for _ in range(self.draw(st.integers(1, 3)))]
+        onames = self.names_for(len(otypes), names)
+        oitems = []
+        for t in otypes:
+            keys = [g for g in ogroup if t == "int"]
+            typed = [c for c in dcols if c[2] == t]
+            if keys and self.chance(2):
+                oitems.append(self.pick(keys))
+            elif t == "int":  # Q13's custdist: count(*)
+                name = self.pick(["count_star", "count_star", "count", "sum", "max"])
+                col = Col(*self.pick(typed)[:2])
+                oitems.append(Agg("count") if name == "count_star" else Agg(name, col))
+            else:
+                oitems.append(Agg(self.pick(["min", "max"]), Col(*self.pick(typed)[:2]) if typed else Lit("a")))
+        owhere = None
+        if self.chance(3):
+            owhere = self.pred(dcols, depth - 1 if self.chance(4) else 0, ctes)
+        ohaving = None
+        if self.chance(3):
+            self.feat("having")
+            ohaving = Bin(">=", Agg("count"), Lit(self.draw(st.integers(0, 2))))
+            if ogroup and self.chance(2):
+                ohaving = Bin("AND", ohaving, self.pred([c for c in counted if any(
+                    (g.qual, g.name) == c[:2] for g in ogroup)], 0, ctes, where="having"))
+        q = Select(list(zip(oitems, onames)), Derived(inner, alias), owhere, group=ogroup, having=ohaving)
+        return q, list(zip(onames, otypes))
 
     def exists_after_filter(self, depth, want, ctes, names) -> tuple:
         """An outermost aggregate over the rows correlated EXISTS / NOT EXISTS let through, correlated by an
