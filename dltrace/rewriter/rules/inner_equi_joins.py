@@ -38,14 +38,18 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.rules.late_lineage import null_safe_keys
+from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.slots import Slot
 
-def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str],
-                       grouped: exp.Select) -> list[exp.Expression] | None:
+
+def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str], keys: list[exp.Expression],
+                       slots: list[Slot]) -> list[exp.Expression] | None:
     """The ON conditions of the two branches (``=`` on keys free of NULLs; the keys with a NULL) joining
-    ``left.<name>`` to ``right.<name>`` for ``names``, the GROUP BY keys of ``grouped``; None unless every key
-    is a column of a table no outer join pads with NULLs (a padded one has NULLs the statistics do not show)."""
-    keys = list(grouped.args["group"].expressions)
-    unpadded = _never_padded(grouped)
+    ``left.<name>`` to ``right.<name>`` for ``names``, which stand for the GROUP BY ``keys`` of a SELECT whose FROM
+    rows carry ``slots``; None unless every key is a column of a table no outer join pads with NULLs (a padded
+    one has NULLs the statistics do not show; its slots are nullable, :func:`.sources.from_slots`)."""
+    unpadded = {s.origin for s in slots if not s.nullable}
     if not keys or not all(isinstance(k, exp.Column) and k.table in unpadded for k in keys):
         return None
 
@@ -54,7 +58,7 @@ def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str],
 
     equal = exp.and_(*[exp.EQ(this=col(n, left), expression=col(n, right)) for n in names])
     with_null = exp.and_(
-        *[exp.NullSafeEQ(this=col(n, left), expression=col(n, right)) for n in names],
+        *conjuncts(null_safe_keys(left, right, names)),
         exp.or_(*[exp.Is(this=col(n, left), expression=exp.Null()) for n in names]),
         exp.or_(*[exp.Is(this=col(n, right), expression=exp.Null()) for n in names]),
     )
@@ -76,7 +80,7 @@ def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expressi
     a = from_.this.alias_or_name
     if not b or b == a:
         return None
-    b_rids, kept = [], []
+    b_rids = []
     for p in rows.expressions:
         tables = _tables_read(p)
         if tables is None:
@@ -85,7 +89,6 @@ def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expressi
             if p.alias_or_name not in rid_names or not isinstance(p.unalias(), exp.Column):
                 return None  # a key (or anything but a rid) reading b
             b_rids.append(p.alias_or_name)
-        kept.append(p)
     where = rows.args.get("where")
     if where is not None:
         read = _tables_read(where)
@@ -96,30 +99,13 @@ def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expressi
 
     preserved = rows.copy()
     preserved.set("joins", None)
-    preserved.set("expressions", [_null_named(p) if p.alias_or_name in b_rids else p.copy() for p in kept])
+    preserved.set("expressions", [_null_named(p) if p.alias_or_name in b_rids else p.copy() for p in rows.expressions])
     inner = rows.copy()
     inner.args["joins"][0].set("side", None)
     inner.args["joins"][0].set("kind", "INNER")
     inner.set("expressions", [_null_named(p) if p.alias_or_name in rid_names and p.alias_or_name not in b_rids
-                              else p.copy() for p in kept])
+                              else p.copy() for p in rows.expressions])
     return exp.union(preserved, inner, distinct=False)
-
-
-def _never_padded(select: exp.Select) -> set[str]:
-    """The FROM items of ``select`` that no outer join pads with NULLs (by alias)."""
-    from_ = select.args.get("from_")
-    if from_ is None:
-        return set()
-    seen, padded = [from_.this.alias_or_name], set()
-    for join in select.args.get("joins") or []:
-        side = (join.side or "").upper()
-        name = join.this.alias_or_name
-        if side in ("RIGHT", "FULL"):
-            padded.update(seen)
-        if side in ("LEFT", "FULL"):
-            padded.add(name)
-        seen.append(name)
-    return set(seen) - padded
 
 
 def _tables_read(node: exp.Expression) -> set[str] | None:

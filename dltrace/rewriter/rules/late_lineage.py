@@ -112,8 +112,8 @@ def null_safe_keys(left: exp.Identifier | str, right: str, names: list[str], quo
     """``left.<name> IS NOT DISTINCT FROM right.<name> AND ...``: the same group keys (GROUP BY's NULLs together);
     ``quoted``: every name quoted."""
     def column(name: str, table: exp.Identifier | str) -> exp.Column:
-        if not quoted:
-            return exp.column(name, table=table)
+        if not quoted:  # (an Identifier copied: a node belongs to one tree)
+            return exp.column(name, table=table.copy() if isinstance(table, exp.Identifier) else table)
         return exp.column(exp.to_identifier(name, quoted=True), table=exp.to_identifier(
             table.name if isinstance(table, exp.Identifier) else table, quoted=True))
 

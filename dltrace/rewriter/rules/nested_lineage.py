@@ -104,7 +104,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     ons = None
     if ctx.fns.only_inner_equi_joins_fast:  # the same rows through inner equality joins (rules/inner_equi_joins)
         found = preserved_side_apart(rows, r_names) or rows
-        ons = null_safe_branches(alias, i, k_names, inner)
+        ons = null_safe_branches(alias, i, k_names, inner_keys, slots)
     branches = []
     for on in ons or [null_safe_keys(alias, i, k_names)]:
         branch = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
