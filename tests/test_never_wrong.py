@@ -162,6 +162,13 @@ WITNESSES = [
     # ... compared under OR: witnesses only where the user's comparison is TRUE (20 > 7 - 1 + 10, not NULL > 16)
     ("SELECT t.a FROM t WHERE t.b > (SELECT max(u.c) - min(u.c) + 10 FROM u WHERE u.a = t.a) OR t.a = 2",
      [((2,), L([1], [0, 3])), ((2,), L([3]))]),
+    # two non-equality correlations (sqlglot tests one ARRAY_AGG of a struct): for t's row 1 (2, 20) u's row 0
+    # passes both (7 < 20, 22 > 20), row 3 only the first (16 > 20 fails); the long generator profile found the
+    # forward rewrite reading the struct's members off the witness list's element instead of its value
+    ("SELECT t.a, t.b FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.c < t.b AND u.c + 15 > t.b)",
+     [((2, 20), L([1], [0]))]),
+    ("SELECT t.a, t.b FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.c < t.b AND u.c + 15 > t.b)",
+     [((1, 10), L([0])), ((None, 30), L([2])), ((2, None), L([3]))]),
 ]
 
 
@@ -288,6 +295,8 @@ def test_refused_with_the_construct_named(s, sql, needle):
     # ... but one inside a subquery decorrelated first goes with it into a join: the EXISTS is decorrelated
     "SELECT a, b FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND t.b > (SELECT min(c) FROM u AS v "
     "WHERE EXISTS (SELECT 1 FROM u AS w WHERE w.c > 8)))",
+    # two non-equality correlations: the witness test reads members of one struct, not outer columns
+    "SELECT t.a, t.b FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.c < t.b AND u.c + 15 > t.b)",
 ])
 def test_backward_equals_forward(s, sql):
     assert with_lineage(s.trace(sql)) == with_lineage(s.run(sql))

@@ -34,6 +34,13 @@ CASES = [
      {"negation": True, "subquery": True}),
     ("SELECT k AS k FROM (SELECT a.k AS k FROM r AS a) AS l EXCEPT SELECT k AS k FROM (SELECT a.k AS k FROM q AS a) AS r",
      {"negation": True, "distinct": True}),
+    # two non-equality correlations: sqlglot aggregates one struct, the witness tests read its members (the long
+    # generator profile: the forward rewrite read `_x._u_2` where the list holds `{v: struct, r0: rid}`, and
+    # backward tracing took the member for an outer column)
+    ("SELECT a.k AS k, a.v AS v FROM r AS a WHERE EXISTS (SELECT 1 FROM p WHERE p.k = a.k AND p.w > a.v "
+     "AND p.w - 1 < a.v + 5)", {"subquery": True}),
+    ("SELECT a.k AS k, count(*) AS n FROM r AS a WHERE NOT EXISTS (SELECT 1 FROM p WHERE p.k = a.k AND p.w >= a.v "
+     "AND p.w - 1 < coalesce(a.v, 3)) GROUP BY a.k", {"subquery": True, "negation": True, "aggregate": True}),
 ]
 
 

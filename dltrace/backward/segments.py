@@ -216,11 +216,17 @@ def witness_template(witness: ArrayWitness) -> WitnessTemplate:
 
 
 def _template(body: exp.Expression, var: str, outer: list[exp.Expression]) -> exp.Expression:
-    """``body`` with the lambda variable as column ``_dl_a`` and each outer column as ``_dl_o<k>``."""
+    """``body`` with the lambda variable as column ``_dl_a`` and each outer column as ``_dl_o<k>``. A member of
+    the variable (several non-equality correlations aggregate one struct, tested as ``var._u_2``: a Column whose
+    table is ``var``, or a Dot on it) is that member of ``_dl_a``, not an outer column."""
 
     def swap(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not node.table and node.name == var:
             return exp.column("_dl_a")
+        if isinstance(node, exp.Column) and node.table == var and not node.args.get("db"):
+            return exp.Dot(this=exp.column("_dl_a"), expression=node.this.copy())
+        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name == var:
+            return exp.Dot(this=exp.column("_dl_a"), expression=node.expression.copy())
         if isinstance(node, exp.Identifier) and node.name == var and not isinstance(node.parent, (exp.Column, exp.Dot)):
             return exp.column("_dl_a")
         if isinstance(node, exp.Column) and node.table:
