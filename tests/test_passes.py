@@ -115,8 +115,10 @@ def run_pass(name: str, query: str) -> exp.Expression:
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
     fns = lineage_functions(dialect, strategy, finish_on_read=name == "build_on_read.sql")
     # instrument_nested.sql: the rule's own joins (an engine's whose joins are as fast on IS NOT DISTINCT FROM,
-    # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through
+    # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through, over
+    # the derived table written once as a MATERIALIZED CTE
     fns.only_inner_equi_joins_fast = name == "instrument_nested_equi.sql"
+    fns.materialized_ctes = name == "instrument_nested_equi.sql"  # (DuckDB's: the derived table written once)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else None,
                           late_witnesses=name == "late_witnesses.sql")

@@ -78,6 +78,9 @@ class LineageFunctions:
     #: so the rules that find a group's rows again read them through inner equality joins
     #: (:mod:`dltrace.rewriter.rules.inner_equi_joins`)
     only_inner_equi_joins_fast: ClassVar[bool] = False
+    #: the engine computes a ``WITH x AS MATERIALIZED (...)`` once for all its reads: a rule that reads the same
+    #: derived table several times writes it once (:mod:`dltrace.rewriter.rules.nested_lineage`)
+    materialized_ctes: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
