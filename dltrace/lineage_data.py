@@ -21,6 +21,7 @@ from dltrace.errors import DltraceError, UnknownTable, row_index
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
+from dltrace.udafs.packed_ids import unpack_ids
 from dltrace.udafs.sets_arrow import set_union_arrow, sorted_sets
 
 
@@ -46,25 +47,33 @@ class FinishedOnRead(MutableMapping):
     reader sees an unfinished column; a column set (``[t] = col``) is taken as finished."""
 
     def __init__(self, columns: Mapping[str, pa.ChunkedArray],
-                 finish: Callable[[str, pa.ChunkedArray], pa.ChunkedArray], pending: Iterable[str]) -> None:
+                 finish: Callable[[str, pa.ChunkedArray], pa.ChunkedArray], pending: Iterable[str],
+                 packed: Mapping[str, tuple[int, int, int]] | None = None) -> None:
         self._columns = dict(columns)
         self._finish = finish
         self._pending = set(pending) & set(self._columns)
+        # table -> (shift, bits, offset): its column is a packed list its ids are read out of first
+        # (rewriter/passes/pack_ids.py)
+        self._packed = dict(packed or {})
 
     @classmethod
-    def bitmaps(cls, columns: Mapping[str, pa.ChunkedArray], wide: frozenset[str] = frozenset()) -> "FinishedOnRead":
+    def bitmaps(cls, columns: Mapping[str, pa.ChunkedArray], wide: frozenset[str] = frozenset(),
+                packed: Mapping[str, tuple[int, int, int]] | None = None) -> "FinishedOnRead":
         """Bitmap columns, those of list type built when read (64-bit for the ``wide`` tables)."""
         return cls(columns, lambda t, col: encode_bitmaps(col, wide=t in wide),
-                   [t for t, col in columns.items() if not is_bitmap_type(col.type)])
+                   [t for t, col in columns.items() if not is_bitmap_type(col.type)], packed)
 
     @classmethod
-    def sets(cls, columns: Mapping[str, pa.ChunkedArray]) -> "FinishedOnRead":
+    def sets(cls, columns: Mapping[str, pa.ChunkedArray],
+             packed: Mapping[str, tuple[int, int, int]] | None = None) -> "FinishedOnRead":
         """Id lists, every one sorted and deduplicated when read."""
-        return cls(columns, lambda t, col: sorted_sets(col), list(columns))
+        return cls(columns, lambda t, col: sorted_sets(col), list(columns), packed)
 
     def __getitem__(self, table: str) -> pa.ChunkedArray:
         col = self._columns[table]
         if table in self._pending:
+            if table in self._packed:
+                col = unpack_ids(col, *self._packed.pop(table))
             col = self._columns[table] = self._finish(table, col)
             self._pending.discard(table)
         return col
@@ -72,10 +81,12 @@ class FinishedOnRead(MutableMapping):
     def __setitem__(self, table: str, col: pa.ChunkedArray) -> None:
         self._columns[table] = col
         self._pending.discard(table)
+        self._packed.pop(table, None)
 
     def __delitem__(self, table: str) -> None:
         del self._columns[table]
         self._pending.discard(table)
+        self._packed.pop(table, None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._columns)

@@ -42,6 +42,8 @@ class ForwardPlan:
     dictionary_text: str | None  # LINEAGE ON over a table: the query of its value tuples' dictionary ids
     source_columns: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # in-place tables read: their columns
     sets_on_read: bool = False  # "set" lineage returned as id lists, sorted and deduplicated by the reader
+    # tables whose ids come packed with others': (table, column, shift, bits, offset) (rewriter/passes/pack_ids.py)
+    packed: tuple[tuple[str, str, int, int, int], ...] = ()
 
 
 class PlanCache:

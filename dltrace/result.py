@@ -217,12 +217,15 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if engine_bitmaps:
         catalog.engine.install_functions()
     out = catalog.engine.sql(plan.text)
-    if out.num_columns != plan.width + len(plan.lineage):
+    packed = {t: (column, shift, bits, offset) for t, column, shift, bits, offset in plan.packed}
+    columns = {t: packed[t][0] if t in packed else name for t, name in plan.lineage}  # table -> its column
+    if out.num_columns != plan.width + len(set(columns.values())):
         # one SELECT item the engine expanded into several columns (DuckDB's unnest of a struct): the lineage
         # columns are no longer where the rewrite put them
-        raise UnsupportedQuery.expanded_columns(plan.width, out.num_columns - len(plan.lineage))
+        raise UnsupportedQuery.expanded_columns(plan.width, out.num_columns - len(set(columns.values())))
     own = out.select(list(range(plan.width)))
-    sets = {t: out.column(name) for t, name in plan.lineage}
+    sets = {t: out.column(name) for t, name in columns.items()}
+    fields = {t: spec[1:] for t, spec in packed.items()}  # read out of its packed column when first read
     shared = {}
     if plan.shared_text is not None:  # every row's common lineage: one row, kept once
         common = catalog.engine.sql(plan.shared_text)
@@ -232,10 +235,10 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part too
         rows = dict(plan.rows)
         wide = frozenset(t for t in [*sets, *shared] if rows.get(t, 0) >= BITS64)
-        sets = FinishedOnRead.bitmaps(sets, wide)
+        sets = FinishedOnRead.bitmaps(sets, wide, fields)
         shared = FinishedOnRead.bitmaps(shared, wide)
     elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
-        sets = FinishedOnRead.sets(sets)
+        sets = FinishedOnRead.sets(sets, fields)
         shared = FinishedOnRead.sets(shared)
     own = own.rename_columns(list(plan.names))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
@@ -277,6 +280,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
         dictionary_text=generate(on.dictionary(), catalog.dialect) if on is not None and on.table else None,
         source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
         sets_on_read=rewritten.sets_on_read,
+        packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
     )
     return plan, composed
 

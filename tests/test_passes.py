@@ -32,6 +32,7 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
+from dltrace.rewriter.passes.pack_ids import pack_ids
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
@@ -65,6 +66,9 @@ def _whole_lineage(tree, context):
     return whole_lineage_query(body, bodies, {n.lower() for n in bodies})
 
 
+# pack_ids.sql: t's and u's ids take 30 bits each (two fit a word), s's 7
+PACKED_ROWS = {"t": 2**30, "u": 2**30, "s": 100}
+
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
@@ -90,6 +94,7 @@ PASSES = {
     "instrument_nested_equi.sql": (_prepared, instrument, "duckdb", "set"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
+    "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
     "whole_lineage.sql": (None, _whole_lineage, "duckdb", "set"),
 }
 
@@ -113,7 +118,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
     tree = parse(query, dialect)[0]
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
-    fns = lineage_functions(dialect, strategy, finish_on_read=name == "build_on_read.sql")
+    fns = lineage_functions(dialect, strategy, finish_on_read=name in ("build_on_read.sql", "pack_ids.sql"))
     # instrument_nested.sql: the rule's own joins (an engine's whose joins are as fast on IS NOT DISTINCT FROM,
     # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through, over
     # the derived table written once as a MATERIALIZED CTE
@@ -121,7 +126,8 @@ def run_pass(name: str, query: str) -> exp.Expression:
     fns.materialized_ctes = name == "instrument_nested_equi.sql"  # (DuckDB's: the derived table written once)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else None,
-                          late_witnesses=name == "late_witnesses.sql")
+                          late_witnesses=name == "late_witnesses.sql",
+                          table_rows=PACKED_ROWS if name == "pack_ids.sql" else {})
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)

@@ -47,6 +47,7 @@ class DuckDBFunctions(LineageFunctions):
     # in 9 ms; the same rows through a LEFT or an IS NOT DISTINCT FROM join take 230 ms (TPC-H Q13, SF 1)
     only_inner_equi_joins_fast = True
     materialized_ctes = True
+    packs_ids = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

@@ -81,6 +81,9 @@ class LineageFunctions:
     #: the engine computes a ``WITH x AS MATERIALIZED (...)`` once for all its reads: a rule that reads the same
     #: derived table several times writes it once (:mod:`dltrace.rewriter.rules.nested_lineage`)
     materialized_ctes: ClassVar[bool] = False
+    #: the engine's list aggregate costs per element, not per byte: a reader that finishes the final lists takes
+    #: several tables' row ids packed into one BIGINT list (:mod:`dltrace.rewriter.passes.pack_ids`)
+    packs_ids: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

@@ -4,8 +4,8 @@
     -> prepare (analysis.py: checks, parentheses, qualify, decorrelate, witnesses, cross joins -- shared with
        backward tracing)
     -> FORWARD_PASSES: late_witnesses -> reduce_subqueries -> inner_joins -> use_dictionary_ids
-       -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> add_dictionary
-    -> SQL
+       -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> pack_ids
+    -> add_dictionary -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
 ``dl_<table>`` lineage column per base table read. Each pass is ``pass(expression, context, copy=True) ->
@@ -33,12 +33,13 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
+from dltrace.rewriter.passes.pack_ids import PACKED_IDS, pack_ids
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 
 FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read,
-                  build_after_limit, add_dictionary, read_rows_relations)
+                  build_after_limit, pack_ids, add_dictionary, read_rows_relations)
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Rewritten:
     on: OnSpec | None = None  # the LINEAGE ON clause, resolved
     shared: exp.Expression | None = None  # with shared_lineage: the one-row query of every row's common lineage
     sets_on_read: bool = False  # "set" lineage columns are id lists, for the reader to sort and deduplicate
+    # tables whose id lists share a packed column: table -> (column, shift, bits, offset) (passes/pack_ids.py)
+    packed: dict | None = None
 
     def sql(self, pretty: bool = False) -> str:
         return generate(self.tree, self.dialect, pretty=pretty)
@@ -87,7 +90,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     composed = {t.lower(): tuple(pairs) for t, pairs in (composed or {}).items()}
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
-                          composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows)
+                          composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
+                          table_rows={t.lower(): n for t, n in (table_rows or {}).items()})
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:
@@ -97,7 +101,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
-                     context.fns.sets_on_read)
+                     context.fns.sets_on_read, out.meta.get(PACKED_IDS))
 
 
 def _check_on_composed(on: OnSpec | None, composed: dict) -> None:

@@ -31,6 +31,8 @@ class PassContext:
     # forward lineage may leave an aggregating query's correlated EXISTS in place and join their witnesses to the
     # rows that passed (passes/late_witnesses.py); backward tracing reads every decorrelated subquery
     late_witnesses: bool = False
+    # table -> row count, for the passes that size a table's row ids (passes/pack_ids.py); empty: unknown
+    table_rows: dict = field(default_factory=dict)
 
     @property
     def control(self) -> bool:
