@@ -23,7 +23,7 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.compose import composed_sources, compose_traced, converted
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.engines.base import LineageSource
+from dltrace.engines.base import LineageSource, ParquetSource
 from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
@@ -265,7 +265,10 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              rows_relations=frozenset(catalog.tables), shared_lineage=True,
                              composed={t: src.lineage for t, src in composed.items()},
                              finish_on_read=True,
-                             estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)))
+                             estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
+                             # parquet read in place: its files may be rewritten with more rows than counted
+                             mutable_rows=frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source"
+                                                    and isinstance(catalog.tables[t], ParquetSource)))
     on = rewritten.on
     in_place = sorted(t for t in schema if catalog.storage.get(t) == "source")
     plan = ForwardPlan(

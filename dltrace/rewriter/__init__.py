@@ -65,7 +65,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
                  rows_relations: frozenset = frozenset(), composed: dict | None = None,
                  shared_lineage: bool = False, finish_on_read: bool = False,
-                 estimate_rows: Callable[[exp.Expression], int | None] | None = None) -> Rewritten:
+                 estimate_rows: Callable[[exp.Expression], int | None] | None = None,
+                 mutable_rows: frozenset = frozenset()) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -91,7 +92,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
                           composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
-                          table_rows={t.lower(): n for t, n in (table_rows or {}).items()})
+                          table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
+                          mutable_rows=frozenset(t.lower() for t in mutable_rows))
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

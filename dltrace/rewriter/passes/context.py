@@ -33,6 +33,8 @@ class PassContext:
     late_witnesses: bool = False
     # table -> row count, for the passes that size a table's row ids (passes/pack_ids.py); empty: unknown
     table_rows: dict = field(default_factory=dict)
+    # tables whose row count may grow under a kept plan (parquet files read in place): their ids are not packed
+    mutable_rows: frozenset = frozenset()
 
     @property
     def control(self) -> bool:

@@ -52,7 +52,8 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
     fields = []  # (projection index, table, id expression, offset, bits)
     for i, p in enumerate(expression.expressions):
         table = table_of.get(p.alias_or_name) if isinstance(p, exp.Alias) else None
-        rows = context.table_rows.get(table) if table is not None else None
+        # (a table read in place from files that may be rewritten may have more rows than counted: not packed)
+        rows = context.table_rows.get(table) if table is not None and table not in context.mutable_rows else None
         x = _listed(p.this)
         if x is None or rows is None:
             continue
@@ -100,7 +101,9 @@ def _never_null(x: exp.Expression, select: exp.Select) -> bool:
     if not (isinstance(x, exp.Column) and x.name == "dl_rid" and x.table):
         return False
     joins = select.args.get("joins") or []
-    if any(j.side or (j.kind or "").upper() in ("SEMI", "ANTI") for j in joins):
+    # only joins that never pad a side: a POSITIONAL JOIN pads the shorter side with NULLs, with no side or kind
+    if any(j.side or (j.kind or "").upper() not in ("", "INNER", "CROSS")
+           or (j.method or "").upper() not in ("", "NATURAL", "ASOF") for j in joins):
         return False
     items = [select.args["from_"].this, *[j.this for j in joins]] if select.args.get("from_") else []
     return any(isinstance(item, exp.Table) and item.alias_or_name == x.table for item in items)
