@@ -22,7 +22,10 @@ scalar row ids: every id of table ``t`` is in ``[0, rows(t))`` (a session's ids 
 ``bits(t)`` bits hold it, and the fields of one element do not overlap (their widths sum to at most 63: the
 value stays a positive BIGINT). A field whose id may be NULL (a column of a derived table, or of a table read
 through an outer join) stores ``id + 1`` and 0 for NULL, which the reader drops, as the list's readers drop a
-NULL id; one whose id cannot be NULL (``dl_rid`` of a table read in a SELECT with no outer join) stores the id.
+NULL id; one whose id cannot be NULL (``dl_rid`` of a table read in a SELECT whose joins are all inner, cross,
+NATURAL or ASOF: no outer or POSITIONAL join, which pads a side) stores the id. A table whose row count may grow
+under a kept plan (parquet files read in place, which may be rewritten: ``PassContext.mutable_rows``) is not
+packed.
 A table read twice (a self-join: its column concatenates two lists) keeps its lists. Each LIST keeps one element per input row (NULL elements too), so the elements of one packed list are the
 input rows, in one order, and unpacking field ``t`` gives exactly ``LIST(t's id)``. Applied for a reader that
 finishes the lists (``finish_on_read`` with lists inside: DuckDB, ``LineageFunctions.packs_ids``); SQL for a
