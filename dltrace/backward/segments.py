@@ -28,6 +28,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import ArrayWitness, is_aggregate
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.array_witness import with_variable_as
 from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
 BW_ID = "dl_bw_id"  # meta key: a stable id for every query node of the normalised tree (survives .copy())
@@ -216,19 +217,10 @@ def witness_template(witness: ArrayWitness) -> WitnessTemplate:
 
 
 def _template(body: exp.Expression, var: str, outer: list[exp.Expression]) -> exp.Expression:
-    """``body`` with the lambda variable as column ``_dl_a`` and each outer column as ``_dl_o<k>``. A member of
-    the variable (several non-equality correlations aggregate one struct, tested as ``var._u_2``: a Column whose
-    table is ``var``, or a Dot on it) is that member of ``_dl_a``, not an outer column."""
+    """``body`` with the lambda variable as column ``_dl_a`` (a member of it, that member of ``_dl_a``) and each
+    outer column as ``_dl_o<k>``."""
 
     def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and not node.table and node.name == var:
-            return exp.column("_dl_a")
-        if isinstance(node, exp.Column) and node.table == var and not node.args.get("db"):
-            return exp.Dot(this=exp.column("_dl_a"), expression=node.this.copy())
-        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name == var:
-            return exp.Dot(this=exp.column("_dl_a"), expression=node.expression.copy())
-        if isinstance(node, exp.Identifier) and node.name == var and not isinstance(node.parent, (exp.Column, exp.Dot)):
-            return exp.column("_dl_a")
         if isinstance(node, exp.Column) and node.table:
             for k, o in enumerate(outer):
                 if o == node:
@@ -237,7 +229,7 @@ def _template(body: exp.Expression, var: str, outer: list[exp.Expression]) -> ex
             return exp.column(f"_dl_o{len(outer) - 1}")
         return node
 
-    return body.copy().transform(swap)
+    return with_variable_as(body, var, lambda: exp.column("_dl_a")).transform(swap)
 
 
 def nested_queries(select: exp.Select) -> list[exp.Expression]:

@@ -14,6 +14,7 @@ correlations in one array cannot be told apart).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -72,3 +73,23 @@ def array_witness(expression: exp.Expression, context: PassContext, copy: bool =
             node.replace(exp.paren(context.fns.any_element(arr.copy(), body.copy(), var)))
         sub.meta[ARRAY_WITNESS] = ArrayWitness(name, arrays[0].unalias().this.copy(), tuple(tests))
     return tree
+
+
+def with_variable_as(body: exp.Expression, var: str, stand_in: Callable[[], exp.Expression]) -> exp.Expression:
+    """A witness test ``body`` (of :attr:`ArrayWitness.tests`) with its lambda variable ``var`` replaced by
+    ``stand_in()``, also where the test reads a member of it: several non-equality correlations are one ARRAY_AGG
+    of a struct, tested as ``var._u_2`` (a Column whose table is ``var``, or a Dot on it), which becomes that
+    member of the stand-in."""
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not node.table and node.name == var:
+            return stand_in()
+        if isinstance(node, exp.Column) and node.table == var and not node.args.get("db"):
+            return exp.Dot(this=stand_in(), expression=node.this.copy())
+        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name == var:
+            return exp.Dot(this=stand_in(), expression=node.expression.copy())
+        if isinstance(node, exp.Identifier) and node.name == var and not isinstance(node.parent, (exp.Column, exp.Dot)):
+            return stand_in()
+        return node
+
+    return body.copy().transform(swap)

@@ -24,7 +24,7 @@ from dltrace.rewriter.analysis import (
 )
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.array_witness import ArrayWitness
+from dltrace.rewriter.passes.array_witness import ArrayWitness, with_variable_as
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 from dltrace.rewriter.shape import global_aggregate_row, makes_rows_from_nothing
@@ -59,26 +59,9 @@ def only_where(slot: Slot, condition: exp.Expression | None) -> Slot:
 
 
 def _on_field(body: exp.Expression, var: str, field: str) -> exp.Expression:
-    """``body`` with the lambda variable ``var`` replaced by ``var.field``, also where the test reads a member of
-    it: several non-equality correlations are one ARRAY_AGG of a struct, tested as ``var._u_2`` (a Column whose
-    table is ``var``, or a Dot on it), which becomes ``var.field._u_2``."""
-
-    def at(name: exp.Identifier) -> exp.Dot:
-        return exp.Dot(this=exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier(field)),
-                       expression=name.copy())
-
-    def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and not node.table and node.name == var:
-            return exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier(field))
-        if isinstance(node, exp.Column) and node.table == var and not node.args.get("db"):
-            return at(node.this)
-        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and node.this.name == var:
-            return at(node.expression)
-        if isinstance(node, exp.Identifier) and node.name == var and not isinstance(node.parent, (exp.Column, exp.Dot)):
-            return exp.Dot(this=exp.to_identifier(var), expression=exp.to_identifier(field))
-        return node
-
-    return body.copy().transform(swap)
+    """``body`` with the lambda variable ``var`` replaced by ``var.field`` (members of it read under it)."""
+    return with_variable_as(body, var, lambda: exp.Dot(this=exp.to_identifier(var),
+                                                       expression=exp.to_identifier(field)))
 
 
 def _witness_array_slots(sub: exp.Subquery, select: exp.Select, ctx: Context, witness: ArrayWitness) -> list[Slot]:
