@@ -217,15 +217,17 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if engine_bitmaps:
         catalog.engine.install_functions()
     out = catalog.engine.sql(plan.text)
-    packed = {t: (column, shift, bits, offset) for t, column, shift, bits, offset in plan.packed}
-    columns = {t: packed[t][0] if t in packed else name for t, name in plan.lineage}  # table -> its column
-    if out.num_columns != plan.width + len(set(columns.values())):
+    columns = dict(plan.lineage)  # table -> its column
+    fields = {}  # a packed table: (shift, bits, offset) of its ids in its column, read out when first read
+    for t, column, *field in plan.packed:
+        columns[t], fields[t] = column, tuple(field)
+    lineage_width = len(set(columns.values()))
+    if out.num_columns != plan.width + lineage_width:
         # one SELECT item the engine expanded into several columns (DuckDB's unnest of a struct): the lineage
         # columns are no longer where the rewrite put them
-        raise UnsupportedQuery.expanded_columns(plan.width, out.num_columns - len(set(columns.values())))
+        raise UnsupportedQuery.expanded_columns(plan.width, out.num_columns - lineage_width)
     own = out.select(list(range(plan.width)))
     sets = {t: out.column(name) for t, name in columns.items()}
-    fields = {t: spec[1:] for t, spec in packed.items()}  # read out of its packed column when first read
     shared = {}
     if plan.shared_text is not None:  # every row's common lineage: one row, kept once
         common = catalog.engine.sql(plan.shared_text)
