@@ -219,8 +219,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     out = catalog.engine.sql(plan.text)
     columns = dict(plan.lineage)  # table -> its column
     fields = {}  # a packed table: (shift, bits, offset) of its ids in its column, read out when first read
-    for t, column, *field in plan.packed:
-        columns[t], fields[t] = column, tuple(field)
+    for t, column, *spec in plan.packed:
+        columns[t], fields[t] = column, tuple(spec)
     lineage_width = len(set(columns.values()))
     if out.num_columns != plan.width + lineage_width:
         # one SELECT item the engine expanded into several columns (DuckDB's unnest of a struct): the lineage
