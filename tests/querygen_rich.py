@@ -57,15 +57,16 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
-                      "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias"})
+                      "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark; QUALIFY and
-# unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark)
+# unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark; POSITIONAL JOIN is DuckDB's)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
-                             "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias"}
+                             "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
+                             "join_positional"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -236,6 +237,11 @@ class Gen:
     def plain_join(self, left, lcols, lstar, depth, ctes, outer, kinds=("INNER", "INNER", "LEFT", "RIGHT", "FULL",
                                                                           "CROSS")):
         right, rcols, rstar = self.base(ctes)
+        if isinstance(left, Table) and isinstance(right, Table) and self.often("join_positional", 12):
+            # DuckDB's `t POSITIONAL JOIN u`: t's i-th row beside u's i-th (the shorter side padded with NULLs),
+            # only well defined over two base tables read directly (scan order = row id order)
+            self.feat("join_positional")
+            return Join("POSITIONAL", left, right), lcols + rcols, lstar + rstar
         kind = self.pick(list(kinds))
         self.feat(f"join_{kind.lower()}")
         common = [n for n, t in lstar if (n, t) in rstar and [m for m, _ in lstar].count(n) == 1]

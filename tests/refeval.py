@@ -422,6 +422,12 @@ class Evaluator:
             rows.append(tuple(parts[side][i] for side, i in layout))
             lins.append(lin)
 
+        if j.kind == "POSITIONAL":  # the i-th rows of both sides (scan order), the shorter side padded with NULLs
+            for i in range(max(len(left.rows), len(right.rows))):
+                lrow, llin = (left.rows[i], left.lins[i]) if i < len(left.rows) else ((None,) * nl, EMPTY)
+                rrow, rlin = (right.rows[i], right.lins[i]) if i < len(right.rows) else ((None,) * nr, EMPTY)
+                emit(lrow, rrow, llin | rlin)
+            return Rel(cols, rows, lins)
         for i, (lrow, llin) in enumerate(zip(left.rows, left.lins)):
             for k, (rrow, rlin) in enumerate(zip(right.rows, right.lins)):
                 w = EMPTY

@@ -159,7 +159,7 @@ class Derived:
 
 @dataclass(frozen=True, eq=False)
 class Join:
-    kind: str  # INNER LEFT RIGHT FULL CROSS SEMI ANTI (SEMI/ANTI: the left side's columns only)
+    kind: str  # INNER LEFT RIGHT FULL CROSS SEMI ANTI POSITIONAL (SEMI/ANTI: the left side's columns only)
     left: "FromItem"
     right: "FromItem"
     on: "Expr | None" = None
@@ -299,8 +299,8 @@ def _from(f) -> str:
         right = f"({right})"
     if f.natural:
         return f"{left} NATURAL {'' if f.kind == 'INNER' else f.kind + ' '}JOIN {right}"
-    if f.kind == "CROSS":
-        return f"{left} CROSS JOIN {right}"
+    if f.kind in ("CROSS", "POSITIONAL"):  # (POSITIONAL: DuckDB's pairing of two base tables' rows by position)
+        return f"{left} {f.kind} JOIN {right}"
     kind = {"INNER": "JOIN", "LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN", "SEMI": "SEMI JOIN",
             "ANTI": "ANTI JOIN"}[f.kind]
     if f.using:
