@@ -77,6 +77,7 @@ PASSES = {
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
+    "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),
@@ -126,7 +127,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
     fns.materialized_ctes = name == "instrument_nested_equi.sql"  # (DuckDB's: the derived table written once)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else None,
-                          late_witnesses=name == "late_witnesses.sql",
+                          late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),
                           table_rows=PACKED_ROWS if name == "pack_ids.sql" else {})
     if before is not None:
         tree = before(tree, context)

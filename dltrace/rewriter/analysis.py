@@ -46,6 +46,7 @@ from dltrace.rewriter.passes.union_by_name import union_by_name
 # facts both directions read, re-exported beside the analysis's own
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
+from dltrace.rewriter.shape import negated as negated
 from dltrace.rewriter.shape import random_call
 
 SEMANTICS = ("witness", "control")
@@ -309,27 +310,6 @@ def _holders_in(node: exp.Expression, select: exp.Select):
         if holder.find_ancestor(exp.Select, exp.SetOperation) is not select:
             continue
         yield holder, holder.this
-
-
-def negated(node: exp.Expression, select: exp.Select) -> bool:
-    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE`` and
-    ``= FALSE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive)?"""
-    flips = 0
-    child, parent = node, node.parent
-    while parent is not None and child is not select:
-        if isinstance(parent, exp.Not):
-            flips += 1
-        elif isinstance(parent, exp.Is) and child is parent.this and _null_or_false(parent.expression):
-            flips += 1
-        elif isinstance(parent, exp.EQ) and _null_or_false(parent.expression if child is parent.this else parent.this) \
-                and not isinstance(parent.expression if child is parent.this else parent.this, exp.Null):
-            flips += 1
-        child, parent = parent, parent.parent
-    return flips % 2 == 1
-
-
-def _null_or_false(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Null) or isinstance(node, exp.Boolean) and not node.this
 
 
 def _uses(select: exp.Select, sub: exp.Subquery) -> list[exp.Column]:

@@ -169,3 +169,24 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
     """``select``'s FROM item and JOIN items, in order (none without a FROM)."""
     from_ = select.args.get("from_")
     return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+
+
+def negated(node: exp.Expression, select: exp.Select) -> bool:
+    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE`` and
+    ``= FALSE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive)?"""
+    flips = 0
+    child, parent = node, node.parent
+    while parent is not None and child is not select:
+        if isinstance(parent, exp.Not):
+            flips += 1
+        elif isinstance(parent, exp.Is) and child is parent.this and _null_or_false(parent.expression):
+            flips += 1
+        elif isinstance(parent, exp.EQ) and _null_or_false(parent.expression if child is parent.this else parent.this) \
+                and not isinstance(parent.expression if child is parent.this else parent.this, exp.Null):
+            flips += 1
+        child, parent = parent, parent.parent
+    return flips % 2 == 1
+
+
+def _null_or_false(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Null) or isinstance(node, exp.Boolean) and not node.this
