@@ -169,6 +169,13 @@ WITNESSES = [
      [((2, 20), L([1], [0]))]),
     ("SELECT t.a, t.b FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.c < t.b AND u.c + 15 > t.b)",
      [((1, 10), L([0])), ((None, 30), L([2])), ((2, None), L([3]))]),
+    # a random call under NOT EXISTS: no witnesses, and nothing evaluates the subquery a second time (refused once
+    # forward lineage left the NOT EXISTS in place, by the guard for a value and its lineage computed apart)
+    ("SELECT t.a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND random() >= 0)",
+     [((1,), L([0])), ((None,), L([2]))]),
+    # `<> TRUE` negates: `(NOT EXISTS ...) <> TRUE` is an EXISTS with its witnesses (lost before: only the NOT counted)
+    ("SELECT t.a FROM t WHERE (NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a)) <> TRUE",
+     [((2,), L([1], [0, 3])), ((2,), L([3], [0, 3]))]),
 ]
 
 

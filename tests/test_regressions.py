@@ -41,6 +41,12 @@ CASES = [
      "AND p.w - 1 < a.v + 5)", {"subquery": True}),
     ("SELECT a.k AS k, count(*) AS n FROM r AS a WHERE NOT EXISTS (SELECT 1 FROM p WHERE p.k = a.k AND p.w >= a.v "
      "AND p.w - 1 < coalesce(a.v, 3)) GROUP BY a.k", {"subquery": True, "negation": True, "aggregate": True}),
+    # `<> TRUE` negates, `<> FALSE` does not: `(NOT EXISTS ...) <> TRUE` is an EXISTS, whose witnesses were lost
+    # (negated() counted only the NOT; found by the review of the NOT EXISTS left in place)
+    ("SELECT a.k AS k, a.v AS v FROM r AS a WHERE (NOT EXISTS (SELECT 1 FROM p WHERE p.k = a.k)) <> TRUE",
+     {"subquery": True}),
+    ("SELECT a.k AS k, a.v AS v FROM r AS a WHERE (EXISTS (SELECT 1 FROM p WHERE p.k = a.k AND p.w > 3)) <> FALSE "
+     "AND (EXISTS (SELECT 1 FROM q WHERE q.k = a.k)) <> TRUE", {"subquery": True, "negation": True}),
 ]
 
 

@@ -226,18 +226,18 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
     for clause, holder, query in direct_subqueries(select):
         if holder.meta.get(LATE_WITNESS):
             continue  # its witnesses are joined to the rows that passed it (passes/late_witnesses.py)
+        kind, predicate, comparison = subquery_kind(holder)
+        # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
+        # value is no predicate: only a comparison of it is (its condition, below)
+        negative = kind != "scalar" and negated(predicate, select)
+        if negative and not control:
+            continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty (nothing evaluates it again)
         call = random_call(query)
         if call is not None:
             # the subquery's value is computed where it stands, its lineage by another evaluation: a random draw
             # would differ between the two (a row kept by one draw, its witnesses from another)
             raise UnsupportedQuery(f"a call that gives another value each time, in a subquery kept in a clause, is "
                                    f"not supported (its lineage is computed apart from its value), at {position(call)}")
-        kind, predicate, comparison = subquery_kind(holder)
-        # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
-        # value is no predicate: only a comparison of it is (its condition, below)
-        negative = kind != "scalar" and negated(predicate, select)
-        if negative and not control:
-            continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty
         if is_correlated(query):
             written = holder.meta.get(WRITTEN_AS, holder)
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar

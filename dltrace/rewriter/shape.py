@@ -172,8 +172,8 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
 
 
 def negated(node: exp.Expression, select: exp.Select) -> bool:
-    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE`` and
-    ``= FALSE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive)?"""
+    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE``, ``= FALSE``
+    and ``<> TRUE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive, and so is ``<> FALSE``)?"""
     flips = 0
     child, parent = node, node.parent
     while parent is not None and child is not select:
@@ -181,9 +181,10 @@ def negated(node: exp.Expression, select: exp.Select) -> bool:
             flips += 1
         elif isinstance(parent, exp.Is) and child is parent.this and _null_or_false(parent.expression):
             flips += 1
-        elif isinstance(parent, exp.EQ) and _null_or_false(parent.expression if child is parent.this else parent.this) \
-                and not isinstance(parent.expression if child is parent.this else parent.this, exp.Null):
-            flips += 1
+        elif isinstance(parent, (exp.EQ, exp.NEQ)):
+            other = parent.expression if child is parent.this else parent.this
+            if isinstance(other, exp.Boolean) and other.this == isinstance(parent, exp.NEQ):
+                flips += 1  # `= FALSE`, `<> TRUE`
         child, parent = parent, parent.parent
     return flips % 2 == 1
 
