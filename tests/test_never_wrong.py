@@ -7,6 +7,7 @@ table, or is refused with a dltrace error naming the construct. Tables have NULL
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -176,7 +177,32 @@ WITNESSES = [
     # `<> TRUE` negates: `(NOT EXISTS ...) <> TRUE` is an EXISTS with its witnesses (lost before: only the NOT counted)
     ("SELECT t.a FROM t WHERE (NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a)) <> TRUE",
      [((2,), L([1], [0, 3])), ((2,), L([3], [0, 3]))]),
+    # uncorrelated scalar subqueries, which forward lineage leaves where they are written: TPC-H Q11's HAVING
+    # (sum(u.c) = 25: only the NULL group's 30 passes), one over no rows inside coalesce (NULL -> 1: the groups of
+    # two rows), one in the SELECT list beside one in WHERE (max 9 * 3 = 27 keeps b 10 and 20; min 1)
+    ("SELECT t.a, sum(t.b) AS s FROM t GROUP BY t.a HAVING sum(t.b) > (SELECT sum(u.c) FROM u)",
+     [((None, Decimal(30)), L([2], [0, 1, 2, 3]))]),
+    ("SELECT t.a, count(*) AS n FROM t GROUP BY t.a HAVING count(*) > coalesce((SELECT max(e.c) FROM e), 1)",
+     [((2, 2), (("e", ()), ("t", (1, 3))))]),
+    ("SELECT t.a, sum(t.b) - (SELECT min(u.c) FROM u) AS d FROM t WHERE t.b < (SELECT max(u.c) * 3 FROM u) "
+     "GROUP BY t.a", [((1, Decimal(9)), L([0], [0, 1, 2, 3])), ((2, Decimal(19)), L([1], [0, 1, 2, 3]))]),
+    # ... and one calling random() is decorrelated, its lineage beside its value (test below)
+    ("SELECT t.a FROM t WHERE t.b > (SELECT min(u.c) FROM u WHERE random() < 2)",
+     [((1,), L([0], [0, 1, 2, 3])), ((2,), L([1], [0, 1, 2, 3])), ((None,), L([2], [0, 1, 2, 3]))]),
 ]
+
+
+def test_a_random_draw_in_a_scalar_subquery_gives_value_and_lineage_in_one_evaluation(s):
+    """The lineage of ``(SELECT sum(c) ... WHERE random() < 0.5)`` is the rows its value summed: computed apart
+    (the shared lineage's statement), it was another draw's (the sum of its ids matched the value 1 time in 97)."""
+    s.register("draws_k", pa.table({"k": pa.array(range(100), pa.int64())}))
+    s.register("draws_c", pa.table({"c": pa.array(range(100), pa.int64())}))  # c = the row's id
+    sql = "SELECT k FROM draws_k WHERE k = (SELECT sum(c) % 97 FROM draws_c WHERE random() < 0.5)"
+    for _ in range(3):
+        r = s.run(sql, lineage="set")
+        (k,) = r.table.column("k").to_pylist()
+        drawn = r.lineage(0)["draws_c"]
+        assert drawn and sum(drawn) % 97 == k
 
 
 @pytest.mark.parametrize("sql,expected", WITNESSES, ids=[w[0][:60] for w in WITNESSES])

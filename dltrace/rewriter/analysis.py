@@ -104,7 +104,8 @@ def _value_condition(uses: list[exp.Expression], select: exp.Select) -> exp.Expr
             continue
         if _top_level_conjunct(comparison):
             return None
-        if comparison.find(exp.AggFunc) is not None:
+        if any(a.find_ancestor(exp.Select) is select for a in comparison.find_all(exp.AggFunc)):  # (the subquery's
+            # own aggregates are its rows')
             raise UnsupportedQuery(f"a scalar subquery compared with an aggregate outside a top-level HAVING "
                                    f"conjunct is not supported, at {position(comparison)}")
         conditions.append(exp.func("coalesce", comparison.copy(), exp.false()))

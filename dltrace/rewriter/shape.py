@@ -36,6 +36,14 @@ def random_call(node: exp.Expression) -> exp.Expression | None:
     return None
 
 
+def differs_in_another_statement(node: exp.Expression) -> exp.Expression | None:
+    """The first call in ``node`` that another evaluation, in another statement, may not give again (a random
+    draw, the clock), or None: lineage computed apart from the value (the shared lineage's statement) would be
+    another evaluation's."""
+    call = random_call(node)
+    return call if call is not None else node.find(*CLOCK)
+
+
 def is_aggregate(select: exp.Select) -> bool:
     """Does ``select`` aggregate (GROUP BY, or an aggregate function outside windows and subqueries)?"""
     if select.args.get("group"):

@@ -32,7 +32,12 @@ subquery is handed to sqlglot only when its rewrite is valid:
   witnesses, and the rules for a subquery left in a clause give it none (:func:`analysis.clause_subqueries`), as
   they give a decorrelated one used negatively none; the engine then runs it as the user wrote it, its own
   anti join, where the decorrelated LEFT JOIN grouped the subquery's rows by key and the key list that reduces
-  that grouping read the outer tables once more (TPC-H Q22 over parquet: 1.52x -> 1.28x of the query).
+  that grouping read the outer tables once more (TPC-H Q22 over parquet: 1.52x -> 1.28x of the query);
+- for forward lineage in witness semantics, an uncorrelated scalar subquery in a clause of such a SELECT, unless
+  it calls a random draw or the clock: kept in place, marked ``meta[SCALAR_IN_PLACE]``. Its lineage is its
+  whole lineage either way (one value), which the rules for a subquery left in a clause give it; the engine
+  computes the value once, where sqlglot's cross join, read through MAX() in a grouped SELECT, carried it into
+  every input row of the grouping (TPC-H Q11's HAVING: 1.90x -> 1.52x of the query).
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
@@ -60,11 +65,13 @@ from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_ex
                                                     outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
-from dltrace.rewriter.shape import conjuncts, global_aggregate_row, is_aggregate, negated, returns_rows_per_row
+from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
+                                   negated, returns_rows_per_row)
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
+SCALAR_IN_PLACE = "dl_scalar_in_place"  # meta key of an uncorrelated scalar subquery left where it is written
 NO_WITNESSES = "dl_no_witnesses"  # meta key of a NOT EXISTS left in place: no row has witnesses in it
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
@@ -98,6 +105,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
             holder.meta[LATE_WITNESS] = True
         for holder in _negated_exists(tree):
             holder.meta[NO_WITNESSES] = True
+        for holder in _uncorrelated_scalars(tree):
+            holder.meta[SCALAR_IN_PLACE] = True
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -204,6 +213,20 @@ def _negated_exists(tree: exp.Expression) -> list[exp.Exists]:
     return found
 
 
+def _uncorrelated_scalars(tree: exp.Expression) -> list[exp.Subquery]:
+    """The uncorrelated scalar subqueries written in a clause of a SELECT that is no clause's subquery itself
+    (as for :func:`_negated_exists`: one kept inside a subquery that sqlglot decorrelates could keep that one
+    from being decorrelated), calling nothing another statement may evaluate otherwise (a random draw, the
+    clock: decorrelated, its value and its lineage are one evaluation, the cross join's)."""
+    found = []
+    for holder in _holders(tree):
+        if isinstance(holder, exp.Subquery) and subquery_kind(holder)[0] == "scalar" \
+                and not is_correlated(holder.this) and not _in_a_clause_subquery(holder) \
+                and differs_in_another_statement(holder.this) is None:
+            found.append(holder)
+    return found
+
+
 def _in_a_clause_subquery(node: exp.Expression) -> bool:
     parent = node.parent
     while parent is not None:
@@ -214,7 +237,7 @@ def _in_a_clause_subquery(node: exp.Expression) -> bool:
 
 
 def _safe_to_decorrelate(holder: exp.Expression) -> bool:
-    if holder.meta.get(NO_WITNESSES):
+    if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE):
         return False  # (read also for a subquery around it: sqlglot would move this one with its correlation)
     query = holder.this
     kind, predicate, comparison = subquery_kind(holder)

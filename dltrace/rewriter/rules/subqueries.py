@@ -27,7 +27,7 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.array_witness import ArrayWitness, with_variable_as
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
-from dltrace.rewriter.shape import global_aggregate_row, makes_rows_from_nothing
+from dltrace.rewriter.shape import differs_in_another_statement, global_aggregate_row, makes_rows_from_nothing
 from dltrace.rewriter.slots import Context, Slot, by_table
 
 
@@ -42,8 +42,11 @@ def decorrelated_slots(sub: exp.Subquery, select: exp.Select, ctx: Context) -> l
     condition = None if ctx.control else witness_condition(sub)
     join = sub.parent if isinstance(sub.parent, exp.Join) else None
     single_row = join is not None and join.args.get("kind") == "CROSS" and not join.args.get("on")
-    if single_row and condition is None and reaches_every_output_row(select, ctx, per_input_row=True):
-        hoist(inner.copy(), ctx, select)  # an uncorrelated scalar subquery: its lineage, once
+    if single_row and condition is None and differs_in_another_statement(inner) is None \
+            and reaches_every_output_row(select, ctx, per_input_row=True):
+        # an uncorrelated scalar subquery: its lineage, once (computed apart from its value: not for a random draw
+        # or the clock, whose lineage the cross join carries beside the value, from the same evaluation)
+        hoist(inner.copy(), ctx, select)
         return []
     new_inner, exported = ctx.instrument(inner, ctx, final=False)
     sub.set("this", new_inner)
