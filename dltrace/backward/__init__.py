@@ -30,8 +30,9 @@ from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_index
 from dltrace.rewriter.analysis import SEMANTICS, prepare
-from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import random_call
 
 
 @dataclass
@@ -56,6 +57,11 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree)
+    call = random_call(tree)
+    if call is not None:  # (a row drawn by the run and not by the trace had no lineage; a sum's was other rows')
+        raise UnsupportedQuery(f"backward tracing of a query calling a function that gives another value each time "
+                               f"is not supported (its reverse queries evaluate the query again), at {position(call)}: "
+                               f"forward lineage (run) computes lineage in the same evaluation")
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                           {t.lower(): c for t, c in catalog.schema(tree).items()}, semantics,
                           rows_relations=frozenset(catalog.tables))

@@ -37,11 +37,43 @@ def random_call(node: exp.Expression) -> exp.Expression | None:
 
 
 def differs_in_another_statement(node: exp.Expression) -> exp.Expression | None:
-    """The first call in ``node`` that another evaluation, in another statement, may not give again (a random
-    draw, the clock), or None: lineage computed apart from the value (the shared lineage's statement) would be
-    another evaluation's."""
-    call = random_call(node)
-    return call if call is not None else node.find(*CLOCK)
+    """The first call in ``node`` or a CTE it reads that another evaluation, in another statement, may not give
+    again (a random draw, the clock), or None: lineage computed apart from the value (the shared lineage's
+    statement) would be another evaluation's."""
+    for read in with_ctes_read(node):
+        call = random_call(read)
+        call = call if call is not None else read.find(*CLOCK)
+        if call is not None:
+            return call
+    return None
+
+
+def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
+    """``node`` and the bodies of the CTEs it reads, directly or through each other: each table name resolved
+    where it is written, to the nearest WITH around it that defines it."""
+    out, seen, todo = [node], {id(node)}, [node]
+    while todo:
+        for table in todo.pop().find_all(exp.Table):
+            cte = _cte_named(table)
+            if cte is not None and id(cte.this) not in seen:
+                seen.add(id(cte.this))
+                out.append(cte.this)
+                todo.append(cte.this)
+    return out
+
+
+def _cte_named(table: exp.Table) -> exp.CTE | None:
+    if table.args.get("db"):
+        return None
+    name, node = table.name.lower(), table.parent
+    while node is not None:
+        with_ = node.args.get("with_")
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                if cte.alias_or_name.lower() == name:
+                    return cte
+        node = node.parent
+    return None
 
 
 def is_aggregate(select: exp.Select) -> bool:

@@ -213,16 +213,33 @@ def _negated_exists(tree: exp.Expression) -> list[exp.Exists]:
     return found
 
 
+_COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
 def _uncorrelated_scalars(tree: exp.Expression) -> list[exp.Subquery]:
-    """The uncorrelated scalar subqueries written in a clause of a SELECT that is no clause's subquery itself
-    (as for :func:`_negated_exists`: one kept inside a subquery that sqlglot decorrelates could keep that one
-    from being decorrelated), calling nothing another statement may evaluate otherwise (a random draw, the
-    clock: decorrelated, its value and its lineage are one evaluation, the cross join's)."""
+    """The uncorrelated scalar subqueries compared (``x op (S)``) in the WHERE, HAVING or SELECT list of a SELECT
+    that is no clause's subquery itself, with no subquery of their own in a clause, calling nothing another
+    statement may evaluate otherwise -- where they have the same lineage in place as decorrelated:
+    - not inside a clause's subquery (as for :func:`_negated_exists`: kept there, one could keep the subquery
+      around it from being decorrelated), nor holding one (a correlated one inside stays correlated when its
+      holder is kept);
+    - a comparison, where both forms give the same witnesses (only where it is TRUE, below a top-level
+      conjunct); its value tested otherwise (``(S) IS NULL``) is a value of the kept form, a test of the
+      decorrelated one;
+    - no random draw or clock in it or a CTE it reads: decorrelated, its value and its lineage are one
+      evaluation, the cross join's; a subquery in a clause has its lineage computed apart."""
     found = []
     for holder in _holders(tree):
-        if isinstance(holder, exp.Subquery) and subquery_kind(holder)[0] == "scalar" \
+        if not (isinstance(holder, exp.Subquery) and subquery_kind(holder)[0] == "scalar"):
+            continue
+        select = holder.find_ancestor(exp.Select)
+        use = holder
+        while isinstance(use.parent, exp.Paren):
+            use = use.parent
+        if isinstance(use.parent, _COMPARED) and select is not None \
+                and enclosing_clause(holder, select) in ("where", "having", "expressions") \
                 and not is_correlated(holder.this) and not _in_a_clause_subquery(holder) \
-                and differs_in_another_statement(holder.this) is None:
+                and next(_holders(holder.this), None) is None and differs_in_another_statement(holder.this) is None:
             found.append(holder)
     return found
 
