@@ -42,8 +42,9 @@ from dltrace.rewriter.analysis import (
     is_decorrelated,
     witness_condition,
 )
-from dltrace.rewriter.parse import defining_cte, position
+from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import is_correlated
+from dltrace.rewriter.shape import defining_cte
 
 PRESENT = "_dl_x"
 RESOLVED = "dl_bw_resolved"  # meta of a table read resolved by the scope that built it (base table or CTE)

@@ -47,7 +47,7 @@ from dltrace.rewriter.passes.union_by_name import union_by_name
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
 from dltrace.rewriter.shape import negated as negated
-from dltrace.rewriter.shape import random_call, with_ctes_read
+from dltrace.rewriter.shape import random_call_read
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
@@ -233,7 +233,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
         negative = kind != "scalar" and negated(predicate, select)
         if negative and not control:
             continue  # NOT IN / NOT EXISTS / NOT (x > ANY ...): witness lineage is empty (nothing evaluates it again)
-        call = next((c for read in with_ctes_read(query) if (c := random_call(read)) is not None), None)
+        call = random_call_read(query)
         if call is not None:
             # the subquery's value is computed where it stands, its lineage by another evaluation: a random draw
             # would differ between the two (a row kept by one draw, its witnesses from another)

@@ -210,28 +210,3 @@ def _check_reserved(node: exp.Expression) -> None:
 def mentions_rid(tree: exp.Expression) -> bool:
     """Does the query read the row id ``dl_rid`` (which only a table's rows relation carries)?"""
     return any(c.name.lower() == RID for c in tree.find_all(exp.Column))
-
-
-def defining_cte(table: exp.Table, root: exp.Expression | None = None) -> exp.CTE | None:
-    """The CTE that ``table`` reads, when a WITH of an enclosing query (up to ``root``) defines its name.
-
-    SQL's scoping: a WITH is seen by its query and everything nested in it; inside a CTE's body only the CTEs
-    before it (all of them under WITH RECURSIVE). None: ``table`` reads a relation of the engine (or a CTE
-    defined outside ``root``)."""
-    if table.args.get("db") or not isinstance(table.this, exp.Identifier):
-        return None
-    name = table.name.lower()
-    node = table
-    while node is not root and node.parent is not None:
-        parent = node.parent
-        if isinstance(parent, exp.With):
-            at = next(i for i, c in enumerate(parent.expressions) if c is node)
-            visible = parent.expressions if parent.args.get("recursive") else parent.expressions[:at]
-        else:
-            with_ = parent.args.get("with_")
-            visible = with_.expressions if isinstance(with_, exp.With) and with_ is not node else []
-        found = next((c for c in visible if c.alias_or_name.lower() == name), None)
-        if found is not None:
-            return found
-        node = parent
-    return None

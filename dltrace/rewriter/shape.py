@@ -1,6 +1,6 @@
 """Facts about a query's shape, read from its tree alone (below every pass and both directions): which SELECTs
-aggregate, which of their clauses a global aggregate evaluates for its one row, which functions may give
-another value on a second read."""
+aggregate, which of their clauses a global aggregate evaluates for its one row, which CTE a table name reads,
+which functions may give another value on a second read."""
 
 from __future__ import annotations
 
@@ -40,21 +40,21 @@ def differs_in_another_statement(node: exp.Expression) -> exp.Expression | None:
     """The first call in ``node`` or a CTE it reads that another evaluation, in another statement, may not give
     again (a random draw, the clock), or None: lineage computed apart from the value (the shared lineage's
     statement) would be another evaluation's."""
-    for read in with_ctes_read(node):
-        call = random_call(read)
-        call = call if call is not None else read.find(*CLOCK)
-        if call is not None:
-            return call
-    return None
+    call = random_call_read(node)
+    return call if call is not None else next((c for read in with_ctes_read(node) if (c := read.find(*CLOCK))), None)
+
+
+def random_call_read(node: exp.Expression) -> exp.Expression | None:
+    """The first random draw (:func:`random_call`) in ``node`` or a CTE it reads, or None."""
+    return next((c for read in with_ctes_read(node) if (c := random_call(read)) is not None), None)
 
 
 def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
-    """``node`` and the bodies of the CTEs it reads, directly or through each other: each table name resolved
-    where it is written, to the nearest WITH around it that defines it."""
+    """``node`` and the bodies of the CTEs it reads, directly or through each other (:func:`defining_cte`)."""
     out, seen, todo = [node], {id(node)}, [node]
     while todo:
         for table in todo.pop().find_all(exp.Table):
-            cte = _cte_named(table)
+            cte = defining_cte(table)
             if cte is not None and id(cte.this) not in seen:
                 seen.add(id(cte.this))
                 out.append(cte.this)
@@ -62,17 +62,28 @@ def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
     return out
 
 
-def _cte_named(table: exp.Table) -> exp.CTE | None:
-    if table.args.get("db"):
+def defining_cte(table: exp.Table, root: exp.Expression | None = None) -> exp.CTE | None:
+    """The CTE that ``table`` reads, when a WITH of an enclosing query (up to ``root``) defines its name.
+
+    SQL's scoping: a WITH is seen by its query and everything nested in it; inside a CTE's body only the CTEs
+    before it (all of them under WITH RECURSIVE). None: ``table`` reads a relation of the engine (or a CTE
+    defined outside ``root``)."""
+    if table.args.get("db") or not isinstance(table.this, exp.Identifier):
         return None
-    name, node = table.name.lower(), table.parent
-    while node is not None:
-        with_ = node.args.get("with_")
-        if isinstance(with_, exp.With):
-            for cte in with_.expressions:
-                if cte.alias_or_name.lower() == name:
-                    return cte
-        node = node.parent
+    name = table.name.lower()
+    node = table
+    while node is not root and node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.With):
+            at = next(i for i, c in enumerate(parent.expressions) if c is node)
+            visible = parent.expressions if parent.args.get("recursive") else parent.expressions[:at]
+        else:
+            with_ = parent.args.get("with_")
+            visible = with_.expressions if isinstance(with_, exp.With) and with_ is not node else []
+        found = next((c for c in visible if c.alias_or_name.lower() == name), None)
+        if found is not None:
+            return found
+        node = parent
     return None
 
 

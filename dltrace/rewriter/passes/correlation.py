@@ -25,15 +25,16 @@ def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | No
     if isinstance(holder, (exp.Any, exp.All)) or isinstance(parent, (exp.Any, exp.All)):
         quantifier = holder if isinstance(holder, (exp.Any, exp.All)) else parent
         comparison = quantifier.parent
-        if isinstance(comparison, exp.Binary) and comparison.key in _COMPARISONS:
+        if isinstance(comparison, exp.Binary) and comparison.key in COMPARISONS:
             kind = "any" if isinstance(quantifier, exp.Any) else "all"
-            return kind, comparison, _COMPARISONS[comparison.key]
+            return kind, comparison, COMPARISONS[comparison.key]
         raise UnsupportedQuery(f"{type(quantifier).__name__.upper()} outside a comparison is not supported, "
                                f"at {position(quantifier)}")
     return "scalar", holder, None
 
 
-_COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+# comparison node key -> its operator: the comparisons around an ANY / ALL, and those a scalar subquery is compared by
+COMPARISONS = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
 def in_a_clause(sub: exp.Subquery) -> bool:

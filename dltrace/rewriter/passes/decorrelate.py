@@ -58,8 +58,8 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import (enclosing_clause, in_a_clause, is_correlated, one_value,
-                                                 outer_columns, positive_filter, reaches_past_itself,
+from dltrace.rewriter.passes.correlation import (COMPARISONS, enclosing_clause, in_a_clause, is_correlated,
+                                                 one_value, outer_columns, positive_filter, reaches_past_itself,
                                                  subquery_kind)
 from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
                                                     outer_only_tests, read_group_constants_per_row,
@@ -213,9 +213,6 @@ def _negated_exists(tree: exp.Expression) -> list[exp.Exists]:
     return found
 
 
-_COMPARED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-
-
 def _uncorrelated_scalars(tree: exp.Expression) -> list[exp.Subquery]:
     """The uncorrelated scalar subqueries compared (``x op (S)``) in the WHERE, HAVING or SELECT list of a SELECT
     that is no clause's subquery itself, with no subquery of their own in a clause, calling nothing another
@@ -236,7 +233,7 @@ def _uncorrelated_scalars(tree: exp.Expression) -> list[exp.Subquery]:
         use = holder
         while isinstance(use.parent, exp.Paren):
             use = use.parent
-        if isinstance(use.parent, _COMPARED) and select is not None \
+        if isinstance(use.parent, exp.Binary) and use.parent.key in COMPARISONS and select is not None \
                 and enclosing_clause(holder, select) in ("where", "having", "expressions") \
                 and not is_correlated(holder.this) and not _in_a_clause_subquery(holder) \
                 and next(_holders(holder.this), None) is None and differs_in_another_statement(holder.this) is None:

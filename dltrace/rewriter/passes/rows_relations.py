@@ -13,8 +13,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.names import rows_relation
-from dltrace.rewriter.parse import defining_cte
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import defining_cte
 
 
 def read_rows_relations(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
