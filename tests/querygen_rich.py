@@ -57,7 +57,8 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate", "grouping_sets", "unknown_aggregate", "using", "natural", "quantified",
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
-                      "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional"})
+                      "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
+                      "scalar_is_null"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -335,6 +336,11 @@ class Gen:
             p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
             if kind == "all":
                 p = dataclasses.replace(p, query=_dodge_paren_bugs(p.query))
+        elif self.often("scalar_is_null", 6):
+            # the value tested, not compared: `(S) IS [NOT] NULL` (forward lineage keeps a compared scalar in place,
+            # this one decorrelated; the review of that change found the kept form reading it as a value)
+            self.feat("scalar_is_null")
+            p = Is(Scalar(self.scalar_query(scope, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
         else:
             p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(scope, depth, ctes, typ)))
         wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
