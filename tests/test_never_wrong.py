@@ -177,6 +177,10 @@ WITNESSES = [
     # `<> TRUE` negates: `(NOT EXISTS ...) <> TRUE` is an EXISTS with its witnesses (lost before: only the NOT counted)
     ("SELECT t.a FROM t WHERE (NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a)) <> TRUE",
      [((2,), L([1], [0, 3])), ((2,), L([3], [0, 3]))]),
+    # a correlated scalar over a POSITIONAL JOIN, reduced by the outer keys: the reduction marked the positional
+    # join CROSS too (`POSITIONAL CROSS JOIN`, DuckDB's parser error; the long generator profile)
+    ("SELECT t.a, (SELECT count(u.c) FROM u POSITIONAL JOIN t AS w WHERE w.a = t.a) AS n FROM t WHERE t.b > 5",
+     [((2, 2), L([1, 3], [1, 3])), ((1, 1), L([0], [0])), ((None, 0), L([2]))]),
     # uncorrelated scalar subqueries, which forward lineage leaves where they are written: TPC-H Q11's HAVING
     # (sum(u.c) = 25: only the NULL group's 30 passes), one over no rows inside coalesce (NULL -> 1: the groups of
     # two rows), one in the SELECT list beside one in WHERE (max 9 * 3 = 27 keeps b 10 and 20; min 1)

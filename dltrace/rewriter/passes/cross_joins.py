@@ -28,5 +28,10 @@ def _comma_joins(select: exp.Select) -> list[exp.Join]:
     joins = select.args.get("joins") or []
     if not any(j.args.get("kind") or j.args.get("side") or j.args.get("on") for j in joins):
         return []
-    # (a POSITIONAL or NATURAL join has no ON either, and is no comma)
-    return [j for j in joins if not any(j.args.get(k) for k in ("kind", "side", "on", "using", "method"))]
+    return [j for j in joins if is_comma_join(j)]
+
+
+def is_comma_join(join: exp.Join) -> bool:
+    """Is ``join`` a comma (no kind, side, ON or USING)? A POSITIONAL or NATURAL join has no ON either, and is no
+    comma: marked CROSS it would be ``POSITIONAL CROSS JOIN``, which no engine parses."""
+    return not any(join.args.get(k) for k in ("kind", "side", "on", "using", "method"))

@@ -44,6 +44,7 @@ from dltrace.rewriter.analysis import is_aggregate, is_decorrelated
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated
+from dltrace.rewriter.passes.cross_joins import is_comma_join
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, REDUCTION, has_decorrelated
 from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, match_tests, returns_rows_per_row
 
@@ -149,7 +150,7 @@ def _reduce(join: exp.Join, items: list[exp.Expression], filters: list[exp.Expre
     holder.meta[REDUCTION] = True
     on = exp.and_(*[exp.EQ(this=k.copy(), expression=exp.column(n, table=alias)) for k, n in zip(inner_keys, names)])
     for item in inner.args.get("joins") or []:  # comma items as CROSS JOINs, so the join below follows them all
-        if not (item.args.get("kind") or item.side or item.args.get("on") or item.args.get("using")):
+        if is_comma_join(item):
             item.set("kind", "CROSS")
     add_join(inner, holder, kind="INNER", on=on)
 
