@@ -94,6 +94,22 @@ WITNESSES = [
     # t.a = 2 (rows 1, 3) is in u at rows 0 and 3; a NULL or unmatched a gets no witness
     ("SELECT a, a IN (SELECT a FROM u) AS f FROM t",
      [((1, None), L([0])), ((2, True), L([1], [0, 3])), ((None, None), L([2])), ((2, True), L([3], [0, 3]))]),
+    # an IN whose witnesses are the group's own rows, left in place (passes/covered_witnesses.py): u's a = 2 rows
+    # (0, 3) pass the subquery (c 7 + 1 > 5) and are the rows each group joins; then with the outer's u filtered
+    # as the subquery's is (c > 1: row 0 only), the operand t.a equated to u.a
+    ("SELECT t.b, sum(u.c) AS c FROM t, u WHERE t.a IN (SELECT a FROM u GROUP BY a HAVING sum(c) > 5) "
+     "AND t.a = u.a GROUP BY t.b", [((20, Decimal(8)), L([1], [0, 3])), ((None, Decimal(8)), L([3], [0, 3]))]),
+    ("SELECT t.b, count(*) AS n FROM t JOIN u ON t.a = u.a AND u.c > 1 WHERE t.a IN (SELECT a FROM u WHERE c > 1)"
+     " GROUP BY t.b", [((20, 1), L([1], [0])), ((None, 1), L([3], [0]))]),
+    # ... not when a group key reads u (a group of c = 7 holds u's row 0, its witnesses rows 0 and 3), when the
+    # outer filters u more than the subquery (row 3 is a witness, c 1 not > 1), or when it does not aggregate
+    ("SELECT u.c, count(*) AS n FROM t, u WHERE t.a IN (SELECT a FROM u GROUP BY a HAVING sum(c) > 5) "
+     "AND t.a = u.a GROUP BY u.c", [((7, 2), L([1, 3], [0, 3])), ((1, 2), L([1, 3], [0, 3]))]),
+    ("SELECT t.b, count(*) AS n FROM t, u WHERE t.a IN (SELECT a FROM u) AND t.a = u.a AND u.c > 1 GROUP BY t.b",
+     [((20, 1), L([1], [0, 3])), ((None, 1), L([3], [0, 3]))]),
+    ("SELECT t.b, u.c FROM t, u WHERE t.a IN (SELECT a FROM u) AND t.a = u.a",
+     [((20, 7), L([1], [0, 3])), ((20, 1), L([1], [0, 3])), ((None, 7), L([3], [0, 3])),
+      ((None, 1), L([3], [0, 3]))]),
     # IN is NULL for a = 1 and a = NULL: no witness
     ("SELECT a FROM t WHERE (a IN (SELECT a FROM u)) IS NULL", [((1,), L([0])), ((None,), L([2]))]),
     # a > ANY (c - 5 = 2, 3, 4, -4): only the u rows with a smaller value

@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.decorrelate import (
 )
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
+from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
@@ -227,6 +228,8 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
     for clause, holder, query in direct_subqueries(select):
         if holder.meta.get(LATE_WITNESS):
             continue  # its witnesses are joined to the rows that passed it (passes/late_witnesses.py)
+        if holder.meta.get(COVERED_WITNESSES):
+            continue  # its witnesses are among the rows it filters (passes/covered_witnesses.py)
         kind, predicate, comparison = subquery_kind(holder)
         # a predicate's polarity counts in every clause (a SELECT-list `x IN (S) IS NULL` is negated); a scalar's
         # value is no predicate: only a comparison of it is (its condition, below)

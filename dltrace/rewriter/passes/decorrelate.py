@@ -37,7 +37,10 @@ subquery is handed to sqlglot only when its rewrite is valid:
   it calls a random draw or the clock: kept in place, marked ``meta[SCALAR_IN_PLACE]``. Its lineage is its
   whole lineage either way (one value), which the rules for a subquery left in a clause give it; the engine
   computes the value once, where sqlglot's cross join, read through MAX() in a grouped SELECT, carried it into
-  every input row of the grouping (TPC-H Q11's HAVING: 1.90x -> 1.52x of the query).
+  every input row of the grouping (TPC-H Q11's HAVING: 1.90x -> 1.52x of the query);
+- for forward lineage in witness semantics, an uncorrelated IN whose witnesses are among the rows of the
+  aggregating SELECT it filters (``passes/covered_witnesses.py``: TPC-H Q18): kept in place, marked
+  ``meta[COVERED_WITNESSES]``; its lineage is the rows' own, and the engine runs its own semi join.
 
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
@@ -64,6 +67,7 @@ from dltrace.rewriter.passes.correlation import (COMPARISONS, enclosing_clause, 
 from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
                                                     outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
+from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
                                    negated, returns_rows_per_row)
@@ -107,6 +111,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
             holder.meta[NO_WITNESSES] = True
         for holder in _uncorrelated_scalars(tree):
             holder.meta[SCALAR_IN_PLACE] = True
+        for holder in covered_in_subqueries(tree, _in_a_clause_subquery):
+            holder.meta[COVERED_WITNESSES] = True
     kept = _keep_in_place(tree)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
@@ -251,7 +257,7 @@ def _in_a_clause_subquery(node: exp.Expression) -> bool:
 
 
 def _safe_to_decorrelate(holder: exp.Expression) -> bool:
-    if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE):
+    if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE) or holder.meta.get(COVERED_WITNESSES):
         return False  # (read also for a subquery around it: sqlglot would move this one with its correlation)
     query = holder.this
     kind, predicate, comparison = subquery_kind(holder)
