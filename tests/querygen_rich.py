@@ -58,7 +58,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
-                      "scalar_is_null"})
+                      "scalar_is_null", "in_over_own_rows"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -858,8 +858,60 @@ class Gen:
         return Bin(self.pick(list(COMPARISONS)), left, Scalar(Select([(value, "m")], copy.deepcopy(item), sub_where,
                                                                      group=[])))
 
+    def in_over_own_rows(self, item, cols, where):
+        """``where AND x IN (SELECT k FROM <a table the SELECT reads> [WHERE f] [GROUP BY k [HAVING ...]])`` for
+        an aggregating SELECT, often with ``x`` the table's ``k`` or equated to it and the subquery's filter the
+        SELECT's too (TPC-H Q18): its witnesses are then among each group's rows and the rewrite leaves it in
+        place (passes/covered_witnesses.py); the near misses it must not take are drawn as often (a filter on one
+        side only, an operand not equated, a second equality)."""
+        tables = [t for t in _tables(item) if not t.columns and any(ty == "int" for _, ty in RICH_TABLES[t.name])]
+        if not tables:
+            return where
+        self.feat("in_over_own_rows")
+        table = self.pick(tables)
+        own = RICH_TABLES[table.name]
+        ints = [n for n, ty in own if ty == "int"]
+        key, sub = self.pick(ints), self.alias()
+        others = [c for c in cols if c[2] == "int" and c[0] != table.alias]
+        tests = []
+        how = self.pick(["own", "equated", "equated", "free"] if others else ["own"])
+        self.feat(f"in_over_own_rows_{how}")
+        if how == "own":
+            operand = Col(table.alias, key)
+        else:
+            other = self.pick(others)
+            operand = Col(other[0], other[1])
+            if how == "equated":
+                tests.append(Bin("=", Col(table.alias, key), Col(other[0], other[1])))
+                if len(others) > 1 and self.chance(4):
+                    self.feat("in_over_own_rows_two_equalities")
+                    second = self.pick(others)
+                    tests.append(Bin("=", Col(second[0], second[1]), Col(table.alias, key)))
+        sub_where = None
+        filtered = self.pick(["none", "both", "both", "subquery", "outer"])
+        if filtered != "none":
+            self.feat(f"in_over_own_rows_filter_{filtered}")
+            column, bound = self.pick(ints), self.draw(st.integers(-1, 3))
+            if filtered in ("both", "subquery"):
+                sub_where = Bin(">", Col(sub, column), Lit(bound))
+            if filtered in ("both", "outer"):
+                tests.append(Bin(">", Col(table.alias, column), Lit(bound)))
+        group, having = None, None
+        if self.chance(2):
+            group = [Col(sub, key)]
+            if self.chance(2):
+                having = Bin(">=", Agg(self.pick(["count", "sum"]), Col(sub, key)), Lit(self.draw(st.integers(0, 2))))
+        tests.append(InSub(operand, Select([(Col(sub, key), key)], Table(table.name, sub), sub_where, group=group,
+                                           having=having)))
+        tests = list(self.draw(st.permutations(tests)))
+        for test in tests:
+            where = test if where is None else Bin("AND", where, test)
+        return where
+
     def aggregate(self, shape, item, cols, scope, where, types, aliases, depth, ctes, free):
         self.feat(shape == "group" and "group_by" or "global_aggregate")
+        if depth > 0 and self.often("in_over_own_rows", 8):
+            where = self.in_over_own_rows(item, cols, where)
         group = []
         if shape == "group":
             group = [Col(*c[:2]) for c in self.draw(st.lists(st.sampled_from(cols), min_size=1, max_size=2,
@@ -947,3 +999,12 @@ def rich_queries(draw, depth: int = 2, allow: frozenset | None = None) -> Genera
     if g.ok("paren_order") and g.chance(12):
         q = g.paren(q, out, "top")
     return Generated(q, g.features)
+
+
+def _tables(item) -> list:
+    """The base tables a FROM item reads whose columns are in scope (not a SEMI / ANTI join's right side)."""
+    if isinstance(item, Table):
+        return [item]
+    if isinstance(item, Join):
+        return _tables(item.left) + ([] if item.kind in ("SEMI", "ANTI") else _tables(item.right))
+    return []
