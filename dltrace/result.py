@@ -270,7 +270,8 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
                              # parquet read in place: its files may be rewritten with more rows than counted
                              mutable_rows=frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source"
-                                                    and isinstance(catalog.tables[t], ParquetSource)))
+                                                    and isinstance(catalog.tables[t], ParquetSource)),
+                             read_in_place=frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source"))
     on = rewritten.on
     in_place = sorted(t for t in schema if catalog.storage.get(t) == "source")
     plan = ForwardPlan(

@@ -66,7 +66,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  rows_relations: frozenset = frozenset(), composed: dict | None = None,
                  shared_lineage: bool = False, finish_on_read: bool = False,
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
-                 mutable_rows: frozenset = frozenset()) -> Rewritten:
+                 mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset()) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -81,6 +81,9 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     lineage is expressed in those base tables' row ids, not in the source's own.
     ``estimate_rows``: the engine's estimate of a query's rows (a tree in ``dialect``), or None: where two exact
     rewrites exist, the cheaper for the data (``rules/nested_lineage.py``); without it the first.
+    ``mutable_rows``: tables whose row count may grow under a kept plan (their ids are not packed);
+    ``read_in_place``: tables scanned from their source at each read, which a rule reading rows twice may write
+    once instead (``rules/nested_lineage.py``).
     """
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
@@ -93,7 +96,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
                           composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
                           table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
-                          mutable_rows=frozenset(t.lower() for t in mutable_rows))
+                          mutable_rows=frozenset(t.lower() for t in mutable_rows),
+                          read_in_place=frozenset(t.lower() for t in read_in_place))
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

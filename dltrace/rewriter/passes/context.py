@@ -35,6 +35,9 @@ class PassContext:
     table_rows: dict = field(default_factory=dict)
     # tables whose row count may grow under a kept plan (parquet files read in place): their ids are not packed
     mutable_rows: frozenset = frozenset()
+    # tables scanned from their source at each read (parquet files, an Arrow table): reading one twice decodes it
+    # twice, which a rule may avoid by writing the rows it reads once (rules/nested_lineage.py)
+    read_in_place: frozenset = frozenset()
 
     @property
     def control(self) -> bool:
