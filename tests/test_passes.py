@@ -83,6 +83,7 @@ PASSES = {
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),
     "late_witnesses.sql": (_prepared, late_witnesses, "duckdb", "set"),
     "reduce_subqueries.sql": (_prepared, reduce_subqueries, "duckdb", "set"),
+    "reduce_subqueries_in_place.sql": (_prepared, reduce_subqueries, "duckdb", "set"),
     "inner_joins.sql": (_prepared, inner_joins, "duckdb", "set"),
     "dictionary_ids.sql": (None, use_dictionary_ids, "duckdb", "set"),
     "dictionary.sql": (None, add_dictionary, "duckdb", "set"),
@@ -131,7 +132,8 @@ def run_pass(name: str, query: str) -> exp.Expression:
                           late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),
                           table_rows=PACKED_ROWS if name == "pack_ids.sql" else {},
                           # *_once.sql, *_in_place.sql: every table read from its source (parquet) at each read
-                          read_in_place=frozenset(SCHEMA) if name in ("instrument_nested_once.sql",) else frozenset())
+                          read_in_place=frozenset(SCHEMA) if name in ("instrument_nested_once.sql",
+                                                                      "reduce_subqueries_in_place.sql") else frozenset())
     if before is not None:
         tree = before(tree, context)
     return under_test(tree, context)
