@@ -198,7 +198,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     read = dialect or catalog.dialect
     engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
-    plan = catalog.plans.get(key, catalog.engine.columns) if lineage is not None else None
+    plan = catalog.plans.get(key, catalog.source_columns) if lineage is not None else None
     if plan is None:
         tree = parse_query(sql, read)
         catalog.check_known_tables(tree)
