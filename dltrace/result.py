@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,9 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         composed = {}
     if engine_bitmaps:
         catalog.engine.install_functions()
-    out = catalog.engine.sql(plan.text)
+    with _preludes_stored(catalog, plan.preludes):
+        out = catalog.engine.sql(plan.text)
+        common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None
     columns = dict(plan.lineage)  # table -> its column
     fields = {}  # a packed table: (shift, bits, offset) of its ids in its column, read out when first read
     for t, column, *spec in plan.packed:
@@ -229,8 +232,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     own = out.select(list(range(plan.width)))
     sets = {t: out.column(name) for t, name in columns.items()}
     shared = {}
-    if plan.shared_text is not None:  # every row's common lineage: one row, kept once
-        common = catalog.engine.sql(plan.shared_text)
+    if common is not None:  # every row's common lineage: one row, kept once
         shared = {t: common.column(name) for t, name in plan.lineage if name in common.column_names}
     if lineage == "bitmap":
         # columns the engine left as id lists (or, on an engine that does not build bitmaps, as sets) are built
@@ -253,6 +255,21 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         ids = words.column(-1).to_pylist()
         result.on_values = {int(i): one_zero(tuple(c[j] for c in cols)) for j, i in enumerate(ids)}
     return result
+
+
+@contextmanager
+def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) -> Iterator[None]:
+    """The plan's one-row preludes stored as the engine's temporary tables while the block runs, and dropped
+    after it however it ends (dltrace's own relations: the user's session keeps nothing of them)."""
+    made = []
+    try:
+        for name, text in preludes:
+            catalog.engine.materialize(name, text)
+            made.append(name)
+        yield
+    finally:
+        for name in reversed(made):
+            catalog.engine.drop(name)
 
 
 def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
@@ -287,6 +304,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
         source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
         sets_on_read=rewritten.sets_on_read,
         packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
+        preludes=tuple(rewritten.prelude_sql()),
     )
     return plan, composed
 

@@ -99,3 +99,32 @@ def test_spark_keeps_the_shared_lineage_apart_too(duck, sparks, strategy):
     got = sparks.run(query_sql(11, "spark"), lineage=strategy)
     assert got.shared_lineage
     assert got.lineage_all() == duck.run(Q11, lineage=strategy).lineage_all()
+
+
+def _temporaries(session) -> set[str]:
+    return {t for (t,) in session.engine.con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
+
+
+def test_a_threshold_read_in_place_is_computed_once_with_its_lineage_and_dropped(duck):
+    """Over parquet read in place, Q11's threshold (an aggregate without GROUP BY over base tables) is stored
+    with its lineage in one evaluation, which the query and its shared lineage both read; the rows and the
+    lineage are those of the same query over memory tables (where the shared lineage computes it again), and
+    the session keeps nothing of it, also when the query fails after it was stored."""
+    before = _temporaries(duck)
+    r = duck.run(Q11, lineage="bitmap")
+    assert '"_dl_value"' in r.rewritten_sql and _temporaries(duck) == before
+    memory = dltrace.connect("duckdb")
+    try:
+        memory.load_tpch(0.01, storage="memory")
+        m = memory.run(Q11, lineage="bitmap")
+        assert '"_dl_value"' not in m.rewritten_sql
+        assert r.table.equals(m.table)
+        assert r.lineage_all() == m.lineage_all() and r.lineage_all()
+    finally:
+        memory.close()
+    failing = "SELECT CAST(n_name AS INTEGER) AS x FROM nation WHERE n_nationkey > (SELECT avg(r_regionkey) FROM region)"
+    with pytest.raises(dltrace.DltraceError):
+        duck.run(failing, lineage="bitmap")
+    assert list(duck.plans._plans.values())[-1].preludes  # (it failed after its threshold was stored)
+    assert _temporaries(duck) == before

@@ -48,6 +48,7 @@ class DuckDBFunctions(LineageFunctions):
     only_inner_equi_joins_fast = True
     materialized_ctes = True
     packs_ids = True
+    shared_preludes = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

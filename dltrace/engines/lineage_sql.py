@@ -81,6 +81,10 @@ class LineageFunctions:
     #: the engine computes a ``WITH x AS MATERIALIZED (...)`` once for all its reads: a rule that reads the same
     #: derived table several times writes it once (:mod:`dltrace.rewriter.rules.nested_lineage`)
     materialized_ctes: ClassVar[bool] = False
+    #: a session may store a one-row query as a temporary table before the query runs and drop it after
+    #: (:meth:`Engine.materialize`): an uncorrelated scalar subquery's value and lineage are then one evaluation,
+    #: read by the query and by its shared lineage (:func:`dltrace.rewriter.rules.subqueries.hoist`)
+    shared_preludes: ClassVar[bool] = False
     #: the engine's list aggregate costs per element, not per byte: a reader that finishes the final lists takes
     #: several tables' row ids packed into one BIGINT list (:mod:`dltrace.rewriter.passes.pack_ids`)
     packs_ids: ClassVar[bool] = False

@@ -14,7 +14,7 @@ expression`` and never mutates its input unless told ``copy=False`` (the pipelin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlglot import exp
@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.pack_ids import PACKED_IDS, pack_ids
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
+from dltrace.rewriter.rules.subqueries import PRELUDE
 
 FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read,
                   build_after_limit, pack_ids, add_dictionary, read_rows_relations)
@@ -53,12 +54,19 @@ class Rewritten:
     sets_on_read: bool = False  # "set" lineage columns are id lists, for the reader to sort and deduplicate
     # tables whose id lists share a packed column: table -> (column, shift, bits, offset) (passes/pack_ids.py)
     packed: dict | None = None
+    # one-row queries to store as temporary tables of these names before the query and its shared lineage run,
+    # both of which read them (rules/subqueries.hoist: a scalar subquery's value and lineage in one evaluation)
+    preludes: list = field(default_factory=list)
 
     def sql(self, pretty: bool = False) -> str:
         return generate(self.tree, self.dialect, pretty=pretty)
 
     def shared_sql(self) -> str | None:
         return None if self.shared is None else generate(self.shared, self.dialect)
+
+    def prelude_sql(self) -> list[tuple[str, str]]:
+        """``(temporary table, its query)`` for each prelude, in order."""
+        return [(name, generate(query, self.dialect)) for name, query in self.preludes]
 
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
@@ -107,7 +115,20 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
-                     context.fns.sets_on_read, out.meta.get(PACKED_IDS))
+                     context.fns.sets_on_read, out.meta.get(PACKED_IDS), _take_preludes(shared))
+
+
+def _take_preludes(shared: exp.Expression | None) -> list[tuple[str, exp.Expression]]:
+    """The CTEs of the shared lineage's query that the session stores before the query runs (``meta[PRELUDE]``),
+    taken out of its WITH (it reads them as tables then): after every pass, which rewrote them as CTEs."""
+    with_ = shared.args.get("with_") if shared is not None else None
+    if with_ is None:
+        return []
+    taken = [c for c in with_.expressions if c.meta.get(PRELUDE)]
+    if taken:
+        kept = [c for c in with_.expressions if not c.meta.get(PRELUDE)]
+        shared.set("with_", exp.With(expressions=kept) if kept else None)
+    return [(c.alias_or_name, c.this) for c in taken]
 
 
 def _check_on_composed(on: OnSpec | None, composed: dict) -> None:

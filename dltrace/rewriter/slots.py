@@ -65,6 +65,8 @@ class Context:
     # the hoisted lineage is the result's shared lineage, computed by a query of its own (instrument's
     # meta[SHARED_LINEAGE]) and kept once, instead of being merged into every output row
     shared: bool = False
+    # the hoisted CTEs a session stores before the query runs (their value and lineage one evaluation), by name
+    preludes: set = field(default_factory=set)
     # the engine's estimate of a query's rows (None: no estimate; see rules/nested_lineage.py)
     estimate_rows: Callable[[exp.Expression], int | None] | None = None
     read_in_place: frozenset = frozenset()  # (PassContext.read_in_place)
