@@ -267,9 +267,17 @@ def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) ->
             catalog.engine.materialize(name, text)
             made.append(name)
         yield
-    finally:
+    except BaseException:
+        # the query's own error is the one to see: in a transaction it failed, the engine refuses the drop too
+        # (and rolls the table back with the transaction)
         for name in reversed(made):
-            catalog.engine.drop(name)
+            try:
+                catalog.engine.drop(name)
+            except Exception:  # noqa: BLE001 (the engine's own error type, whatever it is)
+                pass
+        raise
+    for name in reversed(made):
+        catalog.engine.drop(name)
 
 
 def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,

@@ -128,3 +128,25 @@ def test_a_threshold_read_in_place_is_computed_once_with_its_lineage_and_dropped
         duck.run(failing, lineage="bitmap")
     assert list(duck.plans._plans.values())[-1].preludes  # (it failed after its threshold was stored)
     assert _temporaries(duck) == before
+
+
+def test_a_query_failing_in_the_users_transaction_reports_its_own_error(tmp_path):
+    """A query that fails after its threshold was stored, inside the user's open transaction: the error is the
+    query's (the engine refuses the drop in the failed transaction, and rolls the table back with it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 2, 3], "s": ["a", "b", "c"]}), path)
+    con = duckdb.connect()
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.register("t", str(path))
+        con.execute("BEGIN")
+        with pytest.raises(dltrace.DltraceError, match="(?i)conver|cast"):
+            s.run("SELECT CAST(s AS INTEGER) AS x FROM t WHERE k > (SELECT avg(k) FROM t)", lineage="bitmap")
+        con.execute("ROLLBACK")
+        assert not _temporaries(s) & {name for name, _ in list(s.plans._plans.values())[-1].preludes}
+    finally:
+        s.close()
+    con.close()
