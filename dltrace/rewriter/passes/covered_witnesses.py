@@ -42,6 +42,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.correlation import is_correlated
+from dltrace.rewriter.rules.covered_lineage import plain_table, renamed
 from dltrace.rewriter.rules.late_lineage import plain_keys
 from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts, is_aggregate
 
@@ -50,7 +51,6 @@ COVERED_WITNESSES = "dl_covered_witnesses"  # meta key of an IN subquery left in
 _NOT_IN_SUBQUERY = ("with_", "joins", "laterals", "limit", "offset", "fetch", "order", "qualify", "windows",
                     "sample", "pivots", "connect", "prewhere", "match")
 _NOT_IN_SELECT = ("laterals", "sample", "pivots", "connect", "prewhere", "match")
-_TABLE_ARGS = {"this", "db", "catalog", "alias"}
 
 
 def covered_in_subqueries(tree: exp.Expression, in_a_clause_subquery) -> list[exp.Subquery]:
@@ -92,14 +92,14 @@ def _covered(test: exp.In, holder: exp.Subquery, ctes: set[str], in_a_clause_sub
     keys = select.args["group"].expressions if select.args.get("group") else []
     items = [select.args.get("from_").this if select.args.get("from_") else None, *[j.this for j in joins]]
     for item in items:
-        if not (isinstance(item, exp.Table) and _plain_table(item, ctes)
+        if not (isinstance(item, exp.Table) and _base_table(item, ctes)
                 and item.name.lower() == table.name.lower()):
             continue
         alias = item.alias_or_name
         if any(isinstance(k, exp.Literal) or any(c.table == alias for c in k.find_all(exp.Column)) for k in keys):
             continue  # (a position, `GROUP BY 1`, may name a column of t)
-        named = item.args["alias"].this if item.args.get("alias") else item.this
-        if _covers(alias, column.name, operand, conditions, _renamed(rows_test, table.alias_or_name, named)):
+        own = [renamed(t, {table.alias_or_name: alias}) for t in rows_test]
+        if _covers(alias, column.name, operand, conditions, own):
             return True
     return False
 
@@ -116,7 +116,7 @@ def _one_table_column(query: exp.Select, ctes: set[str]) -> tuple:
         return none
     from_ = query.args.get("from_")
     table = from_.this if from_ is not None else None
-    if not (isinstance(table, exp.Table) and _plain_table(table, ctes)) or len(query.expressions) != 1:
+    if not (isinstance(table, exp.Table) and _base_table(table, ctes)) or len(query.expressions) != 1:
         return none
     column = query.expressions[0].unalias()
     if not (isinstance(column, exp.Column) and column.table == table.alias_or_name):
@@ -133,23 +133,12 @@ def _one_table_column(query: exp.Select, ctes: set[str]) -> tuple:
     return table, column, conjuncts(query.args.get("where"))
 
 
-def _plain_table(table: exp.Table, ctes: set[str]) -> bool:
-    """A base table read as it is: not a CTE's name, no schema or catalog, no column list, sample or hint."""
+def _base_table(table: exp.Table, ctes: set[str]) -> bool:
+    """A base table read as it is (:func:`.covered_lineage.plain_table`): not a CTE's name, no schema or catalog,
+    no column list."""
     alias = table.args.get("alias")
-    return (isinstance(table.this, exp.Identifier) and table.name.lower() not in ctes
-            and not table.args.get("db") and not table.args.get("catalog")
-            and all(v is None or k in _TABLE_ARGS for k, v in table.args.items())
-            and not (alias is not None and alias.args.get("columns")))
-
-
-def _renamed(tests: list[exp.Expression], old: str, new: exp.Identifier) -> list[exp.Expression]:
-    """``tests`` with the columns of ``old`` read as those of the item named ``new`` (spelt as the query spells
-    it: an identifier's quotes count in a comparison)."""
-    def rename(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and node.table == old:
-            return exp.column(node.this.copy(), table=new.copy())
-        return node
-    return [t.transform(rename) for t in tests]
+    return (plain_table(table) and table.name.lower() not in ctes and not table.args.get("db")
+            and not table.args.get("catalog") and not (alias is not None and alias.args.get("columns")))
 
 
 def _covers(alias: str, key: str, operand: exp.Expression, conditions: list[exp.Expression],

@@ -83,7 +83,7 @@ def covered_items(select: exp.Select, query: exp.Expression, ctx: Context) -> se
         rename[alias] = same[0]
     held = {_text(c, ctx) for c in _conditions(select)}
     for condition in conditions:
-        mapped = _renamed(condition, rename)
+        mapped = renamed(condition, rename)
         if mapped is None or _varies(condition) or _text(mapped, ctx) not in held:
             return set()
     return set(rename.values())
@@ -95,7 +95,7 @@ def _items(select: exp.Select) -> list[tuple[exp.Expression, exp.Join | None]]:
     return ([(from_.this, None)] if from_ else []) + [(j.this, j) for j in select.args.get("joins") or []]
 
 
-def _plain_table(item: exp.Expression) -> bool:
+def plain_table(item: exp.Expression) -> bool:
     """A table read by its name (a base table or a CTE), with no sample, version or the like."""
     return isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) and not any(
         v for k, v in item.args.items() if k not in _TABLE_ARGS)
@@ -121,10 +121,10 @@ def _row_items(select: exp.Select, inner_only: bool) -> dict[str, exp.Table | No
                 if inner_only:
                     return None
                 continue  # (a LEFT join's item may be padded, a semi-join's is not in the row)
-        plain_table = _plain_table(item) and not (item.args.get("alias") and item.args["alias"].columns)
-        if inner_only and not plain_table:
+        plain = plain_table(item) and not (item.args.get("alias") and item.args["alias"].columns)
+        if inner_only and not plain:
             return None
-        found[item.alias_or_name] = item if plain_table else None
+        found[item.alias_or_name] = item if plain else None
     return found
 
 
@@ -137,7 +137,7 @@ def _conditions(select: exp.Select) -> list[exp.Expression]:
     return found
 
 
-def _renamed(condition: exp.Expression, rename: dict[str, str]) -> exp.Expression | None:
+def renamed(condition: exp.Expression, rename: dict[str, str]) -> exp.Expression | None:
     """``condition`` with its columns' table aliases renamed; None when a column is not of a renamed alias."""
     condition = condition.copy()
     for column in condition.find_all(exp.Column):
@@ -164,7 +164,7 @@ def _same_rows_each_time(body: exp.Expression | None, ctx: Context) -> bool:
     if (distinct is not None and distinct.args.get("on")) or body.find(exp.Window, exp.Subquery, exp.Exists):
         return False
     for item, _ in _items(body):
-        if not _plain_table(item):
+        if not plain_table(item):
             return False
         if not item.args.get("db") and item.name in ctx.ctes:
             return False  # (a CTE over another: not followed)
