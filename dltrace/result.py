@@ -261,23 +261,24 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
 def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) -> Iterator[None]:
     """The plan's one-row preludes stored as the engine's temporary tables while the block runs, and dropped
     after it however it ends (dltrace's own relations: the user's session keeps nothing of them)."""
-    made = []
+    made, failed = [], False
     try:
         for name, text in preludes:
             catalog.engine.materialize(name, text)
             made.append(name)
         yield
     except BaseException:
-        # the query's own error is the one to see: in a transaction it failed, the engine refuses the drop too
-        # (and rolls the table back with the transaction)
+        failed = True
+        raise
+    finally:
         for name in reversed(made):
             try:
                 catalog.engine.drop(name)
             except Exception:  # noqa: BLE001 (the engine's own error type, whatever it is)
-                pass
-        raise
-    for name in reversed(made):
-        catalog.engine.drop(name)
+                # after the query's own error, that is the one to see: in the transaction it failed, the engine
+                # refuses the drop too (and rolls the table back with the transaction)
+                if not failed:
+                    raise
 
 
 def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
@@ -288,17 +289,18 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
     schema = catalog.schema(tree)
+    read_in_place = frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source")
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
                              rows_relations=frozenset(catalog.tables), shared_lineage=True,
                              composed={t: src.lineage for t, src in composed.items()},
                              finish_on_read=True,
                              estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
                              # parquet read in place: its files may be rewritten with more rows than counted
-                             mutable_rows=frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source"
-                                                    and isinstance(catalog.tables[t], ParquetSource)),
-                             read_in_place=frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source"))
+                             mutable_rows=frozenset(t for t in read_in_place
+                                                    if isinstance(catalog.tables[t], ParquetSource)),
+                             read_in_place=read_in_place)
     on = rewritten.on
-    in_place = sorted(t for t in schema if catalog.storage.get(t) == "source")
+    in_place = sorted(t for t in schema if t in read_in_place)
     plan = ForwardPlan(
         text=rewritten.sql(),
         shared_text=rewritten.shared_sql(),
