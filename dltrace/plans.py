@@ -12,7 +12,9 @@ A plan is valid while the catalog is as it was when it was made, and is found ag
   table directly changes them);
 - a table read in place from its source (``storage="source"``: parquet or CSV files, read at each query) may
   have new columns when its files are rewritten: the plan keeps the columns it was made with for those tables
-  and is dropped when the engine reports others (a qualified ``*`` would otherwise keep the old columns);
+  and is dropped when the engine reports others (a qualified ``*`` would otherwise keep the old columns); the
+  engine is asked again only once a parquet file's size or modification time changed
+  (:meth:`dltrace.catalog.Catalog.source_columns`);
 - queries reading an earlier step's result (a composed source) are not kept: reading one may convert and
   register it again.
 Nothing else a rewrite reads can change under a catalog: a memory copy and an adopted relation are frozen rows.
