@@ -48,6 +48,7 @@ class ForwardPlan:
     packed: tuple[tuple[str, str, int, int, int], ...] = ()
     # (temporary table, its one-row query): stored before the query runs, dropped after (Rewritten.preludes)
     preludes: tuple[tuple[str, str], ...] = ()
+    standalone_text: str | None = None  # with preludes: the query with them as CTEs (Rewritten.standalone_sql)
 
 
 class PlanCache:

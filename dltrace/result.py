@@ -246,7 +246,9 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         shared = FinishedOnRead.sets(shared)
     own = own.rename_columns(list(plan.names))
     # no lineage only when the clause turned it off (LINEAGE ON ()); a query reading no table has empty lineage
-    result = LineageResult(catalog, sql, read, own, sets, None if plan.off else lineage, semantics, plan.text,
+    # (with preludes, the text that runs without them stored: what the user reads is one statement that runs)
+    result = LineageResult(catalog, sql, read, own, sets, None if plan.off else lineage, semantics,
+                           plan.standalone_text or plan.text,
                            shared_lineage=shared, composed_from=tuple(composed))
     if plan.dictionary_text is not None:
         words = catalog.engine.sql(plan.dictionary_text)
@@ -315,6 +317,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
         sets_on_read=rewritten.sets_on_read,
         packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
         preludes=tuple(rewritten.prelude_sql()),
+        standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
     )
     return plan, composed
 

@@ -114,6 +114,9 @@ def test_a_threshold_read_in_place_is_computed_once_with_its_lineage_and_dropped
     before = _temporaries(duck)
     r = duck.run(Q11, lineage="bitmap")
     assert '"_dl_value"' in r.rewritten_sql and _temporaries(duck) == before
+    # what the user reads runs on its own (the stored threshold a CTE of it), with the query's rows
+    again = duck.engine.sql(r.rewritten_sql)
+    assert again.select(list(range(r.table.num_columns))).rename_columns(r.table.column_names).equals(r.table)
     memory = dltrace.connect("duckdb")
     try:
         memory.load_tpch(0.01, storage="memory")

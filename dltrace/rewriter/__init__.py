@@ -68,6 +68,21 @@ class Rewritten:
         """``(temporary table, its query)`` for each prelude, in order."""
         return [(name, generate(query, self.dialect)) for name, query in self.preludes]
 
+    def standalone_sql(self) -> str:
+        """The query as one statement that runs without its preludes stored: each one a MATERIALIZED CTE ahead of
+        the query's own (which may read it), evaluated once as the stored row is. What a user reads and can run
+        again (``result.rewritten_sql``); the session runs :meth:`sql` with the preludes stored."""
+        if not self.preludes:
+            return self.sql()
+        tree = self.tree.copy()
+        ctes = [exp.CTE(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)),
+                        materialized=True) for name, query in self.preludes]
+        own = tree.args.get("with_")
+        if own is not None:
+            ctes += own.expressions
+        tree.set("with_", exp.With(expressions=ctes, recursive=own.args.get("recursive") if own else None))
+        return generate(tree, self.dialect)
+
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
