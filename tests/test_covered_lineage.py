@@ -101,9 +101,11 @@ def test_lineage_is_the_same_as_backward_tracing(s, sql, strategy):
 
 
 def deterministic_twin(sql: str) -> str:
-    """``sql`` with its random calls replaced by a value they may take (``random() < 2``, ``hash(uuidv4()) >= 0``:
-    TRUE either way), for backward tracing, which refuses random draws (its reverse queries evaluate them again)."""
-    return sql.replace("random()", "0.5").replace("uuidv4()", "'x'")
+    """``sql`` with its random calls and its clock replaced by a value they may take (``random() < 2``,
+    ``hash(uuidv4()) >= 0``, ``now() > DATE '2000-01-01'``: TRUE either way), for backward tracing, which refuses
+    random draws and the time of day (its reverse queries evaluate them again)."""
+    return (sql.replace("random()", "0.5").replace("uuidv4()", "'x'")
+            .replace("now()", "TIMESTAMPTZ '2026-01-01 00:00:00+00'"))
 
 
 @pytest.mark.parametrize("sql, covered", COVERED)

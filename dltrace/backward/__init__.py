@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
 from dltrace.backward.execute import Run, Tracer
@@ -32,7 +33,7 @@ from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_in
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import random_call
+from dltrace.rewriter.shape import clock_call, random_call
 
 
 @dataclass
@@ -62,6 +63,20 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
         raise UnsupportedQuery(f"backward tracing of a query calling a function that gives another value each time "
                                f"is not supported (its reverse queries evaluate the query again), at {position(call)}: "
                                f"forward lineage (run) computes lineage in the same evaluation")
+    # the time of day (not the date alone: a trace sees the run's date unless it spans midnight, and refusing
+    # CURRENT_DATE would refuse most reports): a row kept at the run's instant may be dropped at a later one's
+    clock = clock_call(tree, dates=False)
+    if clock is not None:
+        raise UnsupportedQuery(f"backward tracing of a query reading the time of day is not supported (its reverse "
+                               f"queries are later statements, which read a later time), at {position(clock)}: "
+                               f"forward lineage (run) computes lineage in the same evaluation")
+    calls = list(tree.find_all(exp.Anonymous))
+    volatile = catalog.engine.volatile_functions({c.name.lower() for c in calls}) if calls else frozenset()
+    for call in calls:
+        if call.name.lower() in volatile:  # (a user's function with side effects: the engine says it varies)
+            raise UnsupportedQuery(f"backward tracing of a query calling {call.name}, which the engine declares "
+                                   f"volatile, is not supported (its reverse queries call it again), at "
+                                   f"{position(call)}: forward lineage (run) computes lineage in the same evaluation")
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                           {t.lower(): c for t, c in catalog.schema(tree).items()}, semantics,
                           rows_relations=frozenset(catalog.tables))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -275,6 +276,11 @@ class Engine(Protocol):
     def estimated_rows(self, text: str) -> int | None:
         """The optimizer's estimate of how many rows query ``text`` gives, without running it; None when the
         engine gives none (or the query cannot be planned)."""
+
+    def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
+        """Those of ``names`` (lower case) that the engine knows to give another value at each call (a user's
+        function registered as having side effects, a random draw sqlglot does not know); empty when the engine
+        does not say."""
 
     def materialize(self, name: str, text: str) -> None:
         """Store the result of query ``text`` as a temporary relation ``name`` (temp table, cached DataFrame)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 import duckdb
@@ -294,6 +294,16 @@ class DuckDBEngine:
             return int(plan[0]["extra_info"]["Estimated Cardinality"])
         except (duckdb.Error, ValueError, LookupError, TypeError):
             return None
+
+    def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
+        """Those of ``names`` DuckDB declares VOLATILE (``duckdb_functions()``: a random draw, ``nextval``, a
+        Python function registered with ``side_effects=True``)."""
+        if not names:
+            return frozenset()
+        found = self.con.execute(
+            "SELECT DISTINCT lower(function_name) FROM duckdb_functions() WHERE stability = 'VOLATILE' "
+            "AND list_contains(?, lower(function_name))", [sorted(names)]).fetchall()
+        return frozenset(name for (name,) in found)
 
     @_engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:

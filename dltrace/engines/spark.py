@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -254,6 +255,11 @@ class SparkEngine:
         """None: Spark's row count statistics exist only for analysed tables (not for temp views or cached
         DataFrames), so the rewrites that need an estimate keep their default."""
         return None
+
+    def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
+        """Empty: Spark's catalog does not say whether a registered function is deterministic (a Python UDF
+        marked ``asNondeterministic()`` is known only to its plan)."""
+        return frozenset()
 
     def materialize(self, name: str, text: str) -> None:
         try:

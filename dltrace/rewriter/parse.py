@@ -21,6 +21,14 @@ def position(node: exp.Expression) -> str:
         meta = n.meta if hasattr(n, "meta") else None
         if meta and "line" in meta:
             return f"line {meta['line']}, col {meta['col']} (`{snippet}`)"
+    # a keyword such as CURRENT_DATE has no recorded position: the first one of the nearest expression around it
+    parent = node.parent
+    while parent is not None:
+        found = [(n.meta["line"], n.meta["col"]) for n in parent.walk() if hasattr(n, "meta") and "line" in n.meta]
+        if found:
+            line, col = min(found)
+            return f"line {line}, col {col} (`{snippet}`, in the expression starting there)"
+        parent = parent.parent
     return f"`{snippet}`"
 
 

@@ -17,6 +17,9 @@ NONDETERMINISTIC = (*RANDOM, exp.Anonymous)
 CLOCK = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.CurrentDatetime, exp.Localtime,
          exp.Localtimestamp, exp.CurrentTimezone, exp.StrToUnix)
 RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
+# the clock by name, where sqlglot reads a plain call (DuckDB's now(), get_current_timestamp(), ...)
+CLOCK_NAMES = frozenset({"now", "get_current_timestamp", "get_current_time", "transaction_timestamp",
+                         "current_localtime", "current_localtimestamp", "statement_timestamp", "clock_timestamp"})
 # functions in a SELECT list that give each input row zero or several output rows (DuckDB's unnest, Spark's
 # explode / posexplode / inline / stack): the SELECT's rows are not its FROM's rows
 SET_RETURNING = (exp.Explode, exp.ExplodeOuter, exp.Unnest, exp.Inline, exp.Stack, exp.ExplodingGenerateSeries)
@@ -36,12 +39,23 @@ def random_call(node: exp.Expression) -> exp.Expression | None:
     return None
 
 
+def clock_call(node: exp.Expression, dates: bool = True) -> exp.Expression | None:
+    """The first call in ``node`` that reads the clock (:data:`CLOCK`, :data:`CLOCK_NAMES`), or None; without
+    ``dates``, one that reads more than the date (CURRENT_DATE / today() left out)."""
+    for call in node.find_all(*CLOCK, exp.Anonymous):
+        if isinstance(call, exp.Anonymous) and call.name.lower() not in CLOCK_NAMES:
+            continue
+        if dates or not isinstance(call, exp.CurrentDate):
+            return call
+    return None
+
+
 def differs_in_another_statement(node: exp.Expression) -> exp.Expression | None:
     """The first call in ``node`` or a CTE it reads that another evaluation, in another statement, may not give
     again (a random draw, the clock), or None: lineage computed apart from the value (the shared lineage's
     statement) would be another evaluation's."""
     call = random_call_read(node)
-    return call if call is not None else next((c for read in with_ctes_read(node) if (c := read.find(*CLOCK))), None)
+    return call if call is not None else next((c for read in with_ctes_read(node) if (c := clock_call(read))), None)
 
 
 def random_call_read(node: exp.Expression) -> exp.Expression | None:
