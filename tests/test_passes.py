@@ -95,6 +95,7 @@ PASSES = {
     "instrument_nested.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_once.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_equi.sql": (_prepared, instrument, "duckdb", "set"),
+    "instrument_nested_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
@@ -121,12 +122,15 @@ def run_pass(name: str, query: str) -> exp.Expression:
     tree = parse(query, dialect)[0]
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
-    fns = lineage_functions(dialect, strategy, finish_on_read=name in ("build_on_read.sql", "pack_ids.sql"))
+    fns = lineage_functions(dialect, strategy, finish_on_read=name in ("build_on_read.sql", "pack_ids.sql",
+                                                                       "instrument_nested_bitmap.sql"))
     # instrument_nested.sql: the rule's own joins (an engine's whose joins are as fast on IS NOT DISTINCT FROM,
     # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through, over
     # the derived table written once as a MATERIALIZED CTE
-    fns.only_inner_equi_joins_fast = name in ("instrument_nested_equi.sql", "instrument_nested_once.sql")
-    fns.materialized_ctes = name in ("instrument_nested_equi.sql", "instrument_nested_once.sql")  # (DuckDB's)
+    # (instrument_nested_bitmap.sql: a DuckDB session's lineage functions as they are)
+    nested_duckdb = ("instrument_nested_equi.sql", "instrument_nested_once.sql", "instrument_nested_bitmap.sql")
+    fns.only_inner_equi_joins_fast = name in nested_duckdb
+    fns.materialized_ctes = name in nested_duckdb  # (DuckDB's)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else None,
                           late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),

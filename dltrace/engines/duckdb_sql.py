@@ -39,6 +39,7 @@ class DuckDBFunctions(LineageFunctions):
         "count_star", "entropy", "favg", "fsum", "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop",
         "lttb", "mad", "mean", "product", "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan",
     })
+    lineage_aggregates = frozenset({"list"})
     set_type = "BIGINT[]"
     bitmap_type = "BLOB"
     from_hex = "from_hex"

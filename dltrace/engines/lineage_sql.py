@@ -59,6 +59,8 @@ class LineageFunctions:
     # the engine's aggregate functions sqlglot does not know (it parses them as plain functions): a query that
     # calls one aggregates, which the rewriter must know to build DLUNION instead of per-row lineage
     aggregate_functions: ClassVar[frozenset[str]] = frozenset()
+    #: the aggregates the lineage SQL itself calls by a name sqlglot reads as a plain call (DuckDB's ``list``)
+    lineage_aggregates: ClassVar[frozenset[str]] = frozenset()
     #: transforms added to sqlglot's generator of the engine's own dialect, for functions sqlglot does not
     #: transpile there
     generator_transforms: ClassVar[GeneratorTransforms] = {}
@@ -130,6 +132,11 @@ class LineageFunctions:
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """Aggregate values into an array (whether NULL rows are kept is the engine's; unions drop them)."""
         raise NotImplementedError
+
+    def is_aggregate_call(self, node: exp.Expression) -> bool:
+        """Is ``node`` a call of an aggregate (sqlglot's, or one of :attr:`lineage_aggregates`)?"""
+        return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous)
+                                                 and node.name.lower() in self.lineage_aggregates)
 
     def array(self, *xs: exp.Expression) -> exp.Expression:
         raise NotImplementedError

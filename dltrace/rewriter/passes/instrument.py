@@ -216,7 +216,7 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     ctx = _with_ctes(select, ctx)
     nested = nested_group_lineage(select, ctx, final)
     if nested is not None:  # groups of many small groups: their rows found again (before the FROM is instrumented)
-        return aggregate(*nested, ctx, final)
+        return nested
     slots = from_slots(select, ctx)
     slots += predicate_slots(select, ctx)
     if select is ctx.root:

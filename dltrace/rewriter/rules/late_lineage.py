@@ -84,22 +84,26 @@ def kept_order(select: exp.Select) -> tuple[bool, list | None]:
 
 
 def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.Expression, r: str,
-              key_names: list[str], sorted_by: list | None, ctx: Context, side: str | None = None) -> exp.Select:
+              key_names: list[str], sorted_by: list | None, ctx: Context, side: str | None = None,
+              per_group: bool = False) -> exp.Select:
     """``SELECT ANY_VALUE(g.<output>) ... FROM (<select as written, its keys named key_names>) AS g JOIN <rows>
     ON g.<key> IS NOT DISTINCT FROM r.<key> ... GROUP BY g.<key> ... [ORDER BY <sorted_by>]``: ``select``'s
     groups, each joined to its rows (``rows``, aliased ``r``, naming the same keys); ``side`` "LEFT" keeps a
-    group without rows."""
+    group without rows. ``per_group``: ``rows`` holds one row per group (its lineage aggregated already), joined
+    to it as it is: ``SELECT g.<output> ... FROM g JOIN <rows> ON ...``, no GROUP BY."""
     groups = select.copy()
     groups.set("order", None)
     groups.set("with_", None)  # (the CTEs stay with the rebuilt SELECT, where every part of it sees them)
     for key, name in zip(keys, key_names):
         groups.select(exp.alias_(key.copy(), name), append=True, copy=False)
     on = null_safe_keys(g, r, key_names)
-    out = exp.select(*[exp.alias_(ctx.fns.any_value(exp.column(output_identifier(p), table=g)),
-                                  output_identifier(p)) for p in select.expressions])
+    values = [exp.column(output_identifier(p), table=g) for p in select.expressions]
+    out = exp.select(*[exp.alias_(v if per_group else ctx.fns.any_value(v), output_identifier(p))
+                       for v, p in zip(values, select.expressions)])
     out = out.from_(exp.Subquery(this=groups, alias=exp.TableAlias(this=exp.to_identifier(g))), copy=False)
     add_join(out, rows, kind=None if side else "INNER", side=side, on=on)
-    out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
+    if not per_group:
+        out = out.group_by(*[exp.column(n, table=g) for n in key_names], copy=False)
     if select.args.get("with_"):
         out.set("with_", select.args["with_"].copy())
     if sorted_by is not None:  # the outermost query's order, by the output columns it names
