@@ -195,17 +195,16 @@ def _lineage_per_group(select: exp.Select, keys: list[exp.Expression], g: str, m
     projections, values = [], {}
     calls: list[tuple[exp.Expression, str]] = []  # (aggregate call, its column in _dl_a): one column per call
 
-    def lifted(node: exp.Expression, taken: list[exp.Expression]) -> exp.Expression:
+    def lifted(node: exp.Expression, taken: list[tuple[exp.Expression, str]]) -> exp.Expression:
         if isinstance(node, (exp.Subquery, exp.Select)):
             return node.copy()  # (a hoisted part's own aggregate stays in it; a copy is not descended into)
         if not ctx.fns.is_aggregate_call(node):
             return node
         # the same call twice (DuckDB's sorted set filters its own ordered list) is one column, computed once
-        name = next((n for call, n in calls if call == node), None)
+        name = next((n for call, n in [*calls, *taken] if call == node), None)
         if name is None:
-            name = f"_dl_p{len(calls) + 1}"
-            calls.append((node.copy(), name))
-            taken.append(exp.alias_(node.copy(), name))
+            name = f"_dl_p{len(calls) + len(taken) + 1}"
+            taken.append((node.copy(), name))
         return exp.column(name, table=a)
 
     for p in pre.expressions:
@@ -213,7 +212,7 @@ def _lineage_per_group(select: exp.Select, keys: list[exp.Expression], g: str, m
         if name not in names:
             projections.append(p)  # a key
             continue
-        taken: list[exp.Expression] = []
+        taken: list[tuple[exp.Expression, str]] = []  # (this column's new calls, kept only if it is lifted)
         value = p.this.copy().transform(lambda n: lifted(n, taken))  # noqa: B023 (used at once)
         # ids outside an aggregate call, or an aggregate read inside a lambda (DuckDB computes an aggregate repeated
         # there once per group, a column it reads once per element): the column computed whole in _dl_a
@@ -222,7 +221,8 @@ def _lineage_per_group(select: exp.Select, keys: list[exp.Expression], g: str, m
             projections.append(p)
             values[name] = exp.column(name, table=a, quoted=True)
         else:
-            projections.extend(taken)
+            calls.extend(taken)
+            projections.extend(exp.alias_(call, n) for call, n in taken)
             values[name] = value
     pre.set("expressions", projections)
     out = regrouped(select, keys, g, _subquery(pre, a), a, key_names, sorted_by, ctx, per_group=True)
