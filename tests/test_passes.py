@@ -38,7 +38,8 @@ from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
-SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}, "s": {"a": "BIGINT", "n": "BIGINT"}}
+SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}, "s": {"a": "BIGINT", "n": "BIGINT"},
+          "v": {"a": "DOUBLE", "c": "BIGINT"}}
 # in the *_composed fixtures, "s" is an earlier step's result carrying lineage of t and u (not its own rids)
 COMPOSED = {"s": (("t", "dl_t"), ("u", "dl_u"))}
 

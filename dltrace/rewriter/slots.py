@@ -70,6 +70,7 @@ class Context:
     # the engine's estimate of a query's rows (None: no estimate; see rules/nested_lineage.py)
     estimate_rows: Callable[[exp.Expression], int | None] | None = None
     read_in_place: frozenset = frozenset()  # (PassContext.read_in_place)
+    schema: dict = field(default_factory=dict)  # (PassContext.schema: table -> {column: type})
     root: exp.Expression | None = None  # the query being instrumented
     # the instrument pass's entry points, handed to the rules so that they can recurse into nested queries
     # and FROM clauses without importing the pass (rules sit below it)

@@ -32,6 +32,17 @@ as a union of inner equality joins:
   rid of another table reads: a LEFT JOIN keeps every row of
   ``a`` at least once, with the same keys and WHERE (they read ``a`` only); ``b``'s rids are not NULL exactly
   on the rows the inner join keeps; the NULL rids the union adds are ignored by every lineage union.
+
+  The inner join's branch reads ``b`` alone (:func:`_inner_side_alone`) when ``a`` enters it only through its
+  keys, each equated in the ON to a column of ``b`` of the same integer type (``<c>`` is ``a.k1 = b.x1 AND ... AND
+  <conditions on b alone>``, every key a plain column ``a.k``): ``SELECT b.x1 AS <key 1>, ..., <b's rids> FROM b
+  WHERE <the conditions on b> AND b.x1 IS NOT NULL AND ...`` (TPC-H Q13: the orders alone, not joined to the
+  customers again: 2.34x -> 2.26x of the query at SF 1). Exact for the rows found again, which meet the groups by
+  their keys: a group's keys are an ``a`` row's that passes ``<w>``, and every ``b`` row whose columns equal them
+  (not NULL: ``=`` never holds on NULL) and passes the conditions on ``b`` pairs with that row under ``<c>``; the
+  same type on both sides makes ``b.x``'s value the key's (no union or comparison casts either); ``<w>`` and the
+  other ``a`` rows need not be read again. Not when ``<c>`` reads ``a`` otherwise (an ``a`` row failing it would
+  still make a group).
 """
 
 from __future__ import annotations
@@ -65,9 +76,10 @@ def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str],
     return [equal, with_null]
 
 
-def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expression | None:
+def preserved_side_apart(rows: exp.Select, rid_names: list[str], schema: dict | None = None) -> exp.Expression | None:
     """``rows`` (``SELECT <keys>, <rids named rid_names> FROM a LEFT JOIN b ON ...``) as the union of its
-    preserved side and its inner join (see the module), or None when the conditions do not hold."""
+    preserved side and its inner join (see the module), or None when the conditions do not hold; ``schema``
+    (table -> {column: type}) lets the inner join read ``b`` alone."""
     from_, joins = rows.args.get("from_"), rows.args.get("joins") or []
     if from_ is None or not isinstance(from_.this, exp.Table) or len(joins) != 1:
         return None
@@ -105,7 +117,68 @@ def preserved_side_apart(rows: exp.Select, rid_names: list[str]) -> exp.Expressi
     inner.args["joins"][0].set("kind", "INNER")
     inner.set("expressions", [_null_named(p) if p.alias_or_name in rid_names and p.alias_or_name not in b_rids
                               else p.copy() for p in rows.expressions])
+    inner = _inner_side_alone(inner, a, b, schema or {}) or inner
     return exp.union(preserved, inner, distinct=False)
+
+
+_INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                       "UBIGINT", "UHUGEINT", "INT", "INT1", "INT2", "INT4", "INT8", "SHORT", "LONG"})
+
+
+def _inner_side_alone(inner: exp.Select, a: str, b: str, schema: dict) -> exp.Select | None:
+    """``inner`` (``SELECT <keys on a>, <NULLs>, <b's rids> FROM a INNER JOIN b ON <c> [WHERE <w on a>]``) reading
+    ``b`` alone, its keys read from the ``b`` columns the ON equates them to (see the module), or None."""
+    join = inner.args["joins"][0]
+    tables = {a: inner.args["from_"].this.name.lower(), b: join.this.name.lower()}
+    equated: dict[str, exp.Column] = {}  # a's key column -> the b column the ON equates it to
+    kept: list[exp.Expression] = []  # the ON's conditions on b alone
+    for condition in conjuncts(join.args["on"]):
+        read = _tables_read(condition)
+        if read is None:
+            return None
+        if a not in read:
+            kept.append(condition.copy())
+            continue
+        if not isinstance(condition, exp.EQ):
+            return None
+        left, right = condition.this, condition.expression
+        if _column_of(right, a) and _column_of(left, b):
+            left, right = right, left
+        if not (_column_of(left, a) and _column_of(right, b)) or left.name in equated:
+            return None
+        equated[left.name] = right
+    keys, present = [], []
+    for p in inner.expressions:
+        read = _tables_read(p)
+        if read is None:
+            return None
+        if a not in read:
+            keys.append(p.copy())
+            continue
+        column = p.unalias()
+        other = equated.get(column.name) if _column_of(column, a) else None
+        if other is None or not _same_integer_type(schema, tables[a], column.name, tables[b], other.name):
+            return None
+        keys.append(exp.alias_(other.copy(), p.alias_or_name))
+        present.append(exp.Not(this=exp.Is(this=other.copy(), expression=exp.Null())))
+    alone = exp.select(*keys).from_(join.this.copy(), copy=False)
+    return alone.where(*kept, *present, copy=False) if kept or present else alone
+
+
+def _column_of(node: exp.Expression, table: str) -> bool:
+    return isinstance(node, exp.Column) and node.table == table and isinstance(node.this, exp.Identifier)
+
+
+def _same_integer_type(schema: dict, t: str, c: str, u: str, d: str) -> bool:
+    def type_of(table: str, column: str) -> str | None:
+        columns = schema.get(table) or {}
+        found = columns.get(column)
+        if found is None:
+            found = next((v for k, v in columns.items() if k.lower() == column.lower()), None)
+        return str(found).upper() if found is not None else None
+
+    first, second = type_of(t, c), type_of(u, d)
+    return first is not None and first == second and first in _INTEGERS
 
 
 def _tables_read(node: exp.Expression) -> set[str] | None:

@@ -131,7 +131,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     if written is not None:  # the rows written once: the groups and the rows found again both read them
         keyed, found = written
     elif ctx.fns.only_inner_equi_joins_fast:  # the same rows through inner equality joins (rules/inner_equi_joins)
-        found = preserved_side_apart(rows, r_names) or rows
+        found = preserved_side_apart(rows, r_names, ctx.schema) or rows
     if ctx.fns.only_inner_equi_joins_fast:
         ons = null_safe_branches(alias, i, k_names, inner_keys, slots)
     branches = []
