@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import dltrace  # noqa: E402
-from oracles import Duck, EngineBug, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp, tlp_applies  # noqa: E402
+from oracles import (Duck, EngineBug, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp,  # noqa: E402
+                     storage_for, tlp_applies)
 from querygen_rich import rich_queries, rich_tables  # noqa: E402
 
 
@@ -62,7 +63,7 @@ def minimize(session, target: str, allow, n: int) -> None:
     def bad(x):
         data, g = x
         for name, t in data.items():
-            session.register(name, t, replace=True)
+            session.register(name, t, replace=True, storage=storage_for(data))
         got, msg = classify(session, data, g)
         return got == kind and sub in msg
 
@@ -93,6 +94,8 @@ def _count_nested_rewrites():
     instrument.nested_group_lineage = counting("nested_group_lineage", instrument.nested_group_lineage)
     for name in ("preserved_side_apart", "null_safe_branches"):
         setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
+    from dltrace.rewriter.rules import inner_equi_joins
+    inner_equi_joins._inner_side_alone = counting("_inner_side_alone", inner_equi_joins._inner_side_alone)
 
 
 def main():
@@ -123,8 +126,9 @@ def main():
               derandomize=args.seed is None)
     @given(data=rich_tables(), g=rich_queries(allow=allow))
     def run(data, g):
+        storage = storage_for(data)
         for name, t in data.items():
-            session.register(name, t, replace=True)
+            session.register(name, t, replace=True, storage=storage)
         kind, msg = classify(session, data, g)
         outcomes[kind] += 1
         for f in g.features:

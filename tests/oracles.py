@@ -81,6 +81,13 @@ def rows_of(table) -> list[tuple]:
     return [tuple(norm(c[i]) for c in cols) for i in range(table.num_rows)]
 
 
+def storage_for(data: dict) -> str:
+    """Where a session keeps a drawn set of tables: half of the draws in the engine's memory, half read in place
+    (as Arrow), decided by the data itself (the same draw, the same storage): the rewrites that choose by the
+    storage (rows written once, or read again through inner joins) both meet the generator's queries."""
+    return "memory" if (sum(t.num_rows for t in data.values()) + len(data)) % 2 else "source"
+
+
 class Duck:
     """A plain DuckDB connection over the same Arrow tables (the engine's own answer)."""
 

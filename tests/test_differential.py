@@ -37,7 +37,8 @@ from hypothesis import Phase, given, reject, settings
 import dltrace
 from dltrace.oracle import verify_row
 from lineage_compare import assert_same_rows_and_lineage
-from oracles import Duck, EngineBug, EngineRejects, OracleFailure, Refused, check_reference, check_tlp, tlp_applies
+from oracles import (Duck, EngineBug, EngineRejects, OracleFailure, Refused, check_reference, check_tlp, storage_for,
+                     tlp_applies)
 from querygen import queries, tables
 from querygen_rich import SPARK_FEATURES, rich_queries, rich_tables
 
@@ -45,8 +46,9 @@ _duck = dltrace.connect("duckdb")
 
 
 def _session(data):
+    storage = storage_for(data)
     for name, table in data.items():
-        _duck.register(name, table, replace=True)
+        _duck.register(name, table, replace=True, storage=storage)
     return _duck
 
 
