@@ -191,7 +191,7 @@ def _lineage_per_group(select: exp.Select, keys: list[exp.Expression], g: str, m
     pre = exp.select(*[exp.alias_(k, n) for k, n in zip(grouped, key_names)]).from_(members, copy=False)
     pre = pre.group_by(*[k.copy() for k in grouped], copy=False)
     pre, exported = aggregate(pre, moved, ctx, final)
-    names = {e.name: e for e in exported}
+    names = {e.name for e in exported}
     projections, values = [], {}
     calls: list[tuple[exp.Expression, str]] = []  # (aggregate call, its column in _dl_a): one column per call
 
