@@ -452,7 +452,15 @@ class Gen:
             if outer_ints and self.chance(2):  # correlate with the outer query
                 self.feat("correlated_scalar")
                 o, c = self.pick(outer_ints), self.pick([c for c in cols if c[2] == "int"] or [None])
-                corr = Bin("=", Col(c[0], c[1]), Col(o[0], o[1])) if c else Is(Col(o[0], o[1]), "NULL", True)
+                # an equality (sqlglot decorrelates it), or a range or inequality (read over a domain of the
+                # outer values: passes/outer_domains.py), the outer column on either side
+                op = self.pick(["=", "=", "<", ">=", "<>"])
+                if op != "=":
+                    self.feat("correlated_scalar_range")
+                pair = (Col(c[0], c[1]), Col(o[0], o[1])) if c else None
+                if pair and self.chance(3):
+                    pair, op = pair[::-1], {"<": ">", ">=": "<="}.get(op, op)
+                corr = Bin(op, *pair) if pair else Is(Col(o[0], o[1]), "NULL", True)
                 where = corr if where is None else Bin("AND", where, corr)
             return Select([(agg, "m")], item, where, group=[])
         q, _ = self.query(depth, want=[typ], outer=outer, ctes=ctes, plain=True)

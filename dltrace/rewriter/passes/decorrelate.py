@@ -14,6 +14,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
+- for forward lineage in witness semantics, a correlated scalar aggregate compared with the outer row by more than
+  equalities (``WHERE u.d < t.d``) is first read over a domain of the outer values, correlated by equalities
+  only (:func:`outer_domains.join_outer_domains`);
 - a correlated scalar subquery in the SELECT list or HAVING of a plain GROUP BY that reads only group keys of
   its SELECT is first read per input row, through ``MAX()`` (:func:`decorrelatable.read_group_constants_per_row`);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates
@@ -64,11 +67,12 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (COMPARISONS, enclosing_clause, in_a_clause, is_correlated,
                                                  one_value, outer_columns, positive_filter, reaches_past_itself,
                                                  subquery_kind)
-from dltrace.rewriter.passes.decorrelatable import (PIECE, count_rows_of_true_exists, hoist_outer_tests,
+from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_rows_of_true_exists, hoist_outer_tests,
                                                     outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
+from dltrace.rewriter.passes.outer_domains import join_outer_domains
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
                                    negated, returns_rows_per_row)
 
@@ -102,6 +106,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     hoist_outer_tests(tree)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree)
+    if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
+        join_outer_domains(tree, REDUCTION, WRITTEN_AS)
     read_group_constants_per_row(tree)
     read_scalars_in_expressions(tree)
     if context.late_witnesses and context.semantics == "witness":

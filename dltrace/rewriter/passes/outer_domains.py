@@ -1,0 +1,127 @@
+"""A correlated scalar aggregate compared with the outer row by more than equalities, read over a domain of the
+outer values: the form sqlglot decorrelates, with the same value and the same witnesses per outer row.
+
+sqlglot decorrelates a scalar subquery whose correlation is a set of equalities ``u.x = t.k`` (it groups the
+subquery by ``u.x`` and joins the groups to the outer rows), and leaves the others correlated, which dltrace then
+refuses: ``(SELECT count(*) FROM u WHERE u.d < t.d)``, a running total, the orders before this one. Here the
+outer columns are first replaced by the columns of a *domain*, the distinct values the outer table has:
+
+    (SELECT count(*) FROM u WHERE u.d < t.d)
+    -> (SELECT count(*) FROM u, (SELECT DISTINCT _dl_o.d AS _dl_v1 FROM t AS _dl_o WHERE _dl_o.d IS NOT NULL)
+        AS _dl_d1 WHERE u.d < _dl_d1._dl_v1 AND _dl_d1._dl_v1 = t.d)
+
+and sqlglot then groups the subquery's rows per domain value and joins them to the outer rows on equality.
+The domain is dltrace's filter, not part of the user's query: it is marked ``meta[REDUCTION]`` and contributes
+no lineage (:func:`dltrace.rewriter.rules.sources.from_slots`), as the key lists of ``reduce_subqueries`` do.
+
+Valid (the same value and the same subquery rows for every outer row) when:
+- the subquery is a one-row aggregate (one projection over aggregates; no GROUP BY, HAVING, QUALIFY, DISTINCT,
+  ORDER BY, LIMIT, OFFSET, window or nested query), with a FROM, no random draw or clock;
+- every column of the outer query it reads is a direct operand of a comparison (``= <> < <= > >=``) that is a
+  top-level conjunct of its WHERE: an outer row with a NULL in one of them makes that conjunct NULL for every row,
+  so the subquery reads no row; so does the rewrite, where the row meets no domain value (the domain holds no
+  NULL, and a NULL equals nothing): the aggregate over no rows either way (sqlglot's COUNT is then 0, as the
+  engine's). A non-NULL value ``v`` meets exactly the domain row whose value equals it (the domain is DISTINCT,
+  and DISTINCT and ``=`` agree on which values are the same) and, for each comparison, ``u.d < v`` and ``u.d <
+  t.d`` have the same truth: each subquery row passes the rewritten WHERE exactly when it passed the user's;
+- the outer columns are all of one FROM item of the SELECT the subquery is written in, a table or CTE named
+  as it is (its values read once more, all of them: a superset of the values of the rows that reach the
+  subquery, which only adds groups no outer row joins);
+- at least one of those comparisons is not an equality (with equalities alone sqlglot decorrelates the
+  subquery as it is).
+
+Forward lineage in witness semantics only (``context.late_witnesses``): backward tracing reads every joined
+relation as the query's own, and control lineage reads the user's subquery whole.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns
+from dltrace.rewriter.shape import clock_call, conjuncts, from_items, one_row_aggregate, random_call
+
+DOMAIN = "_dl_d"  # alias prefix of a domain (numbered: one per subquery rewritten)
+DOMAIN_TABLE = "_dl_o"  # alias of the outer table read inside a domain
+DOMAIN_VALUE = "_dl_v"  # column prefix of a domain's values
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+_PLAIN_TABLE_ARGS = {"this", "db", "catalog", "alias"}
+
+
+def join_outer_domains(tree: exp.Expression, reduction_key: str, written_as_key: str) -> None:
+    """Rewrite, in place, every correlated scalar subquery of ``tree`` this module's conditions allow; the domain
+    joined into each is marked ``meta[reduction_key]`` and the rewritten subquery ``meta[written_as_key]`` (the
+    user's subquery, which a refusal names)."""
+    counter = 0
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        if not in_a_clause(sub) or not isinstance(query, exp.Select):
+            continue
+        owner = sub.find_ancestor(exp.Select)
+        found = _domain_source(query, owner) if owner is not None else None
+        if found is None:
+            continue
+        item, columns = found
+        counter += 1
+        users = sub.meta.get(written_as_key) or sub.copy()  # (a piece of a split value names the user's whole)
+        _join_domain(query, item, columns, f"{DOMAIN}{counter}", reduction_key)
+        sub.meta[written_as_key] = users
+
+
+def _domain_source(query: exp.Select, owner: exp.Select) -> tuple[exp.Table, list[exp.Column]] | None:
+    """The FROM item of ``owner`` whose columns the subquery ``query`` compares with, and those columns (one per
+    name, in order of appearance), when the module's conditions hold; else None."""
+    if not one_row_aggregate(query) or query.args.get("from_") is None or query.args.get("with_") is not None:
+        return None
+    if any(query.args.get(k) for k in ("distinct", "order", "windows", "qualify")) or len(query.expressions) != 1:
+        return None
+    if query.find(exp.Window) is not None or any(s is not query for s in query.find_all(exp.Select)):
+        return None
+    if random_call(query) is not None or clock_call(query) is not None:
+        return None
+    outer = outer_columns(query)
+    if not outer:
+        return None
+    tests = conjuncts(query.args.get("where"))
+    compared = {id(side) for t in tests if isinstance(t, _COMPARISONS) for side in (t.this, t.expression)}
+    if any(id(c) not in compared for c in outer):
+        return None  # an outer column elsewhere: in the value, under a function, an OR, a CASE
+    if all(isinstance(c.parent, exp.EQ) for c in outer):
+        return None  # equalities alone: sqlglot decorrelates it as written
+    tables = {c.table for c in outer}
+    if len(tables) != 1:
+        return None
+    alias = tables.pop()
+    items = [i for i in from_items(owner) if i.alias_or_name == alias]
+    if len(items) != 1 or not _plain_table(items[0]):
+        return None
+    names: dict[str, exp.Column] = {}
+    for c in outer:
+        names.setdefault(c.name, c)
+    return items[0], list(names.values())
+
+
+def _plain_table(item: exp.Expression) -> bool:
+    """A table or CTE read by name: nothing else (a sample, a time travel, a pivot, a function) in the item."""
+    return isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) \
+        and all(k in _PLAIN_TABLE_ARGS for k, v in item.args.items() if v)
+
+
+def _join_domain(query: exp.Select, item: exp.Table, columns: list[exp.Column], name: str,
+                 reduction_key: str) -> None:
+    values = {c.name: f"{DOMAIN_VALUE}{i}" for i, c in enumerate(columns, 1)}
+    source = item.copy()
+    source.set("alias", exp.TableAlias(this=exp.to_identifier(DOMAIN_TABLE, quoted=True)))
+    read = [exp.column(c.name, DOMAIN_TABLE, quoted=True) for c in columns]
+    domain = exp.select(*[exp.alias_(r, values[c.name], quoted=True) for r, c in zip(read, columns)]) \
+        .distinct().from_(source).where(exp.and_(*[r.copy().is_(exp.null()).not_() for r in read]))
+    joined = exp.Subquery(this=domain, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
+    joined.meta[reduction_key] = True
+    outer = {id(c) for c in outer_columns(query)}
+    for column in [c for c in query.find_all(exp.Column) if id(c) in outer]:
+        column.replace(exp.column(values[column.name], name, quoted=True))
+    links = [exp.EQ(this=exp.column(values[c.name], name, quoted=True), expression=c.copy()) for c in columns]
+    where = query.args.get("where")
+    query.set("where", exp.Where(this=exp.and_(*([where.this] if where else []), *links)))
+    query.append("joins", exp.Join(this=joined))
