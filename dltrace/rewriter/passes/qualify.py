@@ -4,7 +4,9 @@ Valid for every query: qualification only names what the engine would resolve an
 schema only when the query reads it, and then a ``*`` over a table is written ``* EXCLUDE (dl_rid)`` before it
 is expanded: the column stays invisible to ``*`` as the README says (a query naming it showed it in ``*``). A
 NATURAL join in such a query (``dl_rid`` a common column: it joined on it) and a ``*`` over a table and a derived
-table or CTE together (whose own ``dl_rid``, named by the user, ``*`` shows) are refused.
+table or CTE together (whose own ``dl_rid``, named by the user, ``*`` shows) are refused, and so is a one-column
+USING after a RIGHT or FULL join that merged its column (:func:`check_using_after_outer_merge`: sqlglot's expansion
+compares the wrong side there).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dltrace.rewriter.shape import from_items
 
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
+    check_using_after_outer_merge(expression)
     schema = schema_for(expression, context.schema)
     tree = exp.maybe_copy(expression, copy)
     if context.schema is not None and mentions_rid(tree):
@@ -38,6 +41,32 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     if context.schema is not None:
         check_stars_expanded(tree)
     return tree
+
+
+def check_using_after_outer_merge(tree: exp.Expression) -> None:
+    """A one-column ``USING (k)`` (or a NATURAL join) after a RIGHT or FULL join that merged ``k`` is refused.
+
+    The merged ``k`` of ``a RIGHT JOIN b USING (k)`` is ``b.k`` where ``a`` has no match (``COALESCE(a.k, b.k)``),
+    and a later ``JOIN c USING (k)`` compares that; sqlglot's expansion (30.30) writes a one-column USING after the
+    first join as ``a.k = c.k``, NULL for those rows, which lost them (found by the long generator profile: a
+    scalar subquery gave NULL where DuckDB gave -2). A USING of several columns is expanded over the COALESCE of
+    the earlier sides, and a LEFT or inner join's merged column is its left side's: both stay. A NATURAL join's
+    columns are not known before qualification: after such a merge it is refused too."""
+    for select in tree.find_all(exp.Select):
+        merged: set[str] = set()
+        natural_outer = False
+        for join in select.args.get("joins") or []:
+            using = [u.name.lower() for u in join.args.get("using") or []]
+            natural = (join.args.get("method") or "").upper() == "NATURAL"
+            if (natural and (merged or natural_outer)) or (len(using) == 1 and (using[0] in merged or natural_outer)):
+                name = join.args["using"][0].name if using else ""
+                what = "a NATURAL join after a RIGHT or FULL join on USING or NATURAL" if natural else \
+                    f"USING ({name}) after a RIGHT or FULL join that merged {name}"
+                raise UnsupportedQuery(f"{what} is not supported (write the join with ON, naming the side it "
+                                       f"compares), at {position(join)}")
+            if (join.side or "").upper() in ("RIGHT", "FULL"):
+                merged.update(using)
+                natural_outer |= natural
 
 
 def _hide_rid_from_stars(tree: exp.Expression) -> None:
