@@ -1,9 +1,10 @@
-"""A correlated scalar aggregate compared with the outer row by more than equalities, read over a domain of the
-outer values: the form sqlglot decorrelates, with the same value and the same witnesses per outer row.
+"""A correlated subquery compared with the outer row by ranges or inequalities, read over a domain of the outer
+values: the form sqlglot decorrelates, with the same rows for every outer row.
 
-sqlglot decorrelates a scalar subquery whose correlation is a set of equalities ``u.x = t.k`` (it groups the
-subquery by ``u.x`` and joins the groups to the outer rows), and leaves the others correlated, which dltrace then
-refuses: ``(SELECT count(*) FROM u WHERE u.d < t.d)``, a running total, the orders before this one. Here the
+sqlglot decorrelates a subquery whose correlation is a set of equalities ``u.x = t.k`` (it groups the subquery
+by ``u.x`` and joins the groups to the outer rows); the rewriter's ``array_witness`` takes one range beside such
+equalities; the others stay correlated, which dltrace then refuses: ``(SELECT count(*) FROM u WHERE u.d <
+t.d)``, a running total, the orders before this one, ``EXISTS (SELECT 1 FROM u WHERE u.v > t.v)``. Here the
 outer columns are first replaced by the columns of a *domain*, the distinct values the outer table has:
 
     (SELECT count(*) FROM u WHERE u.d < t.d)
@@ -14,21 +15,24 @@ and sqlglot then groups the subquery's rows per domain value and joins them to t
 The domain is dltrace's filter, not part of the user's query: it is marked ``meta[REDUCTION]`` and contributes
 no lineage (:func:`dltrace.rewriter.rules.sources.from_slots`), as the key lists of ``reduce_subqueries`` do.
 
-Valid (the same value and the same subquery rows for every outer row) when:
-- the subquery is a one-row aggregate (one projection over aggregates; no GROUP BY, HAVING, QUALIFY, DISTINCT,
-  ORDER BY, LIMIT, OFFSET, window or nested query), with a FROM, no random draw or clock;
-- every column of the outer query it reads is a direct operand of a comparison (``= <> < <= > >=``) that is a
-  top-level conjunct of its WHERE: an outer row with a NULL in one of them makes that conjunct NULL for every row,
-  so the subquery reads no row; so does the rewrite, where the row meets no domain value (the domain holds no
-  NULL, and a NULL equals nothing): the aggregate over no rows either way (sqlglot's COUNT is then 0, as the
-  engine's). A non-NULL value ``v`` meets exactly the domain row whose value equals it (the domain is DISTINCT,
-  and DISTINCT and ``=`` agree on which values are the same) and, for each comparison, ``u.d < v`` and ``u.d <
-  t.d`` have the same truth: each subquery row passes the rewritten WHERE exactly when it passed the user's;
+Valid -- for every outer row the rewritten subquery has the same rows as the user's, so the same value, the same
+EXISTS and IN, and the same witnesses -- when:
+- every column of the outer query the subquery reads is a direct operand of a comparison (``= <> < <= > >=``)
+  that is a top-level conjunct of its WHERE: an outer row with a NULL in one of them makes that conjunct NULL for
+  every row, so the subquery has no row; nor has the rewrite, where the row meets no domain value (the domain
+  holds no NULL, and a NULL equals nothing). A non-NULL value ``v`` meets exactly the domain row whose value
+  equals it (the domain is DISTINCT, and DISTINCT and ``=`` agree on which values are the same) and, for each
+  comparison, ``u.d < v`` and ``u.d < t.d`` have the same truth: each row passes the rewritten WHERE exactly
+  when it passed the user's (and the domain, one row, repeats none);
+- the subquery has a FROM, no WITH, window, nested query, random draw or clock; no DISTINCT, ORDER BY or
+  QUALIFY;
 - the outer columns are all of one FROM item of the SELECT the subquery is written in, a table or CTE named
   as it is (its values read once more, all of them: a superset of the values of the rows that reach the
   subquery, which only adds groups no outer row joins);
-- at least one of those comparisons is not an equality (with equalities alone sqlglot decorrelates the
-  subquery as it is).
+- it is a kind the rest of the rewriter does not take (:func:`_taken`): a scalar one-row aggregate compared by
+  more than equalities (sqlglot's COUNT over no rows is then 0, as the engine's); an EXISTS or IN over plain
+  rows (no aggregate, GROUP BY, HAVING, LIMIT or OFFSET), not negated, correlated by a range alone or by two, an
+  EXISTS only in a SELECT that does not aggregate.
 
 Forward lineage in witness semantics only (``context.late_witnesses``): backward tracing reads every joined
 relation as the query's own, and control lineage reads the user's subquery whole.
@@ -39,7 +43,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns
-from dltrace.rewriter.shape import clock_call, conjuncts, from_items, one_row_aggregate, random_call
+from dltrace.rewriter.shape import (clock_call, conjuncts, from_items, is_aggregate, negated, one_row_aggregate,
+                                   random_call, ungrouped)
 
 DOMAIN = "_dl_d"  # alias prefix of a domain (numbered: one per subquery rewritten)
 DOMAIN_TABLE = "_dl_o"  # alias of the outer table read inside a domain
@@ -50,31 +55,45 @@ _PLAIN_TABLE_ARGS = {"this", "db", "catalog", "alias"}
 
 
 def join_outer_domains(tree: exp.Expression, reduction_key: str, written_as_key: str) -> None:
-    """Rewrite, in place, every correlated scalar subquery of ``tree`` this module's conditions allow; the domain
-    joined into each is marked ``meta[reduction_key]`` and the rewritten subquery ``meta[written_as_key]`` (the
+    """Rewrite, in place, every correlated subquery of ``tree`` this module's conditions allow; the domain joined
+    into each is marked ``meta[reduction_key]`` and a rewritten scalar subquery ``meta[written_as_key]`` (the
     user's subquery, which a refusal names)."""
     counter = 0
-    for sub in list(tree.find_all(exp.Subquery)):
-        query = sub.this
-        if not in_a_clause(sub) or not isinstance(query, exp.Select):
+    for node in list(tree.find_all(exp.Subquery, exp.Exists, exp.In)):
+        query = _query_of(node)
+        if query is None:
             continue
-        owner = sub.find_ancestor(exp.Select)
-        found = _domain_source(query, owner) if owner is not None else None
+        owner = node.find_ancestor(exp.Select)
+        found = _domain_source(node, query, owner) if owner is not None else None
         if found is None:
             continue
         item, columns = found
         counter += 1
-        users = sub.meta.get(written_as_key) or sub.copy()  # (a piece of a split value names the user's whole)
+        users = node.meta.get(written_as_key) or node.copy()  # (a piece of a split value names the user's whole)
         _join_domain(query, item, columns, f"{DOMAIN}{counter}", reduction_key)
-        sub.meta[written_as_key] = users
+        if isinstance(node, exp.Subquery):
+            node.meta[written_as_key] = users
 
 
-def _domain_source(query: exp.Select, owner: exp.Select) -> tuple[exp.Table, list[exp.Column]] | None:
+def _query_of(node: exp.Expression) -> exp.Select | None:
+    """The SELECT a scalar subquery written in a clause, an EXISTS or an ``x IN (SELECT ...)`` tests."""
+    if isinstance(node, exp.Subquery):
+        query = node.this if in_a_clause(node) and not isinstance(node.parent, exp.In) else None
+    elif isinstance(node, exp.Exists):
+        query = node.this
+    else:
+        query = node.args.get("query")
+        query = query.this if isinstance(query, exp.Subquery) else query
+    return query if isinstance(query, exp.Select) else None
+
+
+def _domain_source(node: exp.Expression, query: exp.Select,
+                   owner: exp.Select) -> tuple[exp.Table, list[exp.Column]] | None:
     """The FROM item of ``owner`` whose columns the subquery ``query`` compares with, and those columns (one per
     name, in order of appearance), when the module's conditions hold; else None."""
-    if not one_row_aggregate(query) or query.args.get("from_") is None or query.args.get("with_") is not None:
+    if query.args.get("from_") is None or query.args.get("with_") is not None:
         return None
-    if any(query.args.get(k) for k in ("distinct", "order", "windows", "qualify")) or len(query.expressions) != 1:
+    if any(query.args.get(k) for k in ("distinct", "order", "windows", "qualify")):
         return None
     if query.find(exp.Window) is not None or any(s is not query for s in query.find_all(exp.Select)):
         return None
@@ -87,8 +106,8 @@ def _domain_source(query: exp.Select, owner: exp.Select) -> tuple[exp.Table, lis
     compared = {id(side) for t in tests if isinstance(t, _COMPARISONS) for side in (t.this, t.expression)}
     if any(id(c) not in compared for c in outer):
         return None  # an outer column elsewhere: in the value, under a function, an OR, a CASE
-    if all(isinstance(c.parent, exp.EQ) for c in outer):
-        return None  # equalities alone: sqlglot decorrelates it as written
+    if not _taken(node, query, owner, tests, outer):
+        return None
     tables = {c.table for c in outer}
     if len(tables) != 1:
         return None
@@ -100,6 +119,29 @@ def _domain_source(query: exp.Select, owner: exp.Select) -> tuple[exp.Table, lis
     for c in outer:
         names.setdefault(c.name, c)
     return items[0], list(names.values())
+
+
+def _taken(node: exp.Expression, query: exp.Select, owner: exp.Select, tests: list[exp.Expression],
+           outer: list[exp.Column]) -> bool:
+    """Is the subquery of a kind this module rewrites, correlated as the rest of the rewriter does not take?
+
+    A scalar: a one-row aggregate with one projection, compared by more than equalities (sqlglot decorrelates
+    equalities alone). An EXISTS or IN: a plain filter of rows (no aggregate, GROUP BY, HAVING, LIMIT or OFFSET),
+    not negated, correlated by a range or inequality alone or by two of them (one beside equalities is the
+    rewriter's own: ``passes/array_witness.py``), an EXISTS in a SELECT that does not aggregate (in one that does,
+    ``passes/late_witness_exists.py`` joins its witnesses after the filter)."""
+    if isinstance(node, exp.Subquery):
+        return one_row_aggregate(query) and len(query.expressions) == 1 and \
+            not all(isinstance(c.parent, exp.EQ) for c in outer)
+    if not ungrouped(query) or is_aggregate(query) or negated(node, owner):
+        return False
+    if isinstance(node, exp.Exists) and is_aggregate(owner):
+        return False
+    reading = {id(c) for c in outer}
+    correlated = [t for t in tests if isinstance(t, _COMPARISONS)
+                  and (id(t.this) in reading or id(t.expression) in reading)]
+    others = sum(not isinstance(t, exp.EQ) for t in correlated)
+    return others >= 2 or (others == 1 and len(correlated) == 1)
 
 
 def _plain_table(item: exp.Expression) -> bool:
