@@ -244,7 +244,8 @@ def test_random_range_correlated_scalars_by_hand(a, b, ua, uc, query, strategy):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("name", ["count_before", "sum_equal_and_other", "filter_by_running_max", "exists_over_count"])
+@pytest.mark.parametrize("name", ["count_before", "sum_equal_and_other", "filter_by_running_max", "exists_over_count",
+                                  "exists_range", "exists_value_two_ranges", "in_range"])
 def test_range_correlated_scalar_by_hand_on_spark(spark_session, name):
     """The same SQL on Spark (value_with_outer_column aside: Spark refuses an outer column in a subquery's
     SELECT list, and dltrace returns its error; the doubles aside: Spark orders NaN and -0.0 as DuckDB does, but
