@@ -38,10 +38,13 @@ class UnsupportedQuery(DltraceError):
 
     @classmethod
     def expanded_columns(cls, items: int, columns: int) -> UnsupportedQuery:
-        """The engine expanded one SELECT item into several columns (DuckDB's unnest of a struct): known only
-        once the query ran, from the count of columns it returned."""
-        return cls(f"a SELECT item that gives several columns (an unnest of a struct, ...) is not supported: the "
-                   f"query's {items} items gave {columns} columns; name each column")
+        """The engine expanded one SELECT item into more columns than dltrace's rewrite lists (DuckDB's unnest of
+        a struct; a ``*`` over a USING join and a later source with a column of the USING column's name, which
+        sqlglot's expansion lists once where the engine lists both): known from the engine's names for the query,
+        or once it ran, from the count of columns it returned."""
+        return cls(f"a SELECT item that gives several columns (an unnest of a struct, a * over a USING join and a "
+                   f"later join with a column of the same name, ...) is not supported: the query's {items} items "
+                   f"gave {columns} columns; name each column")
 
 
 class RowOutOfRange(DltraceError, IndexError):

@@ -303,13 +303,16 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              read_in_place=read_in_place)
     on = rewritten.on
     in_place = sorted(t for t in schema if t in read_in_place)
+    names = tuple(engine_names(catalog, sql, read, tree))
+    if len(names) != len(rewritten.columns):  # the engine lists columns the rewrite's items do not
+        raise UnsupportedQuery.expanded_columns(len(rewritten.columns), len(names))
     plan = ForwardPlan(
         text=rewritten.sql(),
         shared_text=rewritten.shared_sql(),
         width=len(rewritten.columns),
         lineage=tuple(rewritten.lineage.items()),
         # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
-        names=tuple(engine_names(catalog, sql, read, tree)),
+        names=names,
         rows=tuple(rows.items()),
         off=on is not None and on.off,
         dictionary_text=generate(on.dictionary(), catalog.dialect) if on is not None and on.table else None,
@@ -370,7 +373,10 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
     A source registered from a result with lineage is traced to its own rows; with ``end_to_end`` each of them
     then contributes its stored lineage (the composition of this step's trace with the earlier steps')."""
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
-    table = found.table.rename_columns(engine_names(catalog, sql, dialect or catalog.dialect))
+    names = engine_names(catalog, sql, dialect or catalog.dialect)
+    if len(names) != found.table.num_columns:  # the engine lists columns the reverse query's items do not
+        raise UnsupportedQuery.expanded_columns(found.table.num_columns, len(names))
+    table = found.table.rename_columns(names)
     lineage, through = found.lineage_columns, ()
     if end_to_end:
         through = tuple(t for t in lineage if t in composed_sources(catalog))

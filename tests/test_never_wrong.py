@@ -320,6 +320,10 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
      r"USING \(a\) after a RIGHT or FULL join that merged a is not supported.*, at line 1, col 59"),
     ("SELECT t.b FROM t FULL JOIN u USING (a) LEFT JOIN u AS w USING (a)", r"USING \(a\) after a RIGHT or FULL"),
     ("SELECT * FROM t RIGHT JOIN u USING (a) NATURAL JOIN u AS w", r"a NATURAL join after a RIGHT or FULL join"),
+    # `*` over a USING join and a later join with a column of the USING column's name: sqlglot's expansion lists
+    # that name once where the engine lists both (found by hand after #28: pyarrow's rename error leaked)
+    ("SELECT * FROM t JOIN u USING (a) CROSS JOIN u AS w", r"gives several columns.*a \* over a USING join"),
+    ("SELECT * FROM t JOIN u USING (a) POSITIONAL JOIN u AS w", r"gives several columns.*items gave"),
     # an always-TRUE EXISTS (over an aggregate) whose rows a correlation through OR picks: the user's EXISTS
     # is named, not the count dltrace reads its rows with (a non-equality alone now runs: test_outer_domains.py)
     ("SELECT t.a FROM t WHERE EXISTS (SELECT count(*) FROM u WHERE u.c <> t.b OR u.a = 1)",
@@ -386,7 +390,8 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):
         s.run(sql)
-    if "comma" in needle or "same name" in needle or "parenthesized" in needle or "another value" in needle:  # found by hand checking `*` over USING joins
+    if "comma" in needle or "same name" in needle or "parenthesized" in needle or "another value" in needle \
+            or "several columns" in needle:  # found by hand checking `*` over USING joins
         with pytest.raises(dltrace.UnsupportedQuery, match=needle):
             s.trace(sql)
 
