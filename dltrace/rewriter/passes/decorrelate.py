@@ -15,8 +15,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
 - for forward lineage in witness semantics, a correlated scalar aggregate compared with the outer row by more than
-  equalities (``WHERE u.d < t.d``) is first read over a domain of the outer values, correlated by equalities
-  only (:func:`outer_domains.join_outer_domains`);
+  equalities (``WHERE u.d < t.d``), and an EXISTS or IN over plain rows correlated by a range alone or by two, are
+  first read over a domain of the outer values, correlated by equalities only
+  (:func:`outer_domains.join_outer_domains`);
 - a correlated scalar subquery in the SELECT list or HAVING of a plain GROUP BY that reads only group keys of
   its SELECT is first read per input row, through ``MAX()`` (:func:`decorrelatable.read_group_constants_per_row`);
 - a scalar subquery: only when it returns exactly one value per outer row -- its one projection over aggregates

@@ -67,12 +67,11 @@ def join_outer_domains(tree: exp.Expression, reduction_key: str, written_as_key:
         found = _domain_source(node, query, owner) if owner is not None else None
         if found is None:
             continue
-        item, columns = found
+        item, outer = found
         counter += 1
-        users = node.meta.get(written_as_key) or node.copy()  # (a piece of a split value names the user's whole)
-        _join_domain(query, item, columns, f"{DOMAIN}{counter}", reduction_key)
-        if isinstance(node, exp.Subquery):
-            node.meta[written_as_key] = users
+        if isinstance(node, exp.Subquery):  # (a piece of a split value names the user's whole already)
+            node.meta[written_as_key] = node.meta.get(written_as_key) or node.copy()
+        _join_domain(query, item, outer, f"{DOMAIN}{counter}", reduction_key)
 
 
 def _query_of(node: exp.Expression) -> exp.Select | None:
@@ -89,8 +88,8 @@ def _query_of(node: exp.Expression) -> exp.Select | None:
 
 def _domain_source(node: exp.Expression, query: exp.Select,
                    owner: exp.Select) -> tuple[exp.Table, list[exp.Column]] | None:
-    """The FROM item of ``owner`` whose columns the subquery ``query`` compares with, and those columns (one per
-    name, in order of appearance), when the module's conditions hold; else None."""
+    """The FROM item of ``owner`` whose columns the subquery ``query`` compares with, and the subquery's columns
+    of it, when the module's conditions hold; else None."""
     if query.args.get("from_") is None or query.args.get("with_") is not None:
         return None
     if any(query.args.get(k) for k in ("distinct", "order", "windows", "qualify")):
@@ -104,9 +103,12 @@ def _domain_source(node: exp.Expression, query: exp.Select,
         return None
     tests = conjuncts(query.args.get("where"))
     compared = {id(side) for t in tests if isinstance(t, _COMPARISONS) for side in (t.this, t.expression)}
-    if any(id(c) not in compared for c in outer):
+    reading = {id(c) for c in outer}
+    if not reading <= compared:
         return None  # an outer column elsewhere: in the value, under a function, an OR, a CASE
-    if not _taken(node, query, owner, tests, outer):
+    correlated = [t for t in tests if isinstance(t, _COMPARISONS) and (id(t.this) in reading or id(t.expression)
+                                                                      in reading)]
+    if not _taken(node, query, owner, sum(not isinstance(t, exp.EQ) for t in correlated), len(correlated)):
         return None
     tables = {c.table for c in outer}
     if len(tables) != 1:
@@ -115,15 +117,12 @@ def _domain_source(node: exp.Expression, query: exp.Select,
     items = [i for i in from_items(owner) if i.alias_or_name == alias]
     if len(items) != 1 or not _plain_table(items[0]):
         return None
-    names: dict[str, exp.Column] = {}
-    for c in outer:
-        names.setdefault(c.name, c)
-    return items[0], list(names.values())
+    return items[0], outer
 
 
-def _taken(node: exp.Expression, query: exp.Select, owner: exp.Select, tests: list[exp.Expression],
-           outer: list[exp.Column]) -> bool:
-    """Is the subquery of a kind this module rewrites, correlated as the rest of the rewriter does not take?
+def _taken(node: exp.Expression, query: exp.Select, owner: exp.Select, others: int, correlated: int) -> bool:
+    """Is the subquery of a kind this module rewrites, correlated (by ``correlated`` comparisons, ``others`` of them
+    not equalities) as the rest of the rewriter does not take?
 
     A scalar: a one-row aggregate with one projection, compared by more than equalities (sqlglot decorrelates
     equalities alone). An EXISTS or IN: a plain filter of rows (no aggregate, GROUP BY, HAVING, LIMIT or OFFSET),
@@ -131,17 +130,12 @@ def _taken(node: exp.Expression, query: exp.Select, owner: exp.Select, tests: li
     rewriter's own: ``passes/array_witness.py``), an EXISTS in a SELECT that does not aggregate (in one that does,
     ``passes/late_witness_exists.py`` joins its witnesses after the filter)."""
     if isinstance(node, exp.Subquery):
-        return one_row_aggregate(query) and len(query.expressions) == 1 and \
-            not all(isinstance(c.parent, exp.EQ) for c in outer)
+        return one_row_aggregate(query) and len(query.expressions) == 1 and others >= 1
     if not ungrouped(query) or is_aggregate(query) or negated(node, owner):
         return False
     if isinstance(node, exp.Exists) and is_aggregate(owner):
         return False
-    reading = {id(c) for c in outer}
-    correlated = [t for t in tests if isinstance(t, _COMPARISONS)
-                  and (id(t.this) in reading or id(t.expression) in reading)]
-    others = sum(not isinstance(t, exp.EQ) for t in correlated)
-    return others >= 2 or (others == 1 and len(correlated) == 1)
+    return others >= 2 or (others == 1 and correlated == 1)
 
 
 def _plain_table(item: exp.Expression) -> bool:
@@ -150,8 +144,9 @@ def _plain_table(item: exp.Expression) -> bool:
         and all(k in _PLAIN_TABLE_ARGS for k, v in item.args.items() if v)
 
 
-def _join_domain(query: exp.Select, item: exp.Table, columns: list[exp.Column], name: str,
-                 reduction_key: str) -> None:
+def _join_domain(query: exp.Select, item: exp.Table, outer: list[exp.Column], name: str, reduction_key: str) -> None:
+    """``query`` reading the outer columns ``outer`` (all of ``item``) from a domain of ``item``'s values."""
+    columns = list({c.name: c for c in outer}.values())  # one per name (the same column), in order of appearance
     values = {c.name: f"{DOMAIN_VALUE}{i}" for i, c in enumerate(columns, 1)}
     source = item.copy()
     source.set("alias", exp.TableAlias(this=exp.to_identifier(DOMAIN_TABLE, quoted=True)))
@@ -160,8 +155,7 @@ def _join_domain(query: exp.Select, item: exp.Table, columns: list[exp.Column], 
         .distinct().from_(source).where(exp.and_(*[r.copy().is_(exp.null()).not_() for r in read]))
     joined = exp.Subquery(this=domain, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
     joined.meta[reduction_key] = True
-    outer = {id(c) for c in outer_columns(query)}
-    for column in [c for c in query.find_all(exp.Column) if id(c) in outer]:
+    for column in outer:
         column.replace(exp.column(values[column.name], name, quoted=True))
     links = [exp.EQ(this=exp.column(values[c.name], name, quoted=True), expression=c.copy()) for c in columns]
     where = query.args.get("where")
