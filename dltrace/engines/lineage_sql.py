@@ -90,6 +90,9 @@ class LineageFunctions:
     #: the engine's list aggregate costs per element, not per byte: a reader that finishes the final lists takes
     #: several tables' row ids packed into one BIGINT list (:mod:`dltrace.rewriter.passes.pack_ids`)
     packs_ids: ClassVar[bool] = False
+    #: the engine's function that raises an error with a message when evaluated (a scalar lookup that finds
+    #: several rows raises through it: :mod:`dltrace.rewriter.passes.scalar_lookups`); "" for none
+    error_function: ClassVar[str] = ""
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
@@ -127,6 +130,10 @@ class LineageFunctions:
     def subqueries_in_lambdas(self) -> bool:
         """Can a higher-order function (filter, transform) read a scalar subquery?"""
         return True
+
+    def raise_error(self, message: str) -> exp.Expression:
+        """A call that raises ``message`` as the engine's error when evaluated."""
+        return exp.Anonymous(this=self.error_function, expressions=[exp.Literal.string(message)])
 
     # -- engine primitives (each engine implements these) --------------------------------------
     def agg_list(self, x: exp.Expression) -> exp.Expression:

@@ -64,6 +64,7 @@ class SparkFunctions(LineageFunctions):
     set_type = "ARRAY<BIGINT>"
     bitmap_type = "BINARY"
     from_hex = "unhex"
+    error_function = "raise_error"
 
     @property
     def subqueries_in_lambdas(self) -> bool:

@@ -32,6 +32,7 @@ from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
+    ZERO_FILL,
     decorrelate,
     has_decorrelated,
 )
@@ -71,14 +72,15 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bo
                 positive = any(not _is_existence_test(r) or not negated(r, select) for r in refs)
                 condition = None if positive else exp.false()
             else:  # a scalar subquery's value
-                condition = _value_condition([_value_use(r) for r in refs], select)
+                condition = _value_condition([_value_use(r) for r in refs], select, sub.alias_or_name)
             sub.meta[WITNESS_CONDITION] = condition
             sub.meta[USED_POSITIVELY] = not _never(condition)
     return tree
 
 
 def _value_use(ref: exp.Expression) -> exp.Expression:
-    """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper and parentheses; a piece
+    """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper, its COALESCE(_, 0) of a
+    COUNT, and parentheses; a piece
     of a split subquery: the split's expression, where the user's subquery was)."""
     node = ref
     split = ref.parent
@@ -87,12 +89,13 @@ def _value_use(ref: exp.Expression) -> exp.Expression:
             node = split
             break
         split = split.parent
-    while isinstance(node.parent, (exp.Max, exp.Paren)):
+    while isinstance(node.parent, (exp.Max, exp.Paren)) or (
+            isinstance(node.parent, exp.Coalesce) and node.parent.meta.get(ZERO_FILL) and node.arg_key == "this"):
         node = node.parent
     return node
 
 
-def _value_condition(uses: list[exp.Expression], select: exp.Select) -> exp.Expression | None:
+def _value_condition(uses: list[exp.Expression], select: exp.Select, alias: str) -> exp.Expression | None:
     """When a scalar subquery's rows are witnesses: always (None) if it is used as a value, or compared in a
     top-level conjunct of WHERE / ON / HAVING (TRUE for every row that passes); else when one of its positive
     comparisons is TRUE; never (FALSE) when every comparison is negated."""
@@ -105,12 +108,35 @@ def _value_condition(uses: list[exp.Expression], select: exp.Select) -> exp.Expr
             continue
         if _top_level_conjunct(comparison):
             return None
-        if any(a.find_ancestor(exp.Select) is select for a in comparison.find_all(exp.AggFunc)):  # (the subquery's
+        per_row = _per_row_value(use, alias)
+        use.replace(per_row)
+        condition = comparison.copy()
+        per_row.replace(use)
+        if any(a.find_ancestor(exp.Select) is None for a in condition.find_all(exp.AggFunc)):  # (a subquery's
             # own aggregates are its rows')
             raise UnsupportedQuery(f"a scalar subquery compared with an aggregate outside a top-level HAVING "
                                    f"conjunct is not supported, at {position(comparison)}")
-        conditions.append(exp.func("coalesce", comparison.copy(), exp.false()))
+        conditions.append(exp.func("coalesce", condition, exp.false()))
     return exp.or_(*conditions) if conditions else exp.false()
+
+
+def _per_row_value(use: exp.Expression, alias: str) -> exp.Expression:
+    """A copy of a subquery's value as read per input row: without the MAX() a grouped SELECT reads its joined
+    column ``alias.c`` through (sqlglot's, or :func:`decorrelatable.read_group_constants_per_row`'s). The value is
+    the same for every input row of a group (it reads only the group's keys), so a comparison of it holds for each
+    input row exactly when it holds for the group, and the witness condition is evaluated on input rows. Only
+    such wrappers go: a MAX of the query's own (inside a split value's pieces, ``(SELECT max(c) FROM u)``) stays."""
+    value = use.copy()
+    for wrapper in list(value.find_all(exp.Max)):
+        if wrapper.find_ancestor(exp.Select) is not None or not isinstance(
+                wrapper.this.unnest(), (exp.Column, exp.Coalesce)) or not any(
+                c.table == alias for c in wrapper.this.find_all(exp.Column)):
+            continue
+        if wrapper is value:
+            value = wrapper.this
+        else:
+            wrapper.replace(wrapper.this)
+    return value
 
 
 _COMPARISON_KEYS = ("eq", "neq", "gt", "gte", "lt", "lte", "nullsafeeq")
@@ -254,7 +280,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
         if control or kind == "exists":
             out.append(ClauseSubquery(query, clause))
         elif kind == "scalar":
-            condition = _value_condition([_value_use(holder)], select)
+            condition = _value_condition([_value_use(holder)], select, "")
             if not _never(condition):
                 out.append(ClauseSubquery(query, clause, condition=condition))
         else:

@@ -11,6 +11,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - ``EXISTS`` correlated: anywhere (EXISTS is two-valued, and so is its test); over an aggregate without GROUP
   BY, HAVING, QUALIFY, LIMIT or OFFSET (always TRUE, which sqlglot writes as TRUE, its rows' lineage lost) it is
   first read as a count of the same rows that is never NULL (:func:`decorrelatable.count_rows_of_true_exists`);
+- a correlated scalar subquery that looks a value up without aggregating (``(SELECT u.c FROM u WHERE u.a =
+  t.a)``) is first read as one-row aggregates, its item raising the engine's error where it finds several rows
+  (:func:`scalar_lookups.read_lookups_as_aggregates`);
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
@@ -74,12 +77,14 @@ from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_row
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.passes.outer_domains import join_outer_domains
+from dltrace.rewriter.passes.scalar_lookups import raise_errors, read_lookups_as_aggregates
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
                                    negated, returns_rows_per_row)
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
+ZERO_FILL = "dl_zero_fill"  # meta key of the COALESCE(_u.c, 0) sqlglot reads a decorrelated COUNT through
 SCALAR_IN_PLACE = "dl_scalar_in_place"  # meta key of an uncorrelated scalar subquery left where it is written
 NO_WITNESSES = "dl_no_witnesses"  # meta key of a NOT EXISTS left in place: no row has witnesses in it
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
@@ -103,8 +108,12 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     if not _has_clause_subquery(expression):
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = exp.maybe_copy(expression, copy)
+    _name_subquery_items(tree)
     _remember_predicate_subqueries(tree)
     hoist_outer_tests(tree)
+    lookups = context.fns is not None and bool(context.fns.error_function)
+    if lookups:
+        read_lookups_as_aggregates(tree, WRITTEN_AS)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
@@ -128,10 +137,19 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         sub.meta[_WRITTEN] = True
     for quantified in tree.find_all(exp.Any, exp.All):
         quantified.meta[_QUANTIFIED_AT] = position(quantified)
+    for written in tree.find_all(exp.Coalesce):
+        written.meta[_WRITTEN] = True
     try:
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
+    # sqlglot reads a decorrelated COUNT as COALESCE(_u.c, 0) (0 over no rows): the subquery's value, not a
+    # function of it -- its witnesses are decided where that COALESCE is used (analysis._value_use)
+    for coalesce in tree.find_all(exp.Coalesce):
+        if not coalesce.meta.pop(_WRITTEN, False):
+            coalesce.meta[ZERO_FILL] = True
+    if lookups:
+        raise_errors(tree, context.fns.raise_error)
     _refuse_quantified_aggregates(tree)
     # sqlglot's rewrite aliases columns with the user's names unquoted (`ARRAY_AGG(x) AS a b`): quote the names
     # that need it, as qualification quoted the user's own
@@ -145,6 +163,23 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     for wrapper in [n for n in tree.find_all(exp.Is) if n.meta.get(PIECE)]:
         wrapper.replace(wrapper.this)
     return tree
+
+
+def _name_subquery_items(tree: exp.Expression) -> None:
+    """Alias each SELECT item without an alias that holds a subquery (``SELECT k, (SELECT ...) FROM t``), by the
+    name it has (a bare subquery: its own alias, qualification's ``_col_<i>``) or as qualification names the
+    others: decorrelation makes it an expression of joined columns, a ``MAX()`` or a CASE, and an item without
+    a name dropped out of the query's list of columns (the engine's names then outnumbered it, and ``SELECT k,
+    count(*), (SELECT max(u.c) FROM u WHERE u.a = t.k) FROM t GROUP BY k`` was refused as expanding an item).
+    A result shows the engine's own name."""
+    for select in tree.find_all(exp.Select):
+        for i, item in enumerate(select.expressions):
+            if not isinstance(item, exp.Alias) and item.find(exp.Query) is not None:
+                name = item.output_name or f"_col_{i}"  # (qualification's name of a bare subquery is kept)
+                bare = item.copy()
+                if isinstance(bare, exp.Subquery):
+                    bare.set("alias", None)  # (sqlglot writes a subquery's own alias, not an Alias around it)
+                item.replace(exp.Alias(this=bare, alias=exp.to_identifier(name, quoted=True)))
 
 
 def has_decorrelated(tree: exp.Expression) -> bool:

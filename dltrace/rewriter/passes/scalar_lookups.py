@@ -1,0 +1,146 @@
+"""A correlated scalar subquery that looks a value up without aggregating, read as one-row aggregates.
+
+``(SELECT u.c FROM u WHERE u.a = t.a)`` gives the one row's value, NULL without a row, and an error with more
+than one: DuckDB (unless ``scalar_subquery_error_on_multiple_rows`` is off) and Spark both raise "more than one
+row returned by a subquery used as an expression". sqlglot decorrelates only aggregates, so this was refused.
+It is written here as::
+
+    CASE WHEN (SELECT COUNT(*) FROM u WHERE u.a = t.a) > 1 THEN error('...')
+         ELSE <the item, the subquery replaced by (SELECT MAX(u.c) FROM u WHERE u.a = t.a)> END
+
+where ``<the item>`` is the SELECT-list item the subquery is in; in WHERE or HAVING the user's conjunct stays a
+top-level one (its witnesses are decided there, as for an aggregate) and the count's CASE (ELSE TRUE) is ANDed
+beside it. Both pieces are one-row aggregates over the user's own FROM and WHERE, which decorrelation takes (and
+``outer_domains`` when they compare by ranges). Valid because over zero or one row ``MAX(x)`` is the row's
+``x`` (NULL over none, as the lookup), and the count says which case holds; an outer row whose lookup finds
+several rows raises the engine's error through the engine's own error function (``LineageFunctions.
+error_function``) instead of giving a value. The test is placed at the item, not at the subquery, because the
+engines evaluate the lookup for every row that reaches the clause, also in a branch of a CASE the row does not
+take (both raise for ``CASE WHEN t.k = 9 THEN (SELECT ...) END`` when another row's lookup finds two rows).
+The lineage is the lookup's row: each piece reads the same rows, and the count's comparison is TRUE only for a
+row that raises, so it gives no witnesses of its own.
+
+Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
+random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
+alone orders a value that cannot have two rows: dropped), used as a value (not under IN / ANY / ALL / EXISTS),
+in the SELECT list, WHERE or HAVING of its SELECT outside aggregates and windows, and the engine has an error
+function. Everything else is left as it is (and refused further on, as before). Where DuckDB's
+``scalar_subquery_error_on_multiple_rows`` is turned off (it then returns one of the rows, its choice), dltrace
+still raises: it cannot know which row the engine would pick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated
+from dltrace.rewriter.shape import conjuncts, random_call
+
+#: what the engine's error says, beside the engines' own words
+TOO_MANY_ROWS = "more than one row returned by a subquery used as an expression"
+
+_CLAUSES = ("expressions", "where", "having")
+
+
+#: meta key of the NULL that stands for the engine's error call while sqlglot decorrelates: its message
+RAISES = "dl_raises"
+
+
+def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
+    """Rewrite, in place, every lookup the module docstring describes. Each piece carries ``meta[written_as]``,
+    the user's subquery, for a refusal to name. The error branch is a NULL marked ``meta[RAISES]`` until
+    :func:`raise_errors` writes the engine's call: sqlglot decorrelates no subquery of a SELECT list that holds
+    a function it does not know (``error(...)``)."""
+    for sub in list(tree.find_all(exp.Subquery)):
+        query = sub.this
+        if sub.parent is None or not in_a_clause(sub) or not _lookup(query):
+            continue
+        if isinstance(sub.parent, (exp.In, exp.Any, exp.All, exp.Exists)):
+            continue
+        select = sub.find_ancestor(exp.Select)
+        if select is None or _item(sub, select) is None:
+            continue
+        users = sub.copy()
+        count = _piece(query, exp.Count(this=exp.Star()), "_dl_rows", users, written_as)
+        value = _piece(query, exp.Max(this=query.expressions[0].unalias().copy()), "_dl_value", users, written_as)
+        sub.replace(value)
+        item = _item(value, select)  # (the item may be the subquery itself)
+        raises = exp.Null()
+        raises.meta[RAISES] = f"{TOO_MANY_ROWS} (dltrace: the subquery at {_where(users)})"
+        test = exp.GT(this=count, expression=exp.Literal.number(1))
+        if item.parent is select or isinstance(item.parent, exp.Alias):  # a SELECT-list item: guarded
+            # (the item itself goes into the CASE, not a copy: another lookup in it is still to be read)
+            placeholder = exp.Null()
+            item.replace(placeholder)
+            placeholder.replace(exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.Paren(this=item)))
+        else:  # a WHERE / HAVING conjunct: the test is a conjunct of its own, the user's stays at the top
+            clause = select.args["where" if enclosing_clause(item, select) == "where" else "having"]
+            check = exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.true())
+            clause.set("this", exp.and_(clause.this, check, copy=False))
+
+
+def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression]) -> None:
+    """Write the engine's error call for each error branch :func:`read_lookups_as_aggregates` left marked."""
+    for node in [n for n in tree.find_all(exp.Null) if RAISES in n.meta]:
+        node.replace(raise_error(node.meta[RAISES]))
+
+
+def _lookup(query: exp.Expression) -> bool:
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
+        return False
+    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
+                                       "windows", "with_", "laterals")):
+        return False
+    value = query.expressions[0].unalias()
+    if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):
+        return False
+    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
+        return False
+    if any(q is not query for q in query.find_all(exp.Query)):
+        return False  # nested queries (a derived table, a subquery in its WHERE): left alone
+    return is_correlated(query)
+
+
+def _item(sub: exp.Subquery, select: exp.Select) -> exp.Expression | None:
+    """The SELECT-list item (under its alias) or top-level WHERE / HAVING conjunct ``sub`` is in; None elsewhere,
+    or when an aggregate or window of ``select`` lies between them."""
+    node = sub
+    while node.parent is not select:
+        node = node.parent
+        if isinstance(node, (exp.AggFunc, exp.Window)):
+            return None
+    if node.arg_key not in _CLAUSES:
+        return None
+    if node.arg_key == "expressions":
+        return node.this if isinstance(node, exp.Alias) else node
+    for conjunct in conjuncts(node.this):
+        if conjunct is sub or _within(sub, conjunct):
+            return conjunct
+    return None
+
+
+def _within(node: exp.Expression, top: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is top:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _piece(query: exp.Select, value: exp.Expression, name: str, users: exp.Subquery,
+           written_as: str) -> exp.Subquery:
+    piece = query.copy()
+    piece.set("order", None)
+    piece.set("expressions", [exp.alias_(value, name, quoted=True)])
+    written = exp.Subquery(this=piece)
+    written.meta[written_as] = users
+    return written
+
+
+def _where(sub: exp.Subquery) -> str:
+    """``line L, col C`` of the user's subquery (without the snippet, which the message need not quote)."""
+    return position(sub).split(" (`")[0]
