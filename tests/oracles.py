@@ -49,6 +49,15 @@ class EngineRejects(Exception):
     UNSUPPORTED_CORRELATED_SCALAR_SUBQUERY for a correlation DuckDB accepts): not an example about dltrace."""
 
 
+class EngineRaises(Exception):
+    """The engine raises a runtime error on the plain query that the query's data causes: a scalar subquery that
+    finds more than one row for a row. dltrace must raise too (:func:`check_reference` checks it)."""
+
+
+#: the runtime error of a scalar subquery that finds several rows, in DuckDB's words and dltrace's
+TOO_MANY_ROWS = "more than one row returned by a subquery"
+
+
 # A known wrong answer of DuckDB 2.0: an aggregate's grand-total row (the () grouping set of GROUPING SETS /
 # ROLLUP, or a global aggregate other than count) over zero input rows is one row (SQL standard), also in a
 # correlated subquery, for every outer row; DuckDB's decorrelation loses it for the outer rows whose input is
@@ -104,6 +113,10 @@ class Duck:
             return rows_of(self.con.sql(sql).to_arrow_table())
         except duckdb.InternalException as e:
             raise EngineBug(f"DuckDB's own internal error on {sql}: {str(e).splitlines()[0]}") from None
+        except duckdb.InvalidInputException as e:
+            if TOO_MANY_ROWS in str(e).lower():
+                raise EngineRaises(str(e).splitlines()[0]) from None
+            raise
 
 
 def _lin(d: dict) -> tuple:
@@ -120,10 +133,13 @@ def _call(fn, *args, **kw):
 def check_reference(session, duck: Duck, data: dict, g: Generated, backward: bool = True,
                     strategies=("set", "bitmap")) -> list[str]:
     sql = g.sql
+    try:
+        engine = duck.rows(sql)
+    except EngineRaises as e:
+        return _check_raises(session, sql, str(e), backward, strategies)
     ev = Evaluator(data)
     rel = ev.run(g.query)
     expected = [(tuple(norm(v) for v in row), _lin(lineage_dict(lin))) for row, lin in zip(rel.rows, rel.lins)]
-    engine = duck.rows(sql)
     if Counter(engine) != Counter(r for r, _ in expected):
         if ev.subquery_grand_total_of_nothing:
             raise EngineBug(f"DuckDB loses the grand-total row of an aggregate over zero rows in a correlated "
@@ -194,12 +210,34 @@ def tlp_applies(q) -> bool:
             and q.limit is None and q.offset is None and q.qualify is None and not any(type(e).__name__ == "Win" for e, _ in q.items or []))
 
 
+def _check_raises(session, sql: str, error: str, backward: bool, strategies) -> list[str]:
+    """The engine raised ``error`` on ``sql`` (:class:`EngineRaises`): dltrace must raise the same error, in each
+    direction, or refuse the query -- never return rows."""
+    directions = [(f"error/{s}", lambda s=s: session.run(sql, lineage=s)) for s in strategies]
+    if backward:
+        directions.append(("error/backward", lambda: session.trace(sql)))
+    for oracle, direction in directions:
+        try:
+            result = _call(direction)
+        except Refused:
+            continue
+        except dltrace.DltraceError as e:
+            if TOO_MANY_ROWS in str(e).lower():
+                continue
+            raise OracleFailure(oracle, f"{sql}\n  the engine raised: {error}\n  dltrace raised: {e}") from None
+        raise OracleFailure(oracle, f"{sql}\n  the engine raised: {error}\n  dltrace returned {result.num_rows} rows")
+    return [f"the engine raised: {error}"]
+
+
 def check_tlp(session, duck: Duck, g: Generated) -> None:
     whole, *parts = tlp_partitions(g.query)
-    truth = Counter(duck.rows(whole))
-    union = Counter()
-    for sql in parts:
-        union += Counter(duck.rows(sql))
+    try:
+        truth = Counter(duck.rows(whole))
+        union = Counter()
+        for sql in parts:
+            union += Counter(duck.rows(sql))
+    except EngineRaises:  # (check_reference checks that dltrace raises it too)
+        return
     if union != truth:
         raise InterpreterBug(f"TLP does not hold on DuckDB itself for {whole}")
     for mode in (None, "set"):

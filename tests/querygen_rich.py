@@ -58,7 +58,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
-                      "scalar_is_null", "in_over_own_rows"})
+                      "scalar_is_null", "in_over_own_rows", "correlated_lookup"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -439,8 +439,12 @@ class Gen:
         return q
 
     def scalar_query(self, outer, depth: int, ctes, typ: str = "int"):
-        """A query of one column and at most one row."""
+        """A query of one column and at most one row (a lookup: one row per outer row, or the engine's error)."""
         outer = [c for c in outer if c[0] is not None]  # (unqualified names would be the subquery's own)
+        if outer and self.often("correlated_lookup", 6):
+            lookup = self.lookup_query(outer, ctes, typ)
+            if lookup is not None:
+                return lookup
         if typ == "int" and self.chance(2):
             shadow, outer = self.shadow(outer)
             item, cols, _ = self.from_item(depth, ctes, outer, shadow)
@@ -467,6 +471,24 @@ class Gen:
         q.limit, q.offset = 1, self.pick([None, None, 1])
         self.feat("scalar_limit")
         return q
+
+    def lookup_query(self, outer, ctes, typ: str):
+        """``SELECT <value> FROM ... WHERE <local test> AND inner.c = outer.c [AND ...]``: a correlated scalar
+        subquery that does not aggregate (passes/scalar_lookups.py). Over these small tables a key often repeats:
+        the engine then raises "more than one row", and dltrace must raise too (oracles.check_reference)."""
+        item, cols, where = self._small_from([], ctes)
+        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
+        if not pairs:
+            return None
+        self.feat("correlated_lookup")
+        for _ in range(self.draw(st.integers(1, 2))):  # one or two correlations
+            c, o = self.pick(pairs)
+            op = self.pick(["=", "=", "=", "<", ">="])
+            if op != "=":
+                self.feat("correlated_lookup_range")
+            corr = Bin(op, Col(c[0], c[1]), Col(o[0], o[1]))
+            where = corr if where is None else Bin("AND", where, corr)
+        return Select([(self.value(cols, typ, 0, ctes), "c0")], item, where)
 
     def aggregate_expression(self, agg, cols, outer_ints, ctes):
         """An expression over aggregates, as users write them in a scalar subquery (``coalesce(sum(v), 0)``,
