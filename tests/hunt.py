@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import dltrace  # noqa: E402
-from oracles import (Duck, EngineBug, EngineRaises, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp,  # noqa: E402
+from oracles import (Ambiguous, Duck, EngineBug, EngineRaises, InterpreterBug, OracleFailure, Refused, check_reference, check_tlp,  # noqa: E402
                      storage_for, tlp_applies)
 from querygen_rich import rich_queries, rich_tables  # noqa: E402
 
@@ -49,6 +49,8 @@ def classify(session, data, g, tlp=True):
         return "refused", str(e)[:200]
     except InterpreterBug as e:
         return "interpreter", str(e)
+    except Ambiguous as e:
+        return "ambiguous", str(e)[:200]
     except EngineBug as e:
         return "engine-bug", str(e)[:400]
     except OracleFailure as e:

@@ -20,7 +20,7 @@ from decimal import Decimal
 import duckdb
 
 import dltrace
-from refeval import Evaluator, lineage_dict
+from refeval import EvalError, Evaluator, lineage_dict
 from refquery import Generated, Is, Not, Select, render
 
 
@@ -52,6 +52,12 @@ class EngineRejects(Exception):
 class EngineRaises(Exception):
     """The engine raises a runtime error on the plain query that the query's data causes: a scalar subquery that
     finds more than one row for a row. dltrace must raise too (:func:`check_reference` checks it)."""
+
+
+class Ambiguous(Exception):
+    """The example has no one answer: the reference evaluator finds a scalar subquery of several rows (an error)
+    for a row the engine never evaluated it for (a LIMIT 0, a column the query does not read), and the engine
+    answered."""
 
 
 #: the runtime error of a scalar subquery that finds several rows, in DuckDB's words and dltrace's
@@ -138,7 +144,12 @@ def check_reference(session, duck: Duck, data: dict, g: Generated, backward: boo
     except EngineRaises as e:
         return _check_raises(session, sql, str(e), backward, strategies)
     ev = Evaluator(data)
-    rel = ev.run(g.query)
+    try:
+        rel = ev.run(g.query)
+    except EvalError as e:
+        if "more than one row" in str(e):
+            raise Ambiguous(f"{e}, where the engine answered: {sql}") from None
+        raise
     expected = [(tuple(norm(v) for v in row), _lin(lineage_dict(lin))) for row, lin in zip(rel.rows, rel.lins)]
     if Counter(engine) != Counter(r for r, _ in expected):
         if ev.subquery_grand_total_of_nothing:
