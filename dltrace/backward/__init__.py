@@ -31,6 +31,7 @@ from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_index
 from dltrace.rewriter.analysis import SEMANTICS, prepare
+from dltrace.rewriter import rewrite_tree
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.shape import clock_call, random_call
@@ -55,6 +56,29 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
     indexed by that row. With ``rows`` given, only those rows are traced (``traced``); the others' lineage is
     NULL. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
     """
+    try:
+        return _trace(catalog, sql, rows, dialect, semantics)
+    except UnsupportedQuery as refusal:
+        raise _forward_reads_it(refusal, catalog, sql, dialect or catalog.dialect, semantics) from None
+
+
+def _forward_reads_it(refusal: UnsupportedQuery, catalog: Catalog, sql: str, read: str,
+                      semantics: str) -> UnsupportedQuery:
+    """``refusal``, saying so when forward lineage reads the query (a subquery correlated by a range is read over
+    a domain of the outer values for forward lineage only): its user then knows ``run`` gives the lineage."""
+    if "could not be decorrelated" not in str(refusal):
+        return refusal
+    try:
+        tree = parse_query(sql, read)
+        rewrite_tree(tree, catalog.dialect, "set", semantics, catalog.schema(tree),
+                     rows_relations=frozenset(catalog.tables))
+    except DltraceError:
+        return refusal
+    return UnsupportedQuery(f"{refusal}; backward tracing cannot read it, forward lineage (run) does")
+
+
+def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | None,
+           semantics: str) -> BackwardTrace:
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree)
