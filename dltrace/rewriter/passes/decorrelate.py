@@ -14,6 +14,8 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - a correlated scalar subquery that looks a value up without aggregating (``(SELECT u.c FROM u WHERE u.a =
   t.a)``) is first read as one-row aggregates, its item raising the engine's error where it finds several rows
   (:func:`scalar_lookups.read_lookups_as_aggregates`);
+- a correlated ``x op ALL (subquery)`` in a top-level WHERE conjunct is first read as a NOT EXISTS of a row that
+  fails the comparison and a count of the subquery's rows (:func:`quantified_all.read_all_as_not_exists`);
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
@@ -77,6 +79,7 @@ from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_row
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.passes.outer_domains import join_outer_domains
+from dltrace.rewriter.passes.quantified_all import read_all_as_not_exists
 from dltrace.rewriter.passes.scalar_lookups import raise_errors, read_lookups_as_aggregates
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
                                    negated, returns_rows_per_row)
@@ -114,6 +117,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     lookups = context.fns is not None and bool(context.fns.error_function)
     if lookups:
         read_lookups_as_aggregates(tree, WRITTEN_AS)
+    read_all_as_not_exists(tree, WRITTEN_AS)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)

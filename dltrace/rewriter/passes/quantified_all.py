@@ -1,0 +1,73 @@
+"""A correlated ``x op ALL (subquery)`` filtering a WHERE, read as a NOT EXISTS and a count of the same rows.
+
+sqlglot decorrelates no ALL, and one kept in place that reads the outer query was refused. In a top-level,
+positive WHERE conjunct -- where NULL and FALSE both drop the row -- it is written as::
+
+    t.d > ALL (SELECT u.d FROM u WHERE u.k = t.k)
+    ->  (NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND NOT (t.d > u.d) IS TRUE)
+         AND NOT (SELECT COUNT(*) FROM u WHERE u.k = t.k) IS NULL)
+
+Valid (same rows) because ``x op ALL (S)`` is TRUE exactly when no row of S makes ``x op y`` FALSE or NULL (over
+no rows: TRUE, also for a NULL x), and the count is never NULL (its test is TRUE for every row). Same lineage:
+an ALL that is TRUE has every row of S as its witnesses (each comparison held), which are the count's rows for
+that outer row -- a scalar used as a value, whose rows are its witnesses -- while a NOT EXISTS that passes has
+no rows and gives none. ``x`` moves into the subquery, so it may not read a name the subquery binds itself, a
+subquery, an aggregate or a window. Taken when the subquery is a correlated SELECT with a FROM and one deterministic
+projection, without aggregates, windows, GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET, FETCH or a nested
+query (an ORDER BY alone is dropped); elsewhere (under NOT or OR, in the SELECT list, uncorrelated) the ALL is
+left as it is.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.correlation import COMPARISONS, enclosing_clause, is_correlated, source_names
+from dltrace.rewriter.shape import conjuncts, random_call
+
+
+def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
+    """Rewrite, in place, every ALL the module docstring describes; the count carries ``meta[written_as]``, the
+    user's comparison, for a refusal to name."""
+    for quantified in list(tree.find_all(exp.All)):
+        query = quantified.this.this if isinstance(quantified.this, exp.Subquery) else quantified.this
+        comparison = quantified.parent
+        if not (isinstance(comparison, exp.Binary) and comparison.key in COMPARISONS
+                and comparison.expression is quantified) or not _plain_rows(query):
+            continue
+        select = comparison.find_ancestor(exp.Select)
+        if select is None or enclosing_clause(comparison, select) != "where" or not any(
+                c is comparison for c in conjuncts(select.args["where"])):
+            continue
+        if any(c.table in source_names(query) for c in comparison.this.find_all(exp.Column)) \
+                or comparison.this.find(exp.Query, exp.AggFunc, exp.Window) is not None:
+            continue  # (x moves into the subquery: a name the subquery binds itself would read its own table)
+        users = comparison.copy()
+        value = query.expressions[0].unalias()
+        held = type(comparison)(this=comparison.this.copy(), expression=value.copy())
+        failing = query.copy()
+        failing.set("order", None)
+        failing.set("expressions", [exp.alias_(exp.Literal.number(1), "_dl_one", quoted=True)])
+        failing.where(exp.Not(this=exp.Is(this=exp.paren(held), expression=exp.true())), copy=False)
+        counted = query.copy()
+        counted.set("order", None)
+        counted.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True)])
+        count = exp.Subquery(this=counted)
+        count.meta[written_as] = users
+        none_fails = exp.Not(this=exp.Exists(this=failing))
+        comparison.replace(exp.paren(exp.and_(none_fails, exp.Not(this=exp.Is(this=count, expression=exp.null())))))
+
+
+def _plain_rows(query: exp.Expression) -> bool:
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
+        return False
+    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
+                                       "windows", "with_", "laterals")):
+        return False
+    if isinstance(query.expressions[0].unalias(), exp.Star):
+        return False
+    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
+        return False
+    if any(q is not query for q in query.find_all(exp.Query)):
+        return False
+    return is_correlated(query)
