@@ -23,8 +23,9 @@ row that raises, so it gives no witnesses of its own.
 Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
 random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
 alone orders a value that cannot have two rows: dropped), used as a value (not under IN / ANY / ALL / EXISTS),
-in the SELECT list, WHERE or HAVING of its SELECT outside aggregates and windows, and the engine has an error
-function. Everything else is left as it is (and refused further on, as before). Where DuckDB's
+in the SELECT list, WHERE or HAVING of its SELECT outside aggregates and windows, its value reading a column
+of its own FROM if any (SQL makes ``MAX(t.a)`` of outer columns alone an aggregate of the outer query), and the
+engine has an error function. Everything else is left as it is (and refused further on, as before). Where DuckDB's
 ``scalar_subquery_error_on_multiple_rows`` is turned off (it then returns one of the rows, its choice), dltrace
 still raises: it cannot know which row the engine would pick.
 """
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated
+from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, outer_columns
 from dltrace.rewriter.shape import conjuncts, random_call
 
 #: what the engine's error says, beside the engines' own words
@@ -101,7 +102,11 @@ def _lookup(query: exp.Expression) -> bool:
         return False
     if any(q is not query for q in query.find_all(exp.Query)):
         return False  # nested queries (a derived table, a subquery in its WHERE): left alone
-    return is_correlated(query)
+    outer = {id(c) for c in outer_columns(query)}
+    columns = list(value.find_all(exp.Column))
+    if columns and all(id(c) in outer for c in columns):
+        return False  # MAX() of the outer query's columns alone would be an aggregate of the outer query (SQL)
+    return bool(outer)
 
 
 def _item(sub: exp.Subquery, select: exp.Select) -> exp.Expression | None:
