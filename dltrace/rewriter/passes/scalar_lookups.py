@@ -37,7 +37,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, outer_columns
+from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns
 from dltrace.rewriter.shape import conjuncts, random_call
 
 #: what the engine's error says, beside the engines' own words
@@ -48,6 +48,8 @@ _CLAUSES = ("expressions", "where", "having")
 
 #: meta key of the NULL that stands for the engine's error call while sqlglot decorrelates: its message
 RAISES = "dl_raises"
+#: meta key of the SELECT of a WHERE / HAVING lookup's value: the message its join raises (raise_errors)
+CHECKED = "dl_checked"
 
 
 def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
@@ -65,26 +67,47 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
         if select is None or _item(sub, select) is None:
             continue
         users = sub.copy()
-        count = _piece(query, exp.Count(this=exp.Star()), "_dl_rows", users, written_as)
+        message = f"{TOO_MANY_ROWS} (dltrace: the subquery at {_where(users)})"
         value = _piece(query, exp.Max(this=query.expressions[0].unalias().copy()), "_dl_value", users, written_as)
         sub.replace(value)
         item = _item(value, select)  # (the item may be the subquery itself)
-        raises = exp.Null()
-        raises.meta[RAISES] = f"{TOO_MANY_ROWS} (dltrace: the subquery at {_where(users)})"
-        test = exp.GT(this=count, expression=exp.Literal.number(1))
         if item.parent is select or isinstance(item.parent, exp.Alias):  # a SELECT-list item: guarded
+            count = _piece(query, exp.Count(this=exp.Star()), "_dl_rows", users, written_as)
+            raises = exp.Null()
+            raises.meta[RAISES] = message
+            test = exp.GT(this=count, expression=exp.Literal.number(1))
             # (the item itself goes into the CASE, not a copy: another lookup in it is still to be read)
             placeholder = exp.Null()
             item.replace(placeholder)
             placeholder.replace(exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.Paren(this=item)))
-        else:  # a WHERE / HAVING conjunct: the test is a conjunct of its own, the user's stays at the top
-            clause = select.args["where" if enclosing_clause(item, select) == "where" else "having"]
-            check = exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.true())
-            clause.set("this", exp.and_(clause.this, check, copy=False))
+        else:  # a WHERE / HAVING conjunct: it stays at the top; the test goes into the ON of the value's join
+            value.this.meta[CHECKED] = message
 
 
 def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression]) -> None:
-    """Write the engine's error call for each error branch :func:`read_lookups_as_aggregates` left marked."""
+    """After sqlglot decorrelated the pieces: write the engine's error call for each error branch
+    :func:`read_lookups_as_aggregates` left marked, and test the rows of a WHERE / HAVING lookup in the ON of the
+    LEFT JOIN its value became.
+
+    The grouped subquery of that join counts its rows too (``COUNT(*)``, grouped by the correlation keys: the
+    rows the lookup finds), and its ON raises where the count is above one. A test ANDed beside the user's
+    conjunct was evaluated only for the rows that conjunct let through when the engine evaluated it second
+    (``(lookup) IS NULL AND <test>`` dropped a row whose lookup found two rows before testing it; found by the long
+    generator profile), where the engine evaluates a lookup for every row that reaches its join; and a join read
+    nowhere else is one the engine drops. In the ON of the value's join the test is evaluated for every row that
+    reaches that join -- the FROM's rows after the conditions pushed below it, as in the engine's own plan."""
+    for select in [n for n in tree.find_all(exp.Select) if CHECKED in n.meta]:
+        message = select.meta.pop(CHECKED)
+        holder = select.parent
+        join = holder.parent if isinstance(holder, exp.Subquery) else None
+        if not isinstance(join, exp.Join) or not select.args.get("group"):
+            continue  # (not decorrelated: still a subquery, refused further on)
+        alias = holder.alias_or_name
+        select.select(exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True), copy=False)
+        rows = exp.column("_dl_rows", table=alias, quoted=True)
+        test = exp.GT(this=exp.func("coalesce", rows, exp.Literal.number(0)), expression=exp.Literal.number(1))
+        check = exp.Case(ifs=[exp.If(this=test, true=raise_error(message))], default=exp.true())
+        join.set("on", exp.and_(join.args.get("on"), check, copy=False))
     for node in [n for n in tree.find_all(exp.Null) if RAISES in n.meta]:
         node.replace(raise_error(node.meta[RAISES]))
 
