@@ -9,16 +9,17 @@ It is written here as::
          ELSE <the item, the subquery replaced by (SELECT MAX(u.c) FROM u WHERE u.a = t.a)> END
 
 where ``<the item>`` is the SELECT-list item the subquery is in; in WHERE or HAVING the user's conjunct stays a
-top-level one (its witnesses are decided there, as for an aggregate) and the count's CASE (ELSE TRUE) is ANDed
-beside it. Both pieces are one-row aggregates over the user's own FROM and WHERE, which decorrelation takes (and
-``outer_domains`` when they compare by ranges). Valid because over zero or one row ``MAX(x)`` is the row's
+top-level one (its witnesses are decided there, as for an aggregate), and once decorrelated the value's grouped
+subquery counts its rows too and the ON of its LEFT JOIN raises over two (:func:`raise_errors`). Both pieces
+are one-row aggregates over the user's own FROM and WHERE, which decorrelation takes (and ``outer_domains``
+when they compare by ranges). Valid because over zero or one row ``MAX(x)`` is the row's
 ``x`` (NULL over none, as the lookup), and the count says which case holds; an outer row whose lookup finds
 several rows raises the engine's error through the engine's own error function (``LineageFunctions.
-error_function``) instead of giving a value. The test is placed at the item, not at the subquery, because the
-engines evaluate the lookup for every row that reaches the clause, also in a branch of a CASE the row does not
-take (both raise for ``CASE WHEN t.k = 9 THEN (SELECT ...) END`` when another row's lookup finds two rows).
+error_function``) instead of giving a value. The test is placed at the item or the join, not at the subquery,
+because the engines evaluate the lookup for every row that reaches it, also in a branch of a CASE the row does
+not take (both raise for ``CASE WHEN t.k = 9 THEN (SELECT ...) END`` when another row's lookup finds two rows).
 The lineage is the lookup's row: each piece reads the same rows, and the count's comparison is TRUE only for a
-row that raises, so it gives no witnesses of its own.
+row that raises (the count in a join's ON is no use at all), so it gives no witnesses of its own.
 
 Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
 random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
