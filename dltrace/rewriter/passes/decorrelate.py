@@ -152,8 +152,6 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     for coalesce in tree.find_all(exp.Coalesce):
         if not coalesce.meta.pop(_WRITTEN, False):
             coalesce.meta[ZERO_FILL] = True
-    if lookups:
-        raise_errors(tree, context.fns.raise_error)
     _refuse_quantified_aggregates(tree)
     # sqlglot's rewrite aliases columns with the user's names unquoted (`ARRAY_AGG(x) AS a b`): quote the names
     # that need it, as qualification quoted the user's own
@@ -166,6 +164,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
             placeholder.replace(kept[int(placeholder.expressions[0].name)])
     for wrapper in [n for n in tree.find_all(exp.Is) if n.meta.get(PIECE)]:
         wrapper.replace(wrapper.this)
+    if lookups:  # (after the kept subqueries are back: a lookup kept in place is the user's again)
+        raise_errors(tree, context.fns.raise_error, WRITTEN_AS)
     return tree
 
 

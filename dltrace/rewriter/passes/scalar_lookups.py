@@ -85,7 +85,7 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
             value.this.meta[CHECKED] = message
 
 
-def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression]) -> None:
+def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression], written_as: str) -> None:
     """After sqlglot decorrelated the pieces: write the engine's error call for each error branch
     :func:`read_lookups_as_aggregates` left marked, and test the rows of a WHERE / HAVING lookup in the ON of the
     LEFT JOIN its value became.
@@ -96,13 +96,19 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
     (``(lookup) IS NULL AND <test>`` dropped a row whose lookup found two rows before testing it; found by the long
     generator profile), where the engine evaluates a lookup for every row that reaches its join; and a join read
     nowhere else is one the engine drops. In the ON of the value's join the test is evaluated for every row that
-    reaches that join -- the FROM's rows after the conditions pushed below it, as in the engine's own plan."""
+    reaches that join -- the FROM's rows after the conditions pushed below it, as in the engine's own plan. A
+    value sqlglot did not decorrelate (kept in place: a range correlation outside forward lineage's domains) is
+    the user's lookup again, which the engine evaluates as written, its error its own (the MAX of the kept piece
+    had none: backward tracing returned rows where the engine raised; found by a hunt)."""
     for select in [n for n in tree.find_all(exp.Select) if CHECKED in n.meta]:
         message = select.meta.pop(CHECKED)
         holder = select.parent
         join = holder.parent if isinstance(holder, exp.Subquery) else None
         if not isinstance(join, exp.Join) or not select.args.get("group"):
-            continue  # (not decorrelated: still a subquery, refused further on)
+            users = holder.meta.get(written_as) if isinstance(holder, exp.Subquery) else None
+            if users is not None and not isinstance(holder.parent, (exp.Join, exp.From)):
+                holder.replace(users.copy())
+            continue
         alias = holder.alias_or_name
         select.select(exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True), copy=False)
         rows = exp.column("_dl_rows", table=alias, quoted=True)
