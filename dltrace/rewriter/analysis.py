@@ -29,6 +29,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
+from dltrace.rewriter.passes.scalar_lookups import GUARD
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
@@ -80,7 +81,7 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bo
 
 def _value_use(ref: exp.Expression) -> exp.Expression:
     """The node a scalar subquery's value is used as (through sqlglot's MAX() wrapper, its COALESCE(_, 0) of a
-    COUNT, and parentheses; a piece
+    COUNT, a lookup's guard, and parentheses; a piece
     of a split subquery: the split's expression, where the user's subquery was)."""
     node = ref
     split = ref.parent
@@ -90,7 +91,8 @@ def _value_use(ref: exp.Expression) -> exp.Expression:
             break
         split = split.parent
     while isinstance(node.parent, (exp.Max, exp.Paren)) or (
-            isinstance(node.parent, exp.Coalesce) and node.parent.meta.get(ZERO_FILL) and node.arg_key == "this"):
+            isinstance(node.parent, exp.Coalesce) and node.parent.meta.get(ZERO_FILL) and node.arg_key == "this") or (
+            isinstance(node.parent, exp.Case) and node.parent.meta.get(GUARD) and node.arg_key == "default"):
         node = node.parent
     return node
 
@@ -352,7 +354,7 @@ def _uses(select: exp.Select, sub: exp.Subquery) -> list[exp.Column]:
         value = select.args.get(key)
         for node in value if isinstance(value, list) else [value]:
             if node is not None:
-                refs += [c for c in node.find_all(exp.Column) if c.table == alias]
+                refs += [c for c in node.find_all(exp.Column) if c.table == alias and not _in_guard_test(c)]
     joins = select.args.get("joins") or []
     for i, join in enumerate(joins):
         on = join.args.get("on")
@@ -364,6 +366,18 @@ def _uses(select: exp.Select, sub: exp.Subquery) -> list[exp.Column]:
                                    f"RIGHT/FULL join) is not supported, at {position(join)}")
         refs += found
     return refs
+
+
+def _in_guard_test(column: exp.Column) -> bool:
+    """Is ``column`` read by the test of a lookup's guard (``CASE WHEN <join condition> AND _u._dl_rows > 1 THEN
+    error(...) ...``, :mod:`dltrace.rewriter.passes.scalar_lookups`)? That test raises or passes; it is no use of
+    the subquery's value, whose witnesses are decided where the guard is read."""
+    child, parent = column, column.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if isinstance(parent, exp.Case) and parent.meta.get(GUARD) and child.arg_key == "ifs":
+            return True
+        child, parent = parent, parent.parent
+    return False
 
 
 def _outer_on(joins: list[exp.Join], i: int) -> bool:

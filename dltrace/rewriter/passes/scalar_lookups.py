@@ -10,16 +10,16 @@ It is written here as::
 
 where ``<the item>`` is the SELECT-list item the subquery is in; in WHERE or HAVING the user's conjunct stays a
 top-level one (its witnesses are decided there, as for an aggregate), and once decorrelated the value's grouped
-subquery counts its rows too and the ON of its LEFT JOIN raises over two (:func:`raise_errors`). Both pieces
+subquery counts its rows too and each read of the value raises over two (:func:`raise_errors`). Both pieces
 are one-row aggregates over the user's own FROM and WHERE, which decorrelation takes (and ``outer_domains``
 when they compare by ranges). Valid because over zero or one row ``MAX(x)`` is the row's
 ``x`` (NULL over none, as the lookup), and the count says which case holds; an outer row whose lookup finds
 several rows raises the engine's error through the engine's own error function (``LineageFunctions.
-error_function``) instead of giving a value. The test is placed at the item or the join, not at the subquery,
+error_function``) instead of giving a value. The test is placed at the item or the read, not at the subquery,
 because the engines evaluate the lookup for every row that reaches it, also in a branch of a CASE the row does
 not take (both raise for ``CASE WHEN t.k = 9 THEN (SELECT ...) END`` when another row's lookup finds two rows).
 The lineage is the lookup's row: each piece reads the same rows, and the count's comparison is TRUE only for a
-row that raises (the count in a join's ON is no use at all), so it gives no witnesses of its own.
+row that raises, so it gives no witnesses of its own.
 
 Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
 random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
@@ -49,8 +49,10 @@ _CLAUSES = ("expressions", "where", "having")
 
 #: meta key of the NULL that stands for the engine's error call while sqlglot decorrelates: its message
 RAISES = "dl_raises"
-#: meta key of the SELECT of a WHERE / HAVING lookup's value: the message its join raises (raise_errors)
+#: meta key of the SELECT of a WHERE / HAVING lookup's value: the message its reads raise (raise_errors)
 CHECKED = "dl_checked"
+#: meta key of the CASE that guards a read of a lookup's value (its ELSE is the value)
+GUARD = "dl_lookup_guard"
 
 
 def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
@@ -87,19 +89,18 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
 
 def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression], written_as: str) -> None:
     """After sqlglot decorrelated the pieces: write the engine's error call for each error branch
-    :func:`read_lookups_as_aggregates` left marked, and test the rows of a WHERE / HAVING lookup in the ON of the
-    LEFT JOIN its value became.
+    :func:`read_lookups_as_aggregates` left marked, and guard the value of a WHERE / HAVING lookup where it is read.
 
-    The grouped subquery of that join counts its rows too (``COUNT(*)``, grouped by the correlation keys: the
-    rows the lookup finds), and its ON raises where the count is above one. A test ANDed beside the user's
-    conjunct was evaluated only for the rows that conjunct let through when the engine evaluated it second
-    (``(lookup) IS NULL AND <test>`` dropped a row whose lookup found two rows before testing it; found by the long
-    generator profile), where the engine evaluates a lookup for every row that reaches its join; and a join read
-    nowhere else is one the engine drops. In the ON of the value's join the test is evaluated for every row that
-    reaches that join -- the FROM's rows after the conditions pushed below it, as in the engine's own plan. A
-    value sqlglot did not decorrelate (kept in place: a range correlation outside forward lineage's domains) is
-    the user's lookup again, which the engine evaluates as written, its error its own (the MAX of the kept piece
-    had none: backward tracing returned rows where the engine raised; found by a hunt)."""
+    The grouped subquery of the value's LEFT JOIN counts its rows too (``COUNT(*)``, grouped by the correlation
+    keys: the rows the lookup finds), and each read of the value becomes ``CASE WHEN <the join's condition> AND
+    _u._dl_rows > 1 THEN error(...) ELSE _u._dl_value END`` (marked ``meta[GUARD]``: its witnesses are the value's,
+    :func:`dltrace.rewriter.analysis._value_use`), so whatever evaluates the user's conjunct for a row tests that
+    row's lookup. Found by the long generator profile: a test ANDed beside the user's conjunct was skipped for rows
+    the conjunct dropped first (``(lookup) IS NULL AND <test>``), one in the join's ON was skipped where the engine
+    made the user's comparison a join key, and a test of the subquery's columns alone was computed over groups no
+    row joins (the NULL key's). A value sqlglot did not decorrelate (kept in place: a range correlation outside
+    forward lineage's domains) is the user's lookup again, which the engine evaluates as written, its error its
+    own (the MAX of the kept piece had none: backward tracing returned rows where the engine raised; a hunt)."""
     for select in [n for n in tree.find_all(exp.Select) if CHECKED in n.meta]:
         message = select.meta.pop(CHECKED)
         holder = select.parent
@@ -109,12 +110,17 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
             if users is not None and not isinstance(holder.parent, (exp.Join, exp.From)):
                 holder.replace(users.copy())
             continue
-        alias = holder.alias_or_name
+        alias, outer = holder.alias_or_name, join.parent
         select.select(exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True), copy=False)
         rows = exp.column("_dl_rows", table=alias, quoted=True)
-        test = exp.GT(this=exp.func("coalesce", rows, exp.Literal.number(0)), expression=exp.Literal.number(1))
-        check = exp.Case(ifs=[exp.If(this=test, true=raise_error(message))], default=exp.true())
-        join.set("on", exp.and_(join.args.get("on"), check, copy=False))
+        # (the join's own condition inside the test: a test of the subquery's columns alone is one the engine may
+        # compute over the subquery's groups, the NULL key's too, which no row joins; found by the long profile)
+        found = exp.and_(join.args["on"].copy(), exp.GT(this=rows, expression=exp.Literal.number(1)))
+        for ref in [c for c in outer.find_all(exp.Column) if c.table == alias and c.name == "_dl_value"
+                    and c.find_ancestor(exp.Select) is outer]:
+            guard = exp.Case(ifs=[exp.If(this=found.copy(), true=raise_error(message))], default=ref.copy())
+            guard.meta[GUARD] = True
+            ref.replace(guard)
     for node in [n for n in tree.find_all(exp.Null) if RAISES in n.meta]:
         node.replace(raise_error(node.meta[RAISES]))
 
