@@ -199,16 +199,12 @@ def test_lookup_of_two_rows_filtered_away_runs(s):
         want[(_text((o["a"], found[0][1]["c"] if found else None)), _lineage(t={oid}, u={i for i, _ in found}))] += 1
     assert got(s.run(sql)) == want
     # backward tracing pools the lineage of equal output rows (DESIGN: duplicates pooled)
-    pooled: dict = {}
+    rows, pooled = Counter(), {}
     for (row, lineage), n in want.items():
-        tables = pooled.setdefault(row, [n, {}])
-        tables[0] = n if tables[0] is None else tables[0]
+        rows[row] += n
         for t, ids in lineage:
-            tables[1].setdefault(t, set()).update(ids)
-    traced = Counter()
-    for row, (_, tables) in pooled.items():
-        traced[(row, _lineage(**tables))] += sum(n for (r, _), n in want.items() if r == row)
-    assert got(s.trace(sql)) == traced
+            pooled.setdefault(row, {}).setdefault(t, set()).update(ids)
+    assert got(s.trace(sql)) == Counter({(row, _lineage(**pooled[row])): n for row, n in rows.items()})
 
 
 @pytest.mark.parametrize("sql", [

@@ -30,8 +30,8 @@ from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_index
-from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter import rewrite_tree
+from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.shape import clock_call, random_call

@@ -29,7 +29,6 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
-from dltrace.rewriter.passes.scalar_lookups import GUARD
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
@@ -43,6 +42,7 @@ from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
+from dltrace.rewriter.passes.scalar_lookups import GUARD
 from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.passes.union_by_name import union_by_name
 

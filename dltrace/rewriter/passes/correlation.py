@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.shape import from_items
+from dltrace.rewriter.shape import from_items, random_call
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
@@ -73,6 +73,26 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
     if correlated:
         return True
     return not any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify"))
+
+
+def plain_correlated_rows(query: exp.Expression) -> bool:
+    """Is ``query`` a correlated SELECT of plain rows -- a FROM, one deterministic projection (no ``*``), no
+    aggregate, window or nested query, no GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH -- whose
+    FROM and WHERE another SELECT over the same rows can repeat (``passes/scalar_lookups.py``,
+    ``passes/quantified_all.py``)? An ORDER BY alone does not count: it orders rows without choosing them."""
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
+        return False
+    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
+                                       "windows", "with_", "laterals")):
+        return False
+    value = query.expressions[0].unalias()
+    if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):
+        return False
+    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
+        return False
+    if any(q is not query for q in query.find_all(exp.Query)):
+        return False  # nested queries (a derived table, a subquery in its WHERE)
+    return is_correlated(query)
 
 
 def reaches_past_itself(query: exp.Expression) -> bool:

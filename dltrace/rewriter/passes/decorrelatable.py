@@ -99,6 +99,15 @@ def count_rows_of_true_exists(tree: exp.Expression) -> None:
         node.replace(exp.paren(counted.is_(exp.null()).not_(), copy=False))
 
 
+def over_the_same_rows(query: exp.Select, value: exp.Expression, name: str) -> exp.Select:
+    """A copy of ``query`` whose one projection is ``value AS name``, over the same FROM and WHERE (its ORDER BY
+    dropped: one aggregate row, or rows an EXISTS only tests)."""
+    copied = query.copy()
+    copied.set("order", None)
+    copied.set("expressions", [exp.alias_(value, name, quoted=True)])
+    return copied
+
+
 _SQLGLOT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)  # what sqlglot decorrelates (30.30)
 
 
@@ -123,9 +132,7 @@ def split_aggregate_values(tree: exp.Expression) -> None:
         value = query.expressions[0].unalias().copy()
         users = sub.copy()  # what a refusal of a piece names: the user's subquery
         for agg in list(value.find_all(*_SQLGLOT_AGGREGATES)):
-            piece = query.copy()
-            piece.set("expressions", [exp.alias_(agg.copy(), "_dl_value", quoted=True)])
-            written = exp.Subquery(this=piece)
+            written = exp.Subquery(this=over_the_same_rows(query, agg.copy(), "_dl_value"))
             written.meta[WRITTEN_AS] = users
             agg.replace(_under_is_null(written))
         split = exp.Paren(this=value)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import COMPARISONS, enclosing_clause, is_correlated, source_names
-from dltrace.rewriter.shape import conjuncts, random_call
+from dltrace.rewriter.passes.correlation import COMPARISONS, enclosing_clause, plain_correlated_rows, source_names
+from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
+from dltrace.rewriter.shape import conjuncts
 
 
 def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
@@ -33,7 +34,7 @@ def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
         query = quantified.this.this if isinstance(quantified.this, exp.Subquery) else quantified.this
         comparison = quantified.parent
         if not (isinstance(comparison, exp.Binary) and comparison.key in COMPARISONS
-                and comparison.expression is quantified) or not _plain_rows(query):
+                and comparison.expression is quantified) or not plain_correlated_rows(query):
             continue
         select = comparison.find_ancestor(exp.Select)
         if select is None or enclosing_clause(comparison, select) != "where" or not any(
@@ -45,29 +46,10 @@ def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
         users = comparison.copy()
         value = query.expressions[0].unalias()
         held = type(comparison)(this=comparison.this.copy(), expression=value.copy())
-        failing = query.copy()
-        failing.set("order", None)
-        failing.set("expressions", [exp.alias_(exp.Literal.number(1), "_dl_one", quoted=True)])
+        failing = over_the_same_rows(query, exp.Literal.number(1), "_dl_one")
         failing.where(exp.Not(this=exp.Is(this=exp.paren(held), expression=exp.true())), copy=False)
-        counted = query.copy()
-        counted.set("order", None)
-        counted.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True)])
-        count = exp.Subquery(this=counted)
+        count = exp.Subquery(this=over_the_same_rows(query, exp.Count(this=exp.Star()), "_dl_rows"))
         count.meta[written_as] = users
         none_fails = exp.Not(this=exp.Exists(this=failing))
         comparison.replace(exp.paren(exp.and_(none_fails, exp.Not(this=exp.Is(this=count, expression=exp.null())))))
 
-
-def _plain_rows(query: exp.Expression) -> bool:
-    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
-        return False
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
-                                       "windows", "with_", "laterals")):
-        return False
-    if isinstance(query.expressions[0].unalias(), exp.Star):
-        return False
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
-        return False
-    if any(q is not query for q in query.find_all(exp.Query)):
-        return False
-    return is_correlated(query)

@@ -38,8 +38,9 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns
-from dltrace.rewriter.shape import conjuncts, random_call
+from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns, plain_correlated_rows
+from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
+from dltrace.rewriter.shape import conjuncts
 
 #: what the engine's error says, beside the engines' own words
 TOO_MANY_ROWS = "more than one row returned by a subquery used as an expression"
@@ -83,7 +84,7 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
             placeholder = exp.Null()
             item.replace(placeholder)
             placeholder.replace(exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.Paren(this=item)))
-        else:  # a WHERE / HAVING conjunct: it stays at the top; the test goes into the ON of the value's join
+        else:  # a WHERE / HAVING conjunct: it stays at the top; each read of the value is guarded (raise_errors)
             value.this.meta[CHECKED] = message
 
 
@@ -126,23 +127,12 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
 
 
 def _lookup(query: exp.Expression) -> bool:
-    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
+    if not plain_correlated_rows(query):
         return False
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
-                                       "windows", "with_", "laterals")):
-        return False
-    value = query.expressions[0].unalias()
-    if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):
-        return False
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
-        return False
-    if any(q is not query for q in query.find_all(exp.Query)):
-        return False  # nested queries (a derived table, a subquery in its WHERE): left alone
     outer = {id(c) for c in outer_columns(query)}
-    columns = list(value.find_all(exp.Column))
-    if columns and all(id(c) in outer for c in columns):
-        return False  # MAX() of the outer query's columns alone would be an aggregate of the outer query (SQL)
-    return bool(outer)
+    columns = list(query.expressions[0].unalias().find_all(exp.Column))
+    # (MAX() of the outer query's columns alone would be an aggregate of the outer query: SQL)
+    return not columns or not all(id(c) in outer for c in columns)
 
 
 def _item(sub: exp.Subquery, select: exp.Select) -> exp.Expression | None:
@@ -157,27 +147,16 @@ def _item(sub: exp.Subquery, select: exp.Select) -> exp.Expression | None:
         return None
     if node.arg_key == "expressions":
         return node.this if isinstance(node, exp.Alias) else node
-    for conjunct in conjuncts(node.this):
-        if conjunct is sub or _within(sub, conjunct):
-            return conjunct
-    return None
-
-
-def _within(node: exp.Expression, top: exp.Expression) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is top:
-            return True
-        parent = parent.parent
-    return False
+    tops = {id(c) for c in conjuncts(node.this)}
+    found: exp.Expression | None = sub
+    while found is not None and id(found) not in tops:
+        found = found.parent
+    return found
 
 
 def _piece(query: exp.Select, value: exp.Expression, name: str, users: exp.Subquery,
            written_as: str) -> exp.Subquery:
-    piece = query.copy()
-    piece.set("order", None)
-    piece.set("expressions", [exp.alias_(value, name, quoted=True)])
-    written = exp.Subquery(this=piece)
+    written = exp.Subquery(this=over_the_same_rows(query, value, name))
     written.meta[written_as] = users
     return written
 
