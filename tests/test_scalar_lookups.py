@@ -224,9 +224,13 @@ def test_negated_count_comparison_has_no_witnesses(s, sql):
 
 
 def test_not_a_lookup_stays_refused(s):
-    """A lookup that picks one of several rows (LIMIT, an ORDER BY with LIMIT) has no exact lineage: refused."""
+    """A lookup that picks one of several rows (LIMIT, an ORDER BY with LIMIT) has no exact lineage; one whose
+    projection is set-returning (``unnest``) has rows its FROM does not (MAX over them and a COUNT of the FROM's
+    rows would not be the engine's value and error): refused."""
     with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated"):
         s.run("SELECT t.a, (SELECT u.c FROM u WHERE u.a = t.a ORDER BY u.c LIMIT 1) FROM t")
+    with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated"):
+        s.run("SELECT t.a, (SELECT unnest([u.c, u.c]) FROM u WHERE u.a = t.a) FROM t")
 
 
 @pytest.mark.spark

@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.shape import from_items, random_call
+from dltrace.rewriter.shape import from_items, random_call, returns_rows_per_row
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
@@ -76,9 +76,10 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
 
 
 def plain_correlated_rows(query: exp.Expression) -> bool:
-    """Is ``query`` a correlated SELECT of plain rows -- a FROM, one deterministic projection (no ``*``), no
-    aggregate, window or nested query, no GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH -- whose
-    FROM and WHERE another SELECT over the same rows can repeat (``passes/scalar_lookups.py``,
+    """Is ``query`` a correlated SELECT of plain rows -- a FROM, one deterministic projection (no ``*``, no
+    set-returning call such as ``unnest``: its rows would not be its FROM's), no aggregate, window or nested
+    query, no GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH -- whose FROM and WHERE another SELECT
+    over the same rows can repeat (``passes/scalar_lookups.py``,
     ``passes/quantified_all.py``)? An ORDER BY alone does not count: it orders rows without choosing them."""
     if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
         return False
@@ -90,6 +91,8 @@ def plain_correlated_rows(query: exp.Expression) -> bool:
         return False
     if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
         return False
+    if returns_rows_per_row(query):
+        return False  # a repeat of its FROM and WHERE counts other rows; the value moved into a WHERE is refused
     if any(q is not query for q in query.find_all(exp.Query)):
         return False  # nested queries (a derived table, a subquery in its WHERE)
     return is_correlated(query)
