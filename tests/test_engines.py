@@ -4,6 +4,7 @@ ending in a dltrace error with a one-line message."""
 from __future__ import annotations
 
 import pandas as pd
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -180,6 +181,19 @@ def test_csv_source(fresh, tmp_path):
     path.write_text("x,name\n" + "".join(f"{i * 3},n{i}\n" for i in range(30)))
     fresh.register("csvt", str(path))
     _check_positions(fresh, "csvt", 30)
+
+
+def test_csv_reads_nulls_as_duckdb_does(fresh, tmp_path):
+    """An empty field, quoted or not, is NULL, and nothing else is: the rows DuckDB's own read_csv gives."""
+    path = tmp_path / "nulls.csv"
+    path.write_text('id,txt,n,f\n1,"a,b",1,1.5\n2,,,\n3,"",NULL,NaN\n4,NA,3,2\n')
+    fresh.register("csvn", str(path))
+    got = fresh.sql("SELECT id, txt, n, f FROM csvn ORDER BY id").to_pylist()
+    own = duckdb.connect().sql(f"SELECT * FROM read_csv('{path}') ORDER BY id").fetchall()
+    rows = [tuple(r.values()) for r in got]
+    assert [r[:3] for r in rows] == [r[:3] for r in own] == \
+        [(1, "a,b", "1"), (2, None, None), (3, None, "NULL"), (4, "NA", "3")]
+    assert rows[0][3] == 1.5 and rows[1][3] is None and rows[2][3] != rows[2][3]  # NaN is a float, not NULL
 
 
 @pytest.mark.spark

@@ -134,13 +134,18 @@ def resolve_source(source: Any) -> Source:
     )
 
 
+# An empty field, quoted or not, is NULL in every column and no other text is, as DuckDB's read_csv reads it (by
+# default Arrow read an empty string field as '' and took "NULL", "NA", "nan" ... for NULL in numeric columns)
+_CSV_NULLS = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True)
+
+
 def _read_csv(paths: list[Path]) -> pa.Table:
     # CSV is read once in Python so both engines see the same rows in the same order (same rids).
     tables = []
     for p in paths:
         opts = pacsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
         try:
-            table = pacsv.read_csv(p, parse_options=opts)
+            table = pacsv.read_csv(p, parse_options=opts, convert_options=_CSV_NULLS)
         except (pa.ArrowInvalid, OSError) as e:
             raise SourceError(f"cannot read CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
         check_columns(table.column_names, f"CSV {str(p)!r}")
