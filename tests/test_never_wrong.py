@@ -121,6 +121,16 @@ WITNESSES = [
     # ALL over an empty set is TRUE, with no witness
     ("SELECT a FROM t WHERE a < ALL (SELECT a FROM e)", [((a,), (("e", ()), ("t", (i,))))
                                                         for i, a in enumerate([1, 2, None, 2])]),
+    # an IN / ANY / ALL inside an aggregate's argument is evaluated per input row, its witnesses unioned over the
+    # group (the new-user probe: the rewrite's per-row test sat outside the aggregate and the engine refused it)
+    ("SELECT b, sum(CASE WHEN a IN (SELECT a FROM u) THEN 1 ELSE 0 END) AS n FROM t GROUP BY b",
+     [((10, Decimal(0)), L([0])), ((20, Decimal(1)), L([1], [0, 3])), ((30, Decimal(0)), L([2])),
+      ((None, Decimal(1)), L([3], [0, 3]))]),
+    ("SELECT sum(CASE WHEN a IN (SELECT a FROM u) THEN 1 ELSE 0 END) AS n, bool_or(a > ANY (SELECT c - 5 FROM u))"
+     " AS f FROM t", [((Decimal(2), True), L([0, 1, 2, 3], [0, 3]))]),
+    ("SELECT count(*) FILTER (WHERE a < ALL (SELECT c FROM u WHERE c > 7)) AS n FROM t WHERE b > 100", [((0,), L())]),
+    ("SELECT count(*) AS n FROM t GROUP BY b IS NULL HAVING count(DISTINCT CASE WHEN a >= ALL (SELECT c FROM u "
+     "WHERE c < 2) THEN a END) > 0", [((3,), L([0, 1, 2], [3])), ((1,), L([3], [3]))]),
     # under an aggregate over zero rows, a WHERE subquery gives nothing to the one output row
     ("SELECT count(*) AS n FROM t WHERE b > (SELECT max(c) FROM u) + 100", [((0,), L())]),
     ("SELECT count(*) AS n FROM (SELECT a FROM t WHERE b > (SELECT max(c) FROM u) + 100) AS x", [((0,), L())]),

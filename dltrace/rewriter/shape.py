@@ -115,6 +115,19 @@ def aggregates(clause: exp.Expression, select: exp.Select) -> bool:
                for node in clause.find_all(exp.AggFunc))
 
 
+def in_aggregate_argument(node: exp.Expression, select: exp.Select) -> bool:
+    """Is ``node`` evaluated for each input row of ``select``'s aggregation: inside the argument (or FILTER) of
+    an aggregate of ``select`` -- ``sum(CASE WHEN x IN (...) THEN 1 END)`` -- not in a window over the groups?"""
+    child, parent = node, node.parent
+    while parent is not None and parent is not select and not isinstance(parent, exp.Query):
+        if isinstance(parent, exp.AggFunc) and not windowed(parent):
+            return True
+        if isinstance(parent, exp.Filter) and child.arg_key == "expression":
+            return True
+        child, parent = parent, parent.parent
+    return False
+
+
 def windowed(node: exp.Expression) -> bool:
     """Is ``node`` the function a window computes (``sum(x) OVER (...)``)? Not an aggregate inside a window's
     PARTITION BY / ORDER BY (``rank() OVER (ORDER BY sum(x))`` aggregates its SELECT's rows), nor one in a

@@ -28,8 +28,8 @@ from dltrace.rewriter.passes.array_witness import ArrayWitness, with_variable_as
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 from dltrace.rewriter.passes.decorrelate import SCALAR_IN_PLACE
-from dltrace.rewriter.shape import (differs_in_another_statement, global_aggregate_row, makes_rows_from_nothing,
-                                   one_row_aggregate)
+from dltrace.rewriter.shape import (differs_in_another_statement, global_aggregate_row, in_aggregate_argument,
+                                   makes_rows_from_nothing, one_row_aggregate)
 from dltrace.rewriter.slots import Context, Slot, by_table
 
 
@@ -302,9 +302,12 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     fields.update({f"r{i}": exp.column(e.name, table=holder, quoted=True) for i, e in enumerate(exported)})
     rows = exp.select(exp.alias_(fns.agg_list(fns.struct(fields)), array)).from_(
         exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(holder))))
-    grouped = is_aggregate(select) and use.clause in ("expressions", "having")
+    # inside an aggregate's argument the test is per input row, its witnesses unioned over the group like the
+    # rows' own lineage; elsewhere in an aggregating SELECT's projection or HAVING it is per group
+    per_input_row = in_aggregate_argument(use.operand, select)
+    grouped = is_aggregate(select) and use.clause in ("expressions", "having") and not per_input_row
     arr: exp.Expression
-    if global_aggregate_row(select, use.clause):  # no input row to carry a cross-joined array
+    if global_aggregate_row(select, use.clause) and not per_input_row:  # no input row to carry the array
         if not fns.subqueries_in_lambdas:
             raise UnsupportedQuery(f"IN / ANY / ALL over a subquery in the SELECT list or HAVING of an aggregate "
                                    f"without GROUP BY is not supported on {ctx.fns.dialect}, at "
