@@ -264,6 +264,12 @@ EXTRA = [
     ("aggregate_in_window_order", "SELECT rank() OVER (ORDER BY sum(b)) AS r FROM t", True),
     ("subquery_in_window", "SELECT a, b, sum(b) OVER (PARTITION BY (SELECT max(c) FROM u)) AS s FROM t", False),
     ("subquery_in_window_order", "SELECT a, b, rank() OVER (ORDER BY b + (SELECT min(c) FROM u)) AS r FROM t", False),
+    # DuckDB's GROUP BY ALL: the items without aggregates or windows that read a column are the keys (a constant
+    # item is none: one row over no rows); it was refused
+    ("group_by_all", "SELECT b % 20 AS m, 7 AS k, count(*) AS n, count(*) OVER () AS w FROM t GROUP BY ALL", True),
+    ("group_by_all_no_keys", "SELECT 1 AS k, sum(b) AS s FROM t WHERE a > 100 GROUP BY ALL", True),
+    ("group_by_all_nested", "SELECT x.m, max(x.n) AS top FROM (SELECT b % 20 AS m, a, count(*) AS n FROM t "
+                            "GROUP BY ALL) AS x GROUP BY ALL HAVING count(*) > 0 ORDER BY ALL", True),
 ]
 
 

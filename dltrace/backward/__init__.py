@@ -25,7 +25,7 @@ from dltrace.backward.assemble import Collector
 from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.granularity import project_onto
 from dltrace.backward.segment_sql import table_ref
-from dltrace.backward.segments import number_nodes
+from dltrace.backward.segments import expand_group_by_all, number_nodes
 from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
@@ -109,6 +109,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
     if prepared.lineage_off:
         prepared = prepare(prepared.tree, context)  # still trace, to run the query the same way
     normal = prepared.tree
+    expand_group_by_all(normal)
     tables = list(prepared.tables)
     number_nodes(normal)
 
