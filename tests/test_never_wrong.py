@@ -131,6 +131,14 @@ WITNESSES = [
     ("SELECT count(*) FILTER (WHERE a < ALL (SELECT c FROM u WHERE c > 7)) AS n FROM t WHERE b > 100", [((0,), L())]),
     ("SELECT count(*) AS n FROM t GROUP BY b IS NULL HAVING count(DISTINCT CASE WHEN a >= ALL (SELECT c FROM u "
      "WHERE c < 2) THEN a END) > 0", [((3,), L([0, 1, 2], [3])), ((1,), L([3], [3]))]),
+    # ... so is a scalar or EXISTS inside an aggregate's argument or FILTER (the grown generator: a global
+    # aggregate's compared scalar was tested outside the aggregate, and over no rows the scalar's rows, or a
+    # FILTER's, were given to the row; a FILTER's WHERE was taken for the SELECT's, every row passing it)
+    ("SELECT bool_or(b - 10 > (SELECT max(c) FROM u)) AS f FROM t", [((True,), L([0, 1, 2, 3], [0, 1, 2, 3]))]),
+    ("SELECT sum(b + (SELECT max(c) FROM u)) AS s FROM t WHERE a > 100", [((None,), L())]),
+    ("SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM u WHERE c > 8)) AS n FROM t WHERE a > 100", [((0,), L())]),
+    ("SELECT a, count(*) FILTER (WHERE b - 10 > (SELECT max(c) FROM u)) AS n FROM t GROUP BY a",
+     [((1, 0), L([0])), ((2, 1), L([1, 3], [0, 1, 2, 3])), ((None, 1), L([2], [0, 1, 2, 3]))]),
     # under an aggregate over zero rows, a WHERE subquery gives nothing to the one output row
     ("SELECT count(*) AS n FROM t WHERE b > (SELECT max(c) FROM u) + 100", [((0,), L())]),
     ("SELECT count(*) AS n FROM (SELECT a FROM t WHERE b > (SELECT max(c) FROM u) + 100) AS x", [((0,), L())]),

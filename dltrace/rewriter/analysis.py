@@ -150,7 +150,8 @@ def _top_level_conjunct(node: exp.Expression) -> bool:
     while isinstance(parent, (exp.And, exp.Paren)):
         child, parent = parent, parent.parent
     if isinstance(parent, (exp.Where, exp.Having)):
-        return True
+        # an aggregate's FILTER (WHERE ...) drops a row from that aggregate only: the row stays in its group
+        return not isinstance(parent.parent, exp.Filter)
     return isinstance(parent, exp.Join) and child.arg_key == "on" and not parent.side \
         and (parent.kind or "").upper() in ("", "INNER", "CROSS")
 

@@ -338,16 +338,22 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
     """Lineage of the subqueries still written in ``select``'s clauses after decorrelation."""
     slots: list[Slot] = []
     for use in clause_subqueries(select, ctx.control):
+        # inside an aggregate's argument or FILTER a subquery is evaluated per input row: its lineage is unioned
+        # over the group like a WHERE subquery's (none for a global aggregate over no rows)
+        holder = use.query.parent if isinstance(use.query.parent, exp.Subquery) else use.query
+        in_aggregate = in_aggregate_argument(holder, select)
+        per_group = global_aggregate_row(select, use.clause) and not in_aggregate
         if use.how == "witness":
             slots += witness_slots(select, use, ctx)
         elif use.condition is not None:  # only where its comparison is TRUE: per row, never hoisted
             found = lineage_join(select, use.query.copy(), ctx, per_input_row=True, hoistable=False,
-                                 per_group=global_aggregate_row(select, use.clause))
+                                 per_group=per_group)
             slots += [only_where(slot, use.condition) for slot in found]
         else:
             holder = use.query.parent if isinstance(use.query.parent, exp.Subquery) else None
-            slots += lineage_join(select, use.query.copy(), ctx, per_input_row=use.clause in ("where", "on"),
-                                  per_group=global_aggregate_row(select, use.clause), holder=holder)
+            slots += lineage_join(select, use.query.copy(), ctx,
+                                  per_input_row=use.clause in ("where", "on") or in_aggregate,
+                                  per_group=per_group, holder=holder)
     return slots
 
 
