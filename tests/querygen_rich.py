@@ -320,32 +320,34 @@ class Gen:
         self.feat("and_or")
         return Bin(self.pick(["AND", "OR"]), self.pred(scope, depth, ctes, where), self.pred(scope, 0, ctes, where))
 
-    def sub_pred(self, scope, depth: int, ctes):
-        """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR."""
+    def sub_pred(self, scope, depth: int, ctes, outer=None):
+        """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR; its operand
+        reads ``scope``, its subquery may correlate with ``outer`` (default: ``scope``)."""
+        outer = scope if outer is None else outer
         kinds = ["exists", "in", "not_in", "any", "all", "scalar_cmp"]
         kind = self.pick(kinds if self.ok("quantified") else [k for k in kinds if k not in ("any", "all")])
         self.feat(f"sq_{kind}")
         typ = self.pick(["int", "int", "str"])
         x = self.value(scope, typ, 0, ctes)
         # (maybe a SELECT whose rows are not its FROM's)
-        rows = self.rows_query(typ, scope, ctes) if kind != "scalar_cmp" else None
+        rows = self.rows_query(typ, outer, ctes) if kind != "scalar_cmp" else None
         if kind == "exists":
-            p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=scope, ctes=ctes)[0]))
+            p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=outer, ctes=ctes)[0]))
         elif kind in ("in", "not_in"):
-            p = InSub(x, rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0], negated=kind == "not_in")
+            p = InSub(x, rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0], negated=kind == "not_in")
         elif kind in ("any", "all"):
             op = self.pick(list(COMPARISONS))
             self.feat(f"sq_{kind}_{op}")
-            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
+            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0])
             if kind == "all":
                 p = dataclasses.replace(p, query=_dodge_paren_bugs(p.query))
         elif self.often("scalar_is_null", 6):
             # the value tested, not compared: `(S) IS [NOT] NULL` (forward lineage keeps a compared scalar in place,
             # this one decorrelated; the review of that change found the kept form reading it as a value)
             self.feat("scalar_is_null")
-            p = Is(Scalar(self.scalar_query(scope, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
+            p = Is(Scalar(self.scalar_query(outer, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
         else:
-            p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(scope, depth, ctes, typ)))
+            p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(outer, depth, ctes, typ)))
         wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
         if wrap == "none" or not self.ok("wrap"):
             return p
@@ -1009,8 +1011,10 @@ class Gen:
         self.feat("subquery_in_aggregate")
         form = self.pick(["case", "case", "bool", "scalar_value"] if typ == "int" else ["case"])
         self.feat(f"subquery_in_aggregate_{form}")
+        # (half the time uncorrelated: a subquery correlated from inside an aggregate is mostly refused)
+        inner = [] if self.chance(2) else None
         if form == "case":
-            p = self.sub_pred(scope, depth, ctes)
+            p = self.sub_pred(scope, depth, ctes, inner)
             other = Lit(None) if self.chance(3) else self.value(scope, typ, 0, ctes)
             arg = Case(p, self.value(scope, typ, 0, ctes), other)
             if typ != "int":
@@ -1018,15 +1022,15 @@ class Gen:
             name = self.pick(["count", "sum", "sum", "min", "max", "count_distinct"])
             return Agg("count", arg, True) if name == "count_distinct" else Agg(name, arg)
         if form == "bool":
-            test = Agg(self.pick(["bool_or", "bool_and"]), self.sub_pred(scope, depth, ctes))
+            test = Agg(self.pick(["bool_or", "bool_and"]), self.sub_pred(scope, depth, ctes, inner))
             if self.chance(3):
                 self.feat("subquery_in_aggregate_not")
                 test = Not(test)
             return Case(test, Lit(1), Lit(0))
         ints = [c for c in scope if c[2] == "int"]
         base = Col(*self.pick(ints)[:2]) if ints else Lit(1)
-        return Agg(self.pick(["sum", "min", "max", "count"]), Bin("+", base, Scalar(self.scalar_query(scope, depth,
-                                                                                                      ctes))))
+        return Agg(self.pick(["sum", "min", "max", "count"]),
+                   Bin("+", base, Scalar(self.scalar_query(scope if inner is None else inner, depth, ctes))))
 
     def having_over_subquery(self, scope, depth: int, ctes):
         """HAVING over an aggregate of a subquery predicate: ``bool_or(p)``, ``NOT bool_and(p)``, ``sum(CASE WHEN p
@@ -1034,7 +1038,7 @@ class Gen:
         self.feat("subquery_in_aggregate", "subquery_in_aggregate_having")
         form = self.pick(["bool_or", "not_bool_and", "counted"])
         self.feat(f"subquery_in_aggregate_having_{form}")
-        p = self.sub_pred(scope, depth, ctes)
+        p = self.sub_pred(scope, depth, ctes, [] if self.chance(2) else None)
         if form == "bool_or":
             having = Agg("bool_or", p)
         elif form == "not_bool_and":
