@@ -9,8 +9,9 @@ LIMIT/OFFSET anywhere (subqueries, set-operation branches), parenthesised querie
 OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI
 joins (ON equalities, an inequality, NULL keys; USING; joins before and after them), and subquery predicates
 (EXISTS, IN, NOT IN, op ANY/ALL with every comparison, scalar subqueries, their value maybe an expression of
-aggregates) in WHERE, JOIN ON, HAVING, the SELECT list and CASE, under NOT / OR / ``= false`` / IS NULL /
-IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not know (``product``, ``list_sum``); user names
+aggregates) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and an aggregate's argument (``sum(CASE WHEN
+x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT ...))``), under NOT / OR / ``= false`` / IS
+NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not know (``product``, ``list_sum``); user names
 that look like internal ones. Every query records the feature names it uses (``Generated.features``) so a failure
 names its class.
 """
@@ -58,16 +59,18 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
-                      "scalar_is_null", "in_over_own_rows", "correlated_lookup"})
+                      "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark; QUALIFY and
-# unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark; POSITIONAL JOIN is DuckDB's)
+# unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark; POSITIONAL JOIN is DuckDB's;
+# subquery predicates inside an aggregate's argument are not yet run on Spark either, whose analyzer restricts where
+# a predicate subquery may stand)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
-                             "join_positional"}
+                             "join_positional", "subquery_in_aggregate"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -317,32 +320,34 @@ class Gen:
         self.feat("and_or")
         return Bin(self.pick(["AND", "OR"]), self.pred(scope, depth, ctes, where), self.pred(scope, 0, ctes, where))
 
-    def sub_pred(self, scope, depth: int, ctes):
-        """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR."""
+    def sub_pred(self, scope, depth: int, ctes, outer=None):
+        """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR; its operand
+        reads ``scope``, its subquery may correlate with ``outer`` (default: ``scope``)."""
+        outer = scope if outer is None else outer
         kinds = ["exists", "in", "not_in", "any", "all", "scalar_cmp"]
         kind = self.pick(kinds if self.ok("quantified") else [k for k in kinds if k not in ("any", "all")])
         self.feat(f"sq_{kind}")
         typ = self.pick(["int", "int", "str"])
         x = self.value(scope, typ, 0, ctes)
         # (maybe a SELECT whose rows are not its FROM's)
-        rows = self.rows_query(typ, scope, ctes) if kind != "scalar_cmp" else None
+        rows = self.rows_query(typ, outer, ctes) if kind != "scalar_cmp" else None
         if kind == "exists":
-            p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=scope, ctes=ctes)[0]))
+            p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=outer, ctes=ctes)[0]))
         elif kind in ("in", "not_in"):
-            p = InSub(x, rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0], negated=kind == "not_in")
+            p = InSub(x, rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0], negated=kind == "not_in")
         elif kind in ("any", "all"):
             op = self.pick(list(COMPARISONS))
             self.feat(f"sq_{kind}_{op}")
-            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=scope, ctes=ctes)[0])
+            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0])
             if kind == "all":
                 p = dataclasses.replace(p, query=_dodge_paren_bugs(p.query))
         elif self.often("scalar_is_null", 6):
             # the value tested, not compared: `(S) IS [NOT] NULL` (forward lineage keeps a compared scalar in place,
             # this one decorrelated; the review of that change found the kept form reading it as a value)
             self.feat("scalar_is_null")
-            p = Is(Scalar(self.scalar_query(scope, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
+            p = Is(Scalar(self.scalar_query(outer, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
         else:
-            p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(scope, depth, ctes, typ)))
+            p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(outer, depth, ctes, typ)))
         wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
         if wrap == "none" or not self.ok("wrap"):
             return p
@@ -959,6 +964,9 @@ class Gen:
                 self.feat("scalar_per_group")
                 items.append((Scalar(self.scalar_query(keys, depth - 1, ctes, t)), a))
                 continue
+            if depth > 0 and self.often("subquery_in_aggregate", 8):
+                items.append((self.aggregate_over_subquery(scope, t, depth - 1, ctes), a))
+                continue
             typed = [c for c in cols if c[2] == t]
             if t == "int":
                 name = self.pick(["count", "count_star", "sum", "min", "max", "count_distinct"]
@@ -981,6 +989,9 @@ class Gen:
             ints = [c for c in cols if c[2] == "int"]
             having = self.over_own_rows(Agg("sum", Col(*self.pick(ints)[:2])) if ints else Agg("count"), item,
                                         cols, where)
+        elif depth > 0 and self.often("subquery_in_aggregate", 8):
+            self.feat("having")
+            having = self.having_over_subquery(scope, depth - 1, ctes)
         elif self.chance(3):
             self.feat("having")
             outer = [c for c in scope if c not in cols]
@@ -990,6 +1001,53 @@ class Gen:
         q = Select(items, item, where, group=group, grouping=grouping, having=having)
         return q, [(a, "float" if isinstance(e, Agg) and e.name == "product" else t)
                    for (e, a), t in zip(items, types)]
+
+
+    def aggregate_over_subquery(self, scope, typ: str, depth: int, ctes):
+        """An aggregate whose argument holds a subquery predicate (or a scalar subquery as a value), evaluated per
+        input row: ``sum(CASE WHEN x IN (S) THEN v ELSE w END)`` (any aggregate, DISTINCT too), ``CASE WHEN
+        [NOT] bool_or|bool_and(<predicate>) THEN 1 ELSE 0 END``, ``sum(v + (SELECT ...))``; its witnesses are
+        unioned over the group's rows (docs/design.md, "Semantics")."""
+        self.feat("subquery_in_aggregate")
+        form = self.pick(["case", "case", "bool", "scalar_value"] if typ == "int" else ["case"])
+        self.feat(f"subquery_in_aggregate_{form}")
+        # (half the time uncorrelated: a subquery correlated from inside an aggregate is mostly refused)
+        inner = [] if self.chance(2) else None
+        if form == "case":
+            p = self.sub_pred(scope, depth, ctes, inner)
+            other = Lit(None) if self.chance(3) else self.value(scope, typ, 0, ctes)
+            arg = Case(p, self.value(scope, typ, 0, ctes), other)
+            if typ != "int":
+                return Agg(self.pick(["min", "max"]), arg)
+            name = self.pick(["count", "sum", "sum", "min", "max", "count_distinct"])
+            return Agg("count", arg, True) if name == "count_distinct" else Agg(name, arg)
+        if form == "bool":
+            test = Agg(self.pick(["bool_or", "bool_and"]), self.sub_pred(scope, depth, ctes, inner))
+            if self.chance(3):
+                self.feat("subquery_in_aggregate_not")
+                test = Not(test)
+            return Case(test, Lit(1), Lit(0))
+        ints = [c for c in scope if c[2] == "int"]
+        base = Col(*self.pick(ints)[:2]) if ints else Lit(1)
+        return Agg(self.pick(["sum", "min", "max", "count"]),
+                   Bin("+", base, Scalar(self.scalar_query(scope if inner is None else inner, depth, ctes))))
+
+    def having_over_subquery(self, scope, depth: int, ctes):
+        """HAVING over an aggregate of a subquery predicate: ``bool_or(p)``, ``NOT bool_and(p)``, ``sum(CASE WHEN p
+        THEN 1 ELSE 0 END) >= n``, maybe beside ``count(*) >= n``."""
+        self.feat("subquery_in_aggregate", "subquery_in_aggregate_having")
+        form = self.pick(["bool_or", "not_bool_and", "counted"])
+        self.feat(f"subquery_in_aggregate_having_{form}")
+        p = self.sub_pred(scope, depth, ctes, [] if self.chance(2) else None)
+        if form == "bool_or":
+            having = Agg("bool_or", p)
+        elif form == "not_bool_and":
+            having = Not(Agg("bool_and", p))
+        else:
+            having = Bin(">=", Agg("sum", Case(p, Lit(1), Lit(0))), Lit(self.draw(st.integers(0, 2))))
+        if self.chance(3):
+            having = Bin(self.pick(["AND", "OR"]), having, Bin(">=", Agg("count"), Lit(self.draw(st.integers(0, 2)))))
+        return having
 
 
 def _aliases(q) -> list[str]:

@@ -35,7 +35,11 @@ in its table (dltrace's ``dl_rid``):
     nothing. Every predicate is evaluated (no short-circuit: ``A OR B`` with both TRUE adds both). A
     subquery's rows have their lineage by these same rules, recursively. Under an aggregation the WHERE
     witnesses are per input row, unioned like the rows' lineage (so a global aggregate over zero rows gets
-    nothing from a WHERE subquery); HAVING and SELECT-list witnesses are added to the group's row.
+    nothing from a WHERE subquery); HAVING and SELECT-list witnesses are added to the group's row, except those
+    of a predicate inside an aggregate's argument (``sum(CASE WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS
+    (S))``, ``sum(t.a + (SELECT ...))``): the argument is evaluated per input row of the group, so its witnesses
+    are those of each evaluation, unioned over the group's rows (nothing over zero rows), a NOT around the
+    aggregate (``NOT bool_and(x IN S)``) counting as a negation of what is inside.
   - LIMIT/OFFSET cutting through a run of equal rows (ties: equal in every column) cannot say which of them
     DuckDB keeps: each kept row of that run gets the union of the run's lineage, and the result is marked
     ``inexact`` (compare with "dltrace's lineage is a subset"). Likewise ``row_number()`` over equal rows (the
@@ -479,8 +483,11 @@ class Evaluator:
         if t is Agg:
             if group is None:
                 raise EvalError("aggregate outside an aggregation")
-            vals = [None if e.arg is None else self.ev(e.arg, (f,) + env[1:], ctes)[0] for f in group]
-            return _aggregate(e.name, e.arg is None, e.distinct, vals), EMPTY
+            # the argument is evaluated per input row of the group: its subquery witnesses (under the polarity
+            # the aggregate stands in) are unioned over the group's rows, like WHERE witnesses under an aggregation
+            got = [(None, EMPTY) if e.arg is None else self.ev(e.arg, (f,) + env[1:], ctes, pos) for f in group]
+            vals = [v for v, _ in got]
+            return _aggregate(e.name, e.arg is None, e.distinct, vals), frozenset().union(*(w for _, w in got))
         if t is Win:
             return env[0].extra[id(e)], EMPTY
         if t is Not:
@@ -612,6 +619,10 @@ def _aggregate(name: str, star: bool, distinct: bool, vals: list):
         return min(vals)
     if name == "max":
         return max(vals)
+    if name == "bool_or":
+        return any(vals)
+    if name == "bool_and":
+        return all(vals)
     if name == "product":
         out = 1.0
         for v in vals:

@@ -92,7 +92,7 @@ class Func:
 
 @dataclass(frozen=True, eq=False)
 class Agg:
-    name: str  # count sum min max product
+    name: str  # count sum min max product bool_or bool_and
     arg: "Expr | None" = None  # None: count(*)
     distinct: bool = False
 

@@ -199,3 +199,42 @@ def test_a_nested_select_may_take_the_outer_alias():
     from refquery import InSub
     q = Select([(Col("t_b", "z"), "z")], Join("CROSS", t("a"), t("b")), InSub(Col("t_a", "k"), sub))
     assert _run(q)[1] == [((21,), [("a", 0), ("b", 1), ("d", 1)])]
+
+
+def _nulls_last(q):
+    """``_run`` for rows that may hold NULLs: (rows, lineage) sorted with NULL last."""
+    duck = Duck()
+    duck.load(DATA)
+    rel = Evaluator(DATA).run(q)
+    assert Counter(rel.rows) == Counter(duck.con.sql(render(q)).fetchall()), render(q)
+    return sorted(zip(rel.rows, [sorted(x) for x in rel.lins]), key=lambda p: [(v is None, v) for v in p[0]])
+
+
+def test_a_predicate_inside_an_aggregates_argument_is_witnessed_per_input_row():
+    """``sum(CASE WHEN x IN (S) ...)``, ``bool_or(...)``, ``sum(x + (scalar))``: the argument is evaluated per input
+    row, its witnesses unioned over the group (nothing over zero rows); a NOT around the aggregate negates."""
+    from refquery import Agg, Bin, Case, Exists, InSub, Not, Scalar
+    in_b = Select([(Col("t_b", "k"), "k")], t("b"))
+    k = Col("t_a", "k")
+    counted = Agg("sum", Case(InSub(k, in_b), Lit(1), Lit(0)))
+    q = Select([(k, "k"), (counted, "n")], t("a"), group=[k])
+    assert _nulls_last(q) == [((1, 1), [("a", 0), ("b", 1)]),
+                              ((2, 1), [("a", 2), ("b", 0)]), ((None, 0), [("a", 1)])]
+    nothing = Bin(">", Col("t_a", "x"), Lit(100))
+    assert _nulls_last(Select([(counted, "n")], t("a"), nothing, group=[])) == [((None,), [])]
+    # NOT bool_and(k NOT IN b): two negations, a positive IN; bool_or(NOT k IN b): a negated IN, no witness
+    having = Not(Agg("bool_and", InSub(k, in_b, negated=True)))
+    assert _nulls_last(Select([(k, "k")], t("a"), group=[k], having=having)) == [
+        ((1,), [("a", 0), ("b", 1)]), ((2,), [("a", 2), ("b", 0)])]
+    negated = Agg("bool_or", Not(InSub(k, in_b)))
+    assert _nulls_last(Select([(k, "k"), (negated, "f")], t("a"), group=[k])) == [
+        ((1, False), [("a", 0)]), ((2, False), [("a", 2)]), ((None, None), [("a", 1)])]
+    # a scalar subquery as a value: all its rows for each input row, none over zero rows
+    plus = Agg("sum", Bin("+", Col("t_a", "x"), Scalar(Select([(Agg("max", Col("t_b", "z")), "m")], t("b"),
+                                                              group=[]))))
+    assert _nulls_last(Select([(plus, "n")], t("a"), group=[])) == [((96,), [("a", 0), ("a", 1), ("a", 2), ("b", 0),
+                                                                        ("b", 1)])]
+    assert _nulls_last(Select([(plus, "n")], t("a"), nothing, group=[])) == [((None,), [])]
+    # an uncorrelated EXISTS over zero rows: nothing either
+    exists = Agg("bool_or", Exists(Select([(Lit(1), "x")], t("b"))))
+    assert _nulls_last(Select([(exists, "b")], t("a"), nothing, group=[])) == [((None,), [])]
