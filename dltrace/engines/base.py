@@ -59,6 +59,9 @@ class LineageSource(ArrowSource):
 
     lineage: tuple[tuple[str, str], ...] = ()
     strategy: str = "set"
+    # (base table, its snapshot when the lineage was computed: Catalog.snapshot): a later result reading these
+    # rows end to end names those tables' rows as they were then, which its reads of base rows check
+    based_on: tuple[tuple[str, tuple], ...] = ()
 
     @property
     def private(self) -> tuple[str, ...]:
