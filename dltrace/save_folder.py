@@ -94,14 +94,18 @@ def _engine_hash(catalog: Catalog, name: str) -> str:
 
 
 def _query_tables(result: LineageData) -> list[str]:
-    """The registered base tables the query reads (its lineage tables first, in their order)."""
+    """The registered base tables the query reads (its lineage tables first, in their order).
+
+    An earlier step the query read end to end (``composed_from``) is not one: its rows' lineage is in the
+    result's lineage tables' ids, which is all a load needs (the step need not exist in the loading session)."""
     names = list(result.lineage_columns)
+    steps = set(getattr(result, "composed_from", ()))
     try:
         tree = parse_query(result.sql, result.dialect)
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for t in tree.find_all(exp.Table):
             n = t.name.lower()
-            if n and n not in ctes and n not in names and n in result.session.tables:
+            if n and n not in ctes and n not in names and n not in steps and n in result.session.tables:
                 names.append(n)
     except DltraceError:
         pass
@@ -244,6 +248,8 @@ def _manifest(result: LineageData) -> dict[str, Any]:
         "lineage_on": None,
         "shared_lineage": None,
         "tables": tables,
+        # the earlier steps read end to end (their rows' lineage is in the tables' ids): verify is refused
+        "composed_from": list(getattr(result, "composed_from", ())),
         "files": {},
     }
 

@@ -1,7 +1,8 @@
 """Stale lineage inside a session: a result knows the tables its row ids name as they were when it was computed
 (Catalog.snapshot). Once one is registered again or its parquet files change, every read that goes back to base
 rows (backward, explain, verify, save, impact from it, plain SQL joining its views to the table) raises
-StaleLineage naming the table; the ids themselves (lineage, forward, the views alone) still read."""
+StaleLineage naming the table; the ids themselves (lineage, forward, the views alone) still read. Also: a saved
+result over pipeline steps needs only the tables its lineage names when loaded."""
 
 from __future__ import annotations
 
@@ -100,3 +101,46 @@ def test_stale_through_a_step(s, tmp_path):
     s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2 WHERE v < 3")
     with pytest.raises(dltrace.StaleLineage, match="'step2' was registered again"):
         one.backward(0)
+
+
+MYPIPE = {
+    "01_clean.sql": "CREATE TABLE clean AS SELECT o_id, cust, amount FROM orders WHERE status = 'F'",
+    "02_cust_nat.sql": "CREATE TEMPORARY VIEW cust_nat AS SELECT DISTINCT cust, nation FROM customers "
+                       "WHERE nation IS NOT NULL",
+    "03_per_cust.sql": "CREATE TABLE per_cust AS SELECT cust, count(*) AS n, sum(amount) AS total FROM clean "
+                       "GROUP BY cust",
+}
+ORDERS = pa.table({"o_id": [1, 2, 3, 4, 5], "cust": ["a", "b", "a", None, "c"], "amount": [10, 20, None, 5, 7],
+                   "status": ["F", "F", "F", "F", "O"]})
+CUSTOMERS = pa.table({"cust": ["a", "b", "c", "a"], "nation": ["X", "Y", "X", "X"]})
+REPORT = ("SELECT c.nation, sum(p.total) AS total FROM per_cust p JOIN cust_nat c ON p.cust = c.cust "
+          "GROUP BY c.nation ORDER BY 1")
+
+
+def test_saved_result_over_steps_loads_with_the_base_tables_only(tmp_path):
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    for name, text in MYPIPE.items():
+        (folder / name).write_text(text)
+    s = dltrace.connect("duckdb")
+    s.register("orders", ORDERS)
+    s.register("customers", CUSTOMERS)
+    p = dltrace.pipeline(folder, session=s)
+    r = s.run(REPORT)
+    r.save(tmp_path / "l")
+    first = p["per_cust"]
+    dltrace.pipeline(folder, session=s)  # the steps again: earlier results keep their base rows
+    assert first.backward(0)["orders"].column("dl_rid").to_pylist() == first.lineage(0)["orders"]
+    s.close()
+    s2 = dltrace.connect("duckdb")
+    s2.register("orders", ORDERS)
+    s2.register("customers", CUSTOMERS)
+    back = dltrace.load(tmp_path / "l", s2)
+    assert back.stale == [] and back.lineage(0) == r.lineage(0) == {"orders": [0, 2], "customers": [0, 3]}
+    assert back.backward(0)["customers"].column("nation").to_pylist() == ["X", "X"]
+    with pytest.raises(dltrace.DltraceError, match="earlier step"):  # verify reruns the query: refused
+        back.verify(0)
+    s2.register("customers", CUSTOMERS.slice(0, 3), replace=True)
+    with pytest.raises(dltrace.StaleLineage, match="'customers' has 3 rows"):
+        dltrace.load(tmp_path / "l", s2)
+    s2.close()
