@@ -45,6 +45,7 @@ from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
+from dltrace.names import RID, rows_relation
 from dltrace.rewriter.parse import parse_query
 from dltrace.version import __version__
 
@@ -86,8 +87,16 @@ def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
 
 
 def _engine_hash(catalog: Catalog, name: str) -> str:
-    """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here)."""
-    n, h = catalog.engine.content_hash(name)
+    """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here).
+
+    An adopted relation's is of the rows dltrace froze when adopting it (its rows relation without ``dl_rid``),
+    which the lineage's ids name: the user's relation changed since (an INSERT) would be fingerprinted as it is
+    now, and a session adopting the changed relation would then load the lineage as fresh. The same rows hash
+    alike either way (saves made before this hashed the user's relation)."""
+    if name in catalog.adopted:
+        n, h = catalog.engine.content_hash(rows_relation(name), exclude=(RID,))
+    else:
+        n, h = catalog.engine.content_hash(name)
     digest = new_hash()
     digest.update(f"{n}:{h}".encode())
     return digest.hexdigest()

@@ -6,6 +6,7 @@ result over pipeline steps needs only the tables its lineage names when loaded."
 
 from __future__ import annotations
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -101,6 +102,34 @@ def test_stale_through_a_step(s, tmp_path):
     s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2 WHERE v < 3")
     with pytest.raises(dltrace.StaleLineage, match="'step2' was registered again"):
         one.backward(0)
+
+
+def test_adopted_relation_changed_behind_dltrace(tmp_path):
+    """An adopted relation's rows are frozen when adopted: reads stay right after an INSERT into the user's table,
+    and a save fingerprints the frozen rows, so a session adopting the changed table refuses it."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("t")
+    r = s.run("SELECT k, sum(v) AS sv FROM t GROUP BY k ORDER BY k")
+    r.save(tmp_path / "before")
+    con.execute("DELETE FROM t WHERE v = 1")
+    con.execute("INSERT INTO t VALUES ('c', 4)")
+    assert r.backward(0)["t"].column("v").to_pylist() == [1, 3]  # the frozen rows the ids name
+    r.save(tmp_path / "after")
+    s.close()
+    s2 = dltrace.connect("duckdb", connection=con)
+    s2.adopt("t")
+    for save in ("before", "after"):
+        with pytest.raises(dltrace.StaleLineage, match="'t' content changed"):
+            dltrace.load(tmp_path / save, s2)
+    s2.close()
+    con2 = duckdb.connect()
+    con2.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s3 = dltrace.connect("duckdb", connection=con2)
+    s3.adopt("t")
+    assert dltrace.load(tmp_path / "after", s3).backward(0)["t"].column("v").to_pylist() == [1, 3]
+    s3.close()
 
 
 MYPIPE = {
