@@ -8,6 +8,7 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
-from dltrace.errors import DltraceError, DuplicateTable, ReservedName, UnknownTable, UnsupportedQuery
+from dltrace.errors import DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery
 from dltrace.names import reserved_prefix, rows_relation
 from dltrace.plans import PlanCache
 
@@ -36,6 +37,10 @@ class Catalog:
         self.view_groups: dict[str, tuple[str, ...]] = {}  # a result registered as views: name -> every view made
         self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
         self.generation = 0  # bumped by every (re)registration: the rewritten queries kept are keyed by it
+        # name -> the generation of its current registration: a result keeps the ones of the tables it read
+        # (snapshot), and reads of base rows through it are refused once one is registered again
+        self.versions: dict[str, int] = {}
+        self.view_snapshots: dict[str, dict[str, tuple]] = {}  # a result's views (view_groups): its snapshot
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
         # parquet tables read in place: (their files' paths, sizes and modification times, their columns then)
         self._columns_seen: dict[str, tuple[tuple, dict[str, str]]] = {}
@@ -61,11 +66,15 @@ class Catalog:
                                  "register the new source under another name")
         resolved = resolve_source(source)
         # the same files again (load_tpch after a pipeline ran): the steps' lineage still names the same rows
-        self._claim(name, replace, same_rows=isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved)
+        same_rows = isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved
+        self._claim(name, replace, same_rows=same_rows)
         self.engine.register(key, resolved, storage=storage)
         self.tables[key] = resolved
         self.storage[key] = storage
+        version = self.versions.get(key)
         self._forget(key)
+        if same_rows and version is not None:  # the same rows: results over them stay fresh (files: snapshot)
+            self.versions[key] = version
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
 
@@ -160,11 +169,65 @@ class Catalog:
     def _forget(self, key: str) -> None:
         """Drop what was known about a previous registration of ``key`` (and every rewritten query kept)."""
         self.generation += 1
+        self.versions[key] = self.generation
         self.plans.clear()
         self._counts.pop(key, None)
         self._columns_seen.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)
+
+    # -- which rows a result's ids name (stale lineage) ---------------------------------------------------------
+    def snapshot(self, tables: Iterable[str]) -> dict[str, tuple]:
+        """``{table: (registration, files)}`` of the registered ``tables`` now: what a result's row ids name.
+        ``files``: a parquet table's ``(path, size, mtime)`` per file (a stat each: checked at every read of base
+        rows, where a content hash would read the files); the others' rows cannot change under a registration
+        (Arrow and CSV are in memory, a memory copy, an adopted relation and a Spark DataFrame are frozen)."""
+        out = {}
+        for t in tables:
+            src = self.tables.get(t)
+            if src is not None:
+                files = _files_signature(src.files) if isinstance(src, ParquetSource) else None
+                out[t] = (self.versions.get(t, 0), files)
+        return out
+
+    def changed_since(self, snapshot: dict[str, tuple]) -> list[tuple[str, str]]:
+        """``[(table, why)]`` for the tables of ``snapshot`` whose rows may no longer be the ones it names."""
+        problems = []
+        for t, (version, files) in snapshot.items():
+            src = self.tables.get(t)
+            if src is None:
+                problems.append((t, "is no longer registered"))
+            elif self.versions.get(t, 0) != version:
+                problems.append((t, "was registered again"))
+            elif files is not None and isinstance(src, ParquetSource) and _files_signature(src.files) != files:
+                now = _files_signature(src.files) or ()
+                diff = [f[0] for f in files if f not in now]
+                where = f" ({os.path.basename(diff[0])})" if diff else ""
+                problems.append((t, f"has files changed on disk{where}"))
+        return problems
+
+    def check_fresh(self, snapshot: dict[str, tuple], what: str) -> None:
+        """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
+        than the ones the result's ids named when it was computed."""
+        problems = self.changed_since(snapshot)
+        if problems:
+            tables = "; ".join(f"table {t!r} {why}" for t, why in problems)
+            raise StaleLineage(f"{what}: the lineage is stale: {tables} since the result was computed, so its "
+                               "row ids name other rows now; run the query again (the ids themselves, "
+                               "r.lineage(i), are still the ones captured)")
+
+    def check_views_fresh(self, tree: exp.Expression) -> None:
+        """Plain SQL reading a result's lineage views together with a base table of its lineage (the join of a
+        rid to its row): refused once that table changed (:meth:`check_fresh`). The views alone are ids."""
+        if not self.view_groups:
+            return
+        read = {t.name.lower() for t in tree.find_all(exp.Table)}
+        for group, made in self.view_groups.items():
+            if read.isdisjoint(m.lower() for m in made):
+                continue
+            snapshot = self.view_snapshots.get(group, {})
+            joined = {t: v for t, v in snapshot.items() if t in read or rows_relation(t) in read}
+            self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
 
     def schema(self, query: exp.Expression | None = None) -> dict[str, dict[str, str]]:
         """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a parsed

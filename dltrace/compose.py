@@ -12,6 +12,7 @@ Also here: :func:`definition`, which reads ``CREATE [TEMPORARY|MATERIALIZED] TAB
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,7 +68,9 @@ def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
         column = f"dl_{base}"
         table = table.append_column(column, _as_strategy(col, strategy, _wide(catalog, base)))
         pairs.append((base, column))
-    return LineageSource(table, lineage=tuple(pairs), strategy=strategy)
+    bases = {base for base, _ in pairs}
+    based_on = tuple((t, v) for t, v in (result.base_snapshot or {}).items() if t in bases)
+    return LineageSource(table, lineage=tuple(pairs), strategy=strategy, based_on=based_on)
 
 
 def converted(source: LineageSource, strategy: str, catalog: Catalog) -> LineageSource:
@@ -78,7 +81,7 @@ def converted(source: LineageSource, strategy: str, catalog: Catalog) -> Lineage
     for base, column in source.lineage:
         i = table.column_names.index(column)
         table = table.set_column(i, column, _as_strategy(table.column(column), strategy, _wide(catalog, base)))
-    return LineageSource(table, lineage=source.lineage, strategy=strategy)
+    return LineageSource(table, lineage=source.lineage, strategy=strategy, based_on=source.based_on)
 
 
 def _wide(catalog: Catalog, table: str) -> bool:
@@ -131,6 +134,23 @@ def compose_traced(catalog: Catalog, lineage: dict[str, pa.ChunkedArray]) -> dic
                 mine[i] = sorted(set(mine[i] or ()) | set(reached.tolist()))
     return {t: pa.chunked_array([pa.array([None if v is None else sorted(set(v)) for v in vals], type=SET_TYPE)])
             for t, vals in out.items()}
+
+
+def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str],
+                   end_to_end: bool) -> dict[str, tuple]:
+    """The snapshot (:meth:`Catalog.snapshot`) of the tables a query reads and of its ``lineage`` tables, taken
+    before it runs. A composed source read end to end stands for its base tables as they were when its lineage
+    was computed (``based_on``: its rows carry those ids, so a base table's files rewritten since make this
+    result stale too; the step itself replaced later leaves this lineage as it is)."""
+    steps = composed_sources(catalog)
+    names, inherited = [], {}
+    for t in reads:
+        if t in steps and end_to_end:
+            names.extend(base for base, _ in steps[t].lineage)
+            inherited.update(steps[t].based_on)
+        else:
+            names.append(t)
+    return {**catalog.snapshot(dict.fromkeys([*names, *lineage])), **inherited}
 
 
 # -- CREATE ... AS -------------------------------------------------------------------------------------------

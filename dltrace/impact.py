@@ -72,6 +72,7 @@ def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
     read = dialect or catalog.dialect
     if saved is not None:
         r = saved if isinstance(saved, LineageResult) else load(saved, catalog)
+        r.check_fresh("impact")  # ``rids`` are rows of the table as registered now: the lineage's must be too
         if not _same_query(sql, r.sql, read, r.dialect):
             raise DltraceError("the saved lineage is for a different query than the one given")
         return Impact(forward(r, name, q), r, name, q.tolist(), "saved")

@@ -117,6 +117,18 @@ class LineageData:
     on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
     # base table -> the lineage every row has besides its column's (a length-1 array of the column's type)
     shared_lineage: MutableMapping[str, pa.ChunkedArray] = field(default_factory=dict)
+    # the tables the ids name (and the query read), as they were when the lineage was computed
+    # (Catalog.snapshot; by default taken when the result is made): reads of base rows check it
+    base_snapshot: dict[str, tuple] | None = None
+
+    def __post_init__(self) -> None:
+        if self.base_snapshot is None:
+            self.base_snapshot = self.session.snapshot([*self.lineage_columns, *self.shared_lineage])
+
+    def check_fresh(self, what: str) -> None:
+        """Raise :class:`dltrace.StaleLineage` when a table this result's ids name changed since it was computed
+        (registered again, its parquet files rewritten): ``what`` would read other rows than the lineage's."""
+        self.session.check_fresh(self.base_snapshot or {}, what)
 
     @property
     def num_rows(self) -> int:

@@ -225,4 +225,6 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
         if old.lower() not in {m.lower() for m in made}:
             catalog.drop_view(old)
     catalog.view_groups[name.lower()] = made
+    # plain SQL joining these views to a base table is refused once the table changed (Catalog.check_views_fresh)
+    catalog.view_snapshots[name.lower()] = dict(data.base_snapshot or {})
     return names

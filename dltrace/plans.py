@@ -49,6 +49,7 @@ class ForwardPlan:
     # (temporary table, its one-row query): stored before the query runs, dropped after (Rewritten.preludes)
     preludes: tuple[tuple[str, str], ...] = ()
     standalone_text: str | None = None  # with preludes: the query with them as CTEs (Rewritten.standalone_sql)
+    reads: tuple[str, ...] = ()  # the registered tables the query names (a result's snapshot: Catalog.snapshot)
 
 
 class PlanCache:

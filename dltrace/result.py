@@ -22,7 +22,7 @@ import pyarrow as pa
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
-from dltrace.compose import composed_sources, compose_traced, converted
+from dltrace.compose import composed_sources, compose_traced, converted, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource, ParquetSource
 from dltrace.errors import DltraceError, UnsupportedQuery
@@ -58,6 +58,7 @@ class LineageResult(LineageData):
         if self.composed_from:
             raise DltraceError(f"verify reruns one query, and this one reads {', '.join(self.composed_from)}, an "
                                "earlier step's result: verify the steps inlined as CTEs, or run with end_to_end=False")
+        self.check_fresh("verify")
         lineage = self.lineage(i)
         for t in unrestricted:
             lineage.pop(t.lower(), None)
@@ -68,6 +69,7 @@ class LineageResult(LineageData):
         """``{table: pyarrow.Table}``: the base tuples (all columns plus ``dl_rid``, in rid order) behind row ``i``,
         fetched by rid. ``tables`` restricts the tables, ``columns`` maps a table to the columns to read,
         ``limit`` keeps the first tuples per table."""
+        self.check_fresh("backward")
         return explore.backward(self, i, tables=tables, columns=columns, limit=limit)
 
     def forward(self, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
@@ -76,10 +78,13 @@ class LineageResult(LineageData):
 
     def explain(self, i: int, samples: int = 3) -> str:
         """A readable summary of row ``i``'s lineage: per table the count, rid ranges and a few tuples."""
+        if self.on_values is None:  # (LINEAGE ON's value tuples were captured with the lineage: no base read)
+            self.check_fresh("explain")
         return explore.explain(self, i, samples=samples)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Save rows, lineage and a manifest (with base table fingerprints) to folder ``path``, atomically."""
+        self.check_fresh("save")  # (the fingerprints taken now must be of the tables the ids name)
         return save_folder.save(self, path)
 
     # -- lineage as relations (:mod:`dltrace.lineage_relations`) ---------------------------------------
@@ -134,6 +139,7 @@ class BackwardResult(LineageResult):
     queries: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self._traced = None if self.traced is None else frozenset(self.traced)
 
     def is_traced(self, i: int) -> bool:
@@ -217,6 +223,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         composed = {}
     if engine_bitmaps:
         catalog.engine.install_functions()
+    snapshot = snapshot_read(catalog, plan.reads, [*dict(plan.lineage), *(t for t, *_ in plan.packed)], end_to_end)
     with _preludes_stored(catalog, plan.preludes):
         out = catalog.engine.sql(plan.text)
         common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None
@@ -249,7 +256,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     # (with preludes, the text that runs without them stored: what the user reads is one statement that runs)
     result = LineageResult(catalog, sql, read, own, sets, None if plan.off else lineage, semantics,
                            plan.standalone_text or plan.text,
-                           shared_lineage=shared, composed_from=tuple(composed))
+                           shared_lineage=shared, base_snapshot=snapshot, composed_from=tuple(composed))
     if plan.dictionary_text is not None:
         words = catalog.engine.sql(plan.dictionary_text)
         keys = words.column_names[:-1]
@@ -321,6 +328,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
         packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
         preludes=tuple(rewritten.prelude_sql()),
         standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
+        reads=tuple(schema),
     )
     return plan, composed
 
@@ -372,6 +380,7 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
 
     A source registered from a result with lineage is traced to its own rows; with ``end_to_end`` each of them
     then contributes its stored lineage (the composition of this step's trace with the earlier steps')."""
+    snapshot = snapshot_read(catalog, base_tables(parse_query(sql, dialect or catalog.dialect)), (), end_to_end)
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
     names = engine_names(catalog, sql, dialect or catalog.dialect)
     if len(names) != found.table.num_columns:  # the engine lists columns the reverse query's items do not
@@ -387,5 +396,6 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
     return BackwardResult(
         catalog, sql, dialect or catalog.dialect, table, lineage,
         "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,
-        composed_from=through, traced=found.traced, queries=found.queries,
+        base_snapshot=snapshot, composed_from=through, traced=found.traced, queries=found.queries,
     )
+

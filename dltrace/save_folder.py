@@ -45,6 +45,7 @@ from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
+from dltrace.names import RID, rows_relation
 from dltrace.rewriter.parse import parse_query
 from dltrace.version import __version__
 
@@ -86,22 +87,34 @@ def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
 
 
 def _engine_hash(catalog: Catalog, name: str) -> str:
-    """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here)."""
-    n, h = catalog.engine.content_hash(name)
+    """A content hash the engine computes (a Spark DataFrame has no file or Arrow copy to hash here).
+
+    An adopted relation's is of the rows dltrace froze when adopting it (its rows relation without ``dl_rid``),
+    which the lineage's ids name: the user's relation changed since (an INSERT) would be fingerprinted as it is
+    now, and a session adopting the changed relation would then load the lineage as fresh. The same rows hash
+    alike either way (saves made before this hashed the user's relation)."""
+    if name in catalog.adopted:
+        n, h = catalog.engine.content_hash(rows_relation(name), exclude=(RID,))
+    else:
+        n, h = catalog.engine.content_hash(name)
     digest = new_hash()
     digest.update(f"{n}:{h}".encode())
     return digest.hexdigest()
 
 
 def _query_tables(result: LineageData) -> list[str]:
-    """The registered base tables the query reads (its lineage tables first, in their order)."""
+    """The registered base tables the query reads (its lineage tables first, in their order).
+
+    An earlier step the query read end to end (``composed_from``) is not one: its rows' lineage is in the
+    result's lineage tables' ids, which is all a load needs (the step need not exist in the loading session)."""
     names = list(result.lineage_columns)
+    steps = set(getattr(result, "composed_from", ()))
     try:
         tree = parse_query(result.sql, result.dialect)
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for t in tree.find_all(exp.Table):
             n = t.name.lower()
-            if n and n not in ctes and n not in names and n in result.session.tables:
+            if n and n not in ctes and n not in names and n not in steps and n in result.session.tables:
                 names.append(n)
     except DltraceError:
         pass
@@ -244,6 +257,8 @@ def _manifest(result: LineageData) -> dict[str, Any]:
         "lineage_on": None,
         "shared_lineage": None,
         "tables": tables,
+        # the earlier steps read end to end (their rows' lineage is in the tables' ids): verify is refused
+        "composed_from": list(getattr(result, "composed_from", ())),
         "files": {},
     }
 

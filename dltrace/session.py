@@ -64,6 +64,7 @@ class Session(Catalog):
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
         self.check_known_tables(tree, views=True)
+        self.check_views_fresh(tree)
         if mentions_rid(tree):  # row ids live in the rows relations
             ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
             if all(t.name.lower() in self.tables or t.name.lower() in ctes for t in tree.find_all(sqlglot.exp.Table)):

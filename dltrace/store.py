@@ -49,6 +49,7 @@ def load(path: str | os.PathLike, session: Catalog, allow_stale: bool = False) -
         rewritten_sql=manifest.get("rewritten_sql"),
         on_values=on_values,
         shared_lineage=shared,
+        composed_from=tuple(manifest.get("composed_from") or ()),
         path=str(folder),
         manifest=manifest,
         stale=[t for t, _ in problems],

@@ -59,6 +59,9 @@ class LineageSource(ArrowSource):
 
     lineage: tuple[tuple[str, str], ...] = ()
     strategy: str = "set"
+    # (base table, its snapshot when the lineage was computed: Catalog.snapshot): a later result reading these
+    # rows end to end names those tables' rows as they were then, which its reads of base rows check
+    based_on: tuple[tuple[str, tuple], ...] = ()
 
     @property
     def private(self) -> tuple[str, ...]:
@@ -271,9 +274,9 @@ class Engine(Protocol):
     def sql(self, text: str) -> pa.Table:
         """Run one statement and return its result as Arrow (an empty table for DDL)."""
 
-    def content_hash(self, name: str) -> tuple[int, int]:
+    def content_hash(self, name: str, exclude: Collection[str] = ()) -> tuple[int, int]:
         """(row count, an order-independent hash of the rows) of table ``name`` (a source with no file or Arrow
-        copy to hash in Python)."""
+        copy to hash in Python), its columns ``exclude`` left out (a rows relation's ``dl_rid``)."""
 
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text``, without running it."""

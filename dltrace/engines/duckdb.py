@@ -276,9 +276,13 @@ class DuckDBEngine:
             self.con.execute(f"SET disabled_optimizers = {exp.Literal.string(kept).sql(self.name)}")
 
     @_engine_errors(QueryError)
-    def content_hash(self, name: str) -> tuple[int, int]:
-        """(row count, an order-independent hash of every row) of table ``name``, computed by DuckDB."""
-        out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {self.quote(name)} AS t")
+    def content_hash(self, name: str, exclude: Collection[str] = ()) -> tuple[int, int]:
+        """(row count, an order-independent hash of every row) of table ``name``, computed by DuckDB (the hash
+        of a row is of its values: the same rows without the ``exclude`` columns hash alike)."""
+        source = self.quote(name)
+        if exclude:
+            source = f"(SELECT * EXCLUDE ({', '.join(self.quote(c) for c in exclude)}) FROM {source})"
+        out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {source} AS t")
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
     @_engine_errors(QueryError)

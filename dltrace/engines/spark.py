@@ -228,7 +228,7 @@ class SparkEngine:
         except spark_errors() as e:
             raise QueryError(f"Spark: {one_line(e)}") from None
 
-    def content_hash(self, name: str) -> tuple[int, int]:
+    def content_hash(self, name: str, exclude: Collection[str] = ()) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by Spark."""
         try:
             with quiet():
@@ -237,7 +237,7 @@ class SparkEngine:
             raise QueryError(f"Spark: {one_line(e)}") from None
         # Spark hashes no MAP (at any depth): such a column is hashed as its JSON text
         values = ", ".join(f"to_json({self.quote(f.name)})" if "map<" in f.dataType.simpleString()
-                           else self.quote(f.name) for f in fields)
+                           else self.quote(f.name) for f in fields if f.name not in exclude)
         text = f"SELECT count(*) AS n, bit_xor(xxhash64({values})) AS h FROM {self.quote(name)}"
         out = self.sql(text)
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)

@@ -1,0 +1,175 @@
+"""Stale lineage inside a session: a result knows the tables its row ids name as they were when it was computed
+(Catalog.snapshot). Once one is registered again or its parquet files change, every read that goes back to base
+rows (backward, explain, verify, save, impact from it, plain SQL joining its views to the table) raises
+StaleLineage naming the table; the ids themselves (lineage, forward, the views alone) still read. Also: a saved
+result over pipeline steps needs only the tables its lineage names when loaded."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+
+T = pa.table({"k": ["a", "b", "a", "c"], "v": [1, 2, 3, 4]})
+OTHER = pa.table({"k": ["z", "y", "x", "w", "u", "v"], "v": [9, 9, 9, 9, 9, 9]})
+GROUP = "SELECT k, sum(v) AS sv FROM t GROUP BY k ORDER BY k"
+
+
+@pytest.fixture
+def s():
+    session = dltrace.connect("duckdb")
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_replaced_table_makes_base_reads_stale(s, tmp_path, strategy):
+    s.register("t", T)
+    r = s.run(GROUP, lineage=strategy)
+    assert r.backward(0)["t"].column("k").to_pylist() == ["a", "a"]
+    s.register("t", OTHER, replace=True)
+    for read in (lambda: r.backward(0), lambda: r.explain(0), lambda: r.verify(0),
+                 lambda: r.save(tmp_path / "l"), lambda: s.impact(GROUP, "t", [0], saved=r)):
+        with pytest.raises(dltrace.StaleLineage, match="table 't' was registered again"):
+            read()
+    assert not (tmp_path / "l").exists()
+    # what was captured, the ids, still reads
+    assert r.lineage(0) == {"t": [0, 2]}
+    assert r.forward("t", [2]) == [0]
+    assert r.lineage_table("t").num_rows == 4
+    fresh = s.run(GROUP, lineage=strategy)  # the query run again is over the new rows
+    assert fresh.backward(0)["t"].column("k").to_pylist() == ["u"]
+
+
+def test_trace_result_is_stale_too(s):
+    s.register("t", T)
+    r = s.trace(GROUP)
+    s.register("t", OTHER, replace=True)
+    with pytest.raises(dltrace.StaleLineage, match="'t'"):
+        r.backward(0)
+
+
+def test_views_joined_to_a_replaced_table(s):
+    s.register("t", T)
+    s.register("u", pa.table({"w": [1]}))
+    s.run(GROUP).register("q")
+    join = "SELECT q.k, t.k AS base_k FROM q JOIN q_lineage_t l ON l.row = q.row JOIN t ON t.dl_rid = l.rid ORDER BY 1, 2"
+    assert s.sql(join).column("base_k").to_pylist() == ["a", "a", "b", "c"]
+    s.register("u", pa.table({"w": [2]}), replace=True)  # not in the lineage: the views stay fresh
+    assert s.sql(join).num_rows == 4
+    s.register("t", OTHER, replace=True)
+    with pytest.raises(dltrace.StaleLineage, match="lineage views 'q'.*table 't' was registered again"):
+        s.sql(join)
+    with pytest.raises(dltrace.StaleLineage):
+        s.sql(f"SELECT * FROM q_lineage_t l JOIN {s.rows('t')} AS r ON r.dl_rid = l.rid")
+    assert s.sql("SELECT row, rid FROM q_lineage_t ORDER BY 1, 2").num_rows == 4  # the ids alone
+
+
+@pytest.mark.parametrize("storage", ["source", "memory"])
+def test_parquet_rewritten_on_disk(s, tmp_path, storage):
+    """A parquet file rewritten under a registered table (no registration: found by its size and mtime)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(T, path)
+    s.register("t", str(path), storage=storage)
+    r = s.run(GROUP)
+    s.register("t", str(path), replace=True, storage=storage)  # the same files again: the same rows
+    assert r.backward(0)["t"].column("k").to_pylist() == ["a", "a"]
+    pq.write_table(OTHER, path)
+    with pytest.raises(dltrace.StaleLineage, match=r"table 't' has files changed on disk \(t.parquet\)"):
+        r.backward(0)
+
+
+def test_stale_through_a_step(s, tmp_path):
+    """A step's rows carry its base tables' ids as they were: a file rewritten between the step and a query
+    over it makes that query's result stale; replacing the step itself does not (the lineage is in base ids)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(T, path)
+    s.register("t", str(path))
+    s.run("CREATE TABLE step AS SELECT k, v FROM t WHERE v > 1")
+    pq.write_table(pa.table({"k": ["q", "r", "s"], "v": [5, 6, 7]}), path)
+    r = s.run("SELECT k, count(*) AS n FROM step GROUP BY k ORDER BY k")
+    with pytest.raises(dltrace.StaleLineage, match="'t' has files changed"):
+        r.backward(0)
+    s.register("t2", T)
+    s.run("CREATE TABLE step2 AS SELECT k, v FROM t2 WHERE v > 1")
+    r2 = s.run("SELECT k, count(*) AS n FROM step2 GROUP BY k ORDER BY k")
+    s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2")
+    assert r2.backward(0)["t2"].column("v").to_pylist() == [3]
+    one = s.run("SELECT k FROM step2 WHERE v = 1", end_to_end=False)  # lineage in step2's own ids
+    s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2 WHERE v < 3")
+    with pytest.raises(dltrace.StaleLineage, match="'step2' was registered again"):
+        one.backward(0)
+
+
+def test_adopted_relation_changed_behind_dltrace(tmp_path):
+    """An adopted relation's rows are frozen when adopted: reads stay right after an INSERT into the user's table,
+    and a save fingerprints the frozen rows, so a session adopting the changed table refuses it."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("t")
+    r = s.run("SELECT k, sum(v) AS sv FROM t GROUP BY k ORDER BY k")
+    r.save(tmp_path / "before")
+    con.execute("DELETE FROM t WHERE v = 1")
+    con.execute("INSERT INTO t VALUES ('c', 4)")
+    assert r.backward(0)["t"].column("v").to_pylist() == [1, 3]  # the frozen rows the ids name
+    r.save(tmp_path / "after")
+    s.close()
+    s2 = dltrace.connect("duckdb", connection=con)
+    s2.adopt("t")
+    for save in ("before", "after"):
+        with pytest.raises(dltrace.StaleLineage, match="'t' content changed"):
+            dltrace.load(tmp_path / save, s2)
+    s2.close()
+    con2 = duckdb.connect()
+    con2.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s3 = dltrace.connect("duckdb", connection=con2)
+    s3.adopt("t")
+    assert dltrace.load(tmp_path / "after", s3).backward(0)["t"].column("v").to_pylist() == [1, 3]
+    s3.close()
+
+
+MYPIPE = {
+    "01_clean.sql": "CREATE TABLE clean AS SELECT o_id, cust, amount FROM orders WHERE status = 'F'",
+    "02_cust_nat.sql": "CREATE TEMPORARY VIEW cust_nat AS SELECT DISTINCT cust, nation FROM customers "
+                       "WHERE nation IS NOT NULL",
+    "03_per_cust.sql": "CREATE TABLE per_cust AS SELECT cust, count(*) AS n, sum(amount) AS total FROM clean "
+                       "GROUP BY cust",
+}
+ORDERS = pa.table({"o_id": [1, 2, 3, 4, 5], "cust": ["a", "b", "a", None, "c"], "amount": [10, 20, None, 5, 7],
+                   "status": ["F", "F", "F", "F", "O"]})
+CUSTOMERS = pa.table({"cust": ["a", "b", "c", "a"], "nation": ["X", "Y", "X", "X"]})
+REPORT = ("SELECT c.nation, sum(p.total) AS total FROM per_cust p JOIN cust_nat c ON p.cust = c.cust "
+          "GROUP BY c.nation ORDER BY 1")
+
+
+def test_saved_result_over_steps_loads_with_the_base_tables_only(tmp_path):
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    for name, text in MYPIPE.items():
+        (folder / name).write_text(text)
+    s = dltrace.connect("duckdb")
+    s.register("orders", ORDERS)
+    s.register("customers", CUSTOMERS)
+    p = dltrace.pipeline(folder, session=s)
+    r = s.run(REPORT)
+    r.save(tmp_path / "l")
+    first = p["per_cust"]
+    dltrace.pipeline(folder, session=s)  # the steps again: earlier results keep their base rows
+    assert first.backward(0)["orders"].column("dl_rid").to_pylist() == first.lineage(0)["orders"]
+    s.close()
+    s2 = dltrace.connect("duckdb")
+    s2.register("orders", ORDERS)
+    s2.register("customers", CUSTOMERS)
+    back = dltrace.load(tmp_path / "l", s2)
+    assert back.stale == [] and back.lineage(0) == r.lineage(0) == {"orders": [0, 2], "customers": [0, 3]}
+    assert back.backward(0)["customers"].column("nation").to_pylist() == ["X", "X"]
+    with pytest.raises(dltrace.DltraceError, match="earlier step"):  # verify reruns the query: refused
+        back.verify(0)
+    s2.register("customers", CUSTOMERS.slice(0, 3), replace=True)
+    with pytest.raises(dltrace.StaleLineage, match="'customers' has 3 rows"):
+        dltrace.load(tmp_path / "l", s2)
+    s2.close()
