@@ -108,3 +108,24 @@ def test_a_pipeline_refuses_an_unknown_strategy_before_any_step_runs(tmp_path, m
     with pytest.raises(dltrace.DltraceError, match="unknown lineage strategy 'foo': choose one of set, bitmap or None"):
         dltrace.pipeline(folder, lineage="foo", tables=tables)
     assert not opened  # refused before a session opened, let alone a step ran
+
+
+@pytest.mark.parametrize("name", ["x;y", "x--y", "x/*y", "a;--/*b"])
+def test_names_sqlglot_reads_as_sql_are_tables_and_columns_like_others(name):
+    """sqlglot's MappingSchema parses each key as SQL: `x;y` became the table '' and `x--y` the table x with a
+    comment, so such a table registered fine and no query could read it (UnknownColumn)."""
+    quoted, col = f'"{name}"', f'"{name}c"'  # (a column of the table's own name is DuckDB's struct field syntax)
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE {quoted} AS SELECT * FROM (VALUES (1, 10), (2, 20), (2, 30)) v(k, {col})')
+    s = dltrace.connect("duckdb", connection=con)
+    s.register("r", pa.table({"k": [2, 1], name + "c": ["p", "q"]}))
+    s.adopt(name)
+    sql = (f"SELECT r.k, sum({quoted}.{col}) AS total, max(r.{col}) AS m FROM {quoted} JOIN r "
+           f"ON {quoted}.k = r.k GROUP BY r.k ORDER BY r.k")
+    forward, backward = s.run(sql), s.trace(sql)
+    assert forward.table.to_pylist() == [{"k": 1, "total": 10, "m": "q"}, {"k": 2, "total": 50, "m": "p"}]
+    assert forward.lineage(1) == backward.lineage(1) == {name: [1, 2], "r": [0]}
+    assert forward.verify(1)
+    schema = {name: {"k": "INT", name + "c": "INT"}, "r": {"k": "INT", name + "c": "VARCHAR"}}
+    assert "dl_r" in dltrace.rewrite(sql, schema=schema)  # the rewriter alone resolves them from schema= too
+    s.close()

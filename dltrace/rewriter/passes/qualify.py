@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.expressions import SAFE_IDENTIFIER_RE
 from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
@@ -25,10 +26,11 @@ from dltrace.rewriter.shape import from_items
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
     check_using_after_outer_merge(expression)
-    schema = schema_for(expression, context.schema)
+    schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     if context.schema is not None and mentions_rid(tree):
         _hide_rid_from_stars(tree)
+    _alias_unsafe_names(tree)
     try:
         tree = sqlglot_qualify(
             tree, schema=schema, dialect=context.dialect,
@@ -106,18 +108,36 @@ def check_stars_expanded(tree: exp.Expression) -> None:
                                    f"(name its columns apart), at {position(parent if isinstance(parent, exp.Column) else star)}")
 
 
-def schema_for(tree: exp.Expression, schema: dict | None) -> dict | None:
-    """The schema qualify sees: ``dl_rid`` only when the query reads it."""
+def schema_for(tree: exp.Expression, schema: dict | None, dialect: str) -> dict | None:
+    """The schema qualify sees: ``dl_rid`` only when the query reads it; every name sqlglot would read otherwise
+    than as one identifier written quoted (:func:`_schema_name`)."""
     if schema is None:
         return None
     with_rid = mentions_rid(tree)
     out = {}
     for table, cols in schema.items():
-        cols = {c: t for c, t in cols.items() if c.lower() != RID}
+        cols = {_schema_name(c, dialect): t for c, t in cols.items() if c.lower() != RID}
         if with_rid:
             cols[RID] = "BIGINT"
-        out[table.lower()] = cols
+        out[_schema_name(table.lower(), dialect)] = cols
     return out
+
+
+def _alias_unsafe_names(tree: exp.Expression) -> None:
+    """Give a table read without an alias, whose name is no plain identifier, its own name as an explicit quoted
+    alias (the same reference). sqlglot's qualify_tables (30.30) writes the alias it adds by parsing the name as
+    SQL: ``"x--y"`` got ``AS x`` (the rest a comment), and ``"x--y".k`` then named no table."""
+    for table in tree.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier) and not table.alias and not SAFE_IDENTIFIER_RE.match(table.name):
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name, quoted=True)))
+
+
+def _schema_name(name: str, dialect: str) -> str:
+    """``name`` as a key of sqlglot's MappingSchema, which parses each key as SQL: ``x;y`` read as two statements
+    (the table's key became ``''``), ``x--y`` as ``x`` and a comment, so a registered table or column of such a
+    name could never be resolved. A name that is not a plain identifier is written quoted, which reads back as
+    exactly that one name (the dialect's case folding still applies: DuckDB and Spark fold quoted names too)."""
+    return name if SAFE_IDENTIFIER_RE.match(name) else exp.to_identifier(name, quoted=True).sql(dialect)
 
 
 def check_known_tables(tree: exp.Expression, schema: dict | None) -> None:
