@@ -82,6 +82,12 @@ _QUERY_HOLDERS = (exp.Subquery, exp.Exists, exp.All, exp.Any, exp.SetOperation, 
 
 def check_query(tree: exp.Expression) -> None:
     """Refuse reserved names and constructs without a lineage rule, naming the construct and position."""
+    # first what hides FROM items from the checks below: a walk meets the SELECT list before the FROM, and `u.*`
+    # over the inner side of a parenthesized join read as a star over a struct column (u not a FROM item)
+    for node in tree.find_all(exp.Table):
+        if node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
+            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
+                                   f"name the inner join as a subquery), at {position(node)}")
     for node in tree.walk():
         for cls, name in _UNSUPPORTED.items():
             if isinstance(node, cls):
@@ -113,9 +119,6 @@ def check_query(tree: exp.Expression) -> None:
             # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
             raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
                                    f"subquery (IN, ANY, ALL, =) is not supported, at {position(node)}")
-        if isinstance(node, exp.Table) and node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
-            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
-                                   f"name the inner join as a subquery), at {position(node)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it

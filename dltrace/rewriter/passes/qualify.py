@@ -11,10 +11,15 @@ compares the wrong side there).
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.expressions import SAFE_IDENTIFIER_RE
 from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
+from sqlglot.optimizer.qualify_columns import Resolver
+from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.schema import ensure_schema
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
@@ -37,12 +42,44 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
             quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
         )
     except OptimizeError as e:
-        raise UnknownColumn(f"cannot resolve the query's columns: {str(e).splitlines()[0]}") from None
+        text = str(e).splitlines()[0]
+        raise UnknownColumn(_ambiguity(tree, schema, context.dialect, text)
+                            or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
     if context.schema is not None:
         check_stars_expanded(tree)
     return tree
+
+
+def _ambiguity(tree: exp.Expression, schema: dict | None, dialect: str, error: str) -> str | None:
+    """The message for sqlglot's "Column 'a' could not be resolved" when ``a`` is not missing but in several of
+    its SELECT's sources (``SELECT a FROM t, u``): sqlglot says the same for both, which sent a user looking for a
+    column that is there. None when no SELECT has it in two sources."""
+    found = re.match(r"Column '(.+?)' could not be resolved(?! for table)", error)
+    if found is None or schema is None:
+        return None
+    name = found.group(1)
+    mapping = ensure_schema(schema, dialect=dialect)
+    for scope in traverse_scope(tree):
+        if not any(c.name == name and not c.table for c in scope.columns):
+            continue
+        resolver = Resolver(scope, mapping)
+        having = [source for source in scope.selected_sources
+                  if name in (_source_columns(resolver, source))]
+        if len(having) > 1:
+            where = " and ".join(repr(h) for h in having)
+            at = re.search(r"Line: (\d+), Col: (\d+)", error)
+            return (f"column reference {name!r} is ambiguous: {where} each have a column {name!r}; qualify it "
+                    f"({having[0]}.{name})" + (f", at line {at.group(1)}, col {at.group(2)}" if at else ""))
+    return None
+
+
+def _source_columns(resolver: Resolver, source: str) -> list[str]:
+    try:
+        return list(resolver.get_source_columns(source))
+    except SqlglotError:  # a source sqlglot cannot list (a table function): it is not the ambiguous one
+        return []
 
 
 def check_using_after_outer_merge(tree: exp.Expression) -> None:
