@@ -18,6 +18,7 @@ from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTabl
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
+from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
@@ -59,7 +60,7 @@ class Session(Catalog):
         check_text(text, "the SQL text")
         read = dialect or self.dialect
         try:
-            statements = [s for s in sqlglot.parse(text, read=read) if s is not None]
+            statements = [s for s in parse_plain(text, read) if s is not None]
         except sqlglot.errors.ParseError as e:
             raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
         if len(statements) != 1:

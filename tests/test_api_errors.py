@@ -3,6 +3,8 @@ AttributeError / TypeError from deep inside (found by a tester's probe of every 
 
 from __future__ import annotations
 
+import logging
+
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -129,3 +131,22 @@ def test_names_sqlglot_reads_as_sql_are_tables_and_columns_like_others(name):
     schema = {name: {"k": "INT", name + "c": "INT"}, "r": {"k": "INT", name + "c": "VARCHAR"}}
     assert "dl_r" in dltrace.rewrite(sql, schema=schema)  # the rewriter alone resolves them from schema= too
     s.close()
+
+
+def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
+    """sqlglot logs a warning and keeps such a statement as a Command: the user saw that warning (twice for run)
+    and then "not a COMMAND statement"."""
+    cases = [
+        ("CREATE TABLE zz AS SELEC a FROM t", dltrace.ParseError, "SQL does not parse: .* at line 1, col 31"),
+        ("EXPLAIN SELECT a FROM t", dltrace.UnsupportedQuery, "EXPLAIN is not a query dltrace traces"),
+        ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
+        ("SUMMARIZE t", dltrace.UnsupportedQuery, "not a SUMMARIZE statement"),
+    ]
+    with caplog.at_level("WARNING", logger="sqlglot"):
+        for sql, error, needle in cases:
+            for call in (s.run, s.trace, lambda q: dltrace.rewrite(q, schema={"t": {"a": "INT", "b": "INT"}})):
+                with pytest.raises(error, match=needle):
+                    call(sql)
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+    # the filter was the parse's only: sqlglot's logger is as the user configured it
+    assert not logging.getLogger("sqlglot").filters
