@@ -25,6 +25,7 @@ from typing import Any
 from dltrace import store
 from dltrace.engines import add_rids_on, install_functions_on
 from dltrace.errors import (
+    ArgumentError,
     DltraceError,
     DuplicateTable,
     ParseError,
@@ -37,6 +38,10 @@ from dltrace.errors import (
     UnknownColumn,
     UnknownTable,
     UnsupportedQuery,
+    check_flag,
+    check_mapping,
+    check_path,
+    check_text,
 )
 from dltrace.rewriter import rewrite as _rewrite
 from dltrace.pipelines import PipelineResult, run_pipeline
@@ -53,6 +58,11 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     table -> {column: type} for the tables the query reads (``dltrace.tpch.TPCH_SCHEMA`` for TPC-H,
     ``session.schema()`` for a session's tables): the rewriter resolves unqualified columns and ``*`` with it.
     """
+    check_text(sql, "the SQL text")
+    check_flag(pretty, "pretty")
+    if schema is not None:
+        for table, columns in check_mapping(schema, "schema", "table -> {column: type}").items():
+            check_mapping(columns, f"schema[{table!r}]", "column -> type")
     return _rewrite(sql, dialect=dialect, strategy=strategy, semantics=semantics, schema=schema, read=read,
                     pretty=pretty)
 
@@ -63,6 +73,11 @@ def load(path: str | os.PathLike, session: Session, allow_stale: bool = False) -
     Raises :class:`StaleLineage` naming the table when a base table changed (or is not registered) since the
     save, unless ``allow_stale=True``.
     """
+    check_path(path, "path")
+    if not isinstance(session, Session):
+        raise ArgumentError(f"load needs the session to bind the lineage to (dltrace.connect(...)), got "
+                            f"{type(session).__name__} {session!r:.60}")
+    check_flag(allow_stale, "allow_stale")
     return store.load(path, session, allow_stale=allow_stale)
 
 
@@ -93,11 +108,11 @@ def add_rids(target: Any, table: str) -> None:
     view ``table`` replaced by its rows plus ids in partition order, frozen. Then ``install(target)`` and run
     the rewritten SQL there.
     """
-    add_rids_on(target, table)
+    add_rids_on(target, check_text(table, "table"))
 
 
 __all__ = [
-    "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange", "SourceError",
+    "ArgumentError", "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange", "SourceError",
     "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "PipelineError", "Session", "connect",
     "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
 ]

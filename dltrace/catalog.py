@@ -16,7 +16,8 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
-from dltrace.errors import DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery
+from dltrace.errors import (DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery,
+                             check_flag, check_text)
 from dltrace.names import reserved_prefix, rows_relation
 from dltrace.plans import PlanCache
 
@@ -58,8 +59,9 @@ class Catalog:
         temporary table, a cached Spark DataFrame), dropped or unpersisted with the table. Same rows, same ids;
         a memory copy does not see later changes to the files (register again).
         """
-        key = name.lower()
         self._check_name(name)
+        check_flag(replace, "replace")
+        key = name.lower()
         check_storage(storage)
         if key in self.adopted:
             raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
@@ -86,8 +88,9 @@ class Catalog:
         relation gives them; queries with lineage read that copy, plain SQL reads your relation. Adopt again
         (``replace=True``) after changing it. A RecordBatchReader is a one-shot stream: adopting reads it.
         """
-        key = name.lower()
         self._check_name(name)
+        check_flag(replace, "replace")
+        key = name.lower()
         if key in self.tables and not replace:
             raise DuplicateTable(f"table {name!r} is already registered (pass replace=True to adopt it again)")
         if key in self.tables and key not in self.adopted:
@@ -101,7 +104,8 @@ class Catalog:
         self._forget(key)
 
     def _check_name(self, name: str) -> None:
-        if not isinstance(name, str) or not name.strip():
+        check_text(name, "a table name")
+        if not name.strip():
             raise DltraceError(f"a table name must be a non-empty string, got {name!r}")
         if any(ch != ch.lower() and not ch.isascii() for ch in name):
             # dltrace keys names by Python's lower(), sqlglot and DuckDB fold ASCII letters only: `Émp` could not be

@@ -27,6 +27,7 @@ from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID, reserved_prefix
+from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import parse_error_text
 from dltrace.udafs import encode_bitmaps
 from dltrace.udafs.bitmap_arrow import to_list_arrow
@@ -172,7 +173,7 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
     """The ``CREATE ... AS query`` in ``statement``, or None when it is another kind of statement."""
     if isinstance(statement, str):
         try:
-            trees = [t for t in sqlglot.parse(statement, read=dialect) if t is not None]
+            trees = [t for t in parse_plain(statement, dialect) if t is not None]
         except sqlglot.errors.ParseError as e:
             raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
         if len(trees) != 1:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import operator
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class DltraceError(Exception):
@@ -47,6 +50,11 @@ class UnsupportedQuery(DltraceError):
                    f"gave {columns} columns; name each column")
 
 
+class ArgumentError(DltraceError, TypeError):
+    """A public function got an argument of the wrong type (a query that is not a string, a flag that is not a
+    bool...): named with what it got, before any of it is used (a TypeError too, as Python's own would be)."""
+
+
 class RowOutOfRange(DltraceError, IndexError):
     """A row index the result (or the query's output) does not have."""
 
@@ -59,7 +67,7 @@ def row_index(i: object, n: int) -> int:
     except TypeError:  # a float, a string, None
         index = None
     if index is None:
-        raise DltraceError(f"a row index must be an int, got {type(i).__name__} {i!r}")
+        raise ArgumentError(f"a row index must be an int, got {got(i)}")
     if not -n <= index < n:
         raise RowOutOfRange(f"row {index} out of range: the result has {n} rows")
     return index % n
@@ -75,3 +83,56 @@ class StaleLineage(DltraceError):
 
 class PipelineError(DltraceError):
     """A pipeline cannot be read or run: a cycle, an unknown dataset, a streaming table, a failing step."""
+
+
+# -- arguments of the public entry points ----------------------------------------------------------------------
+# Checked where the user's call enters (session, result, pipeline, the package's functions): deeper down a wrong
+# type fails as Python's AttributeError on `.lower()` or a TypeError on iteration, which names neither the
+# argument nor the function the user called.
+
+
+def got(value: object) -> str:
+    """``value`` as an error message shows what was passed: its type and a short repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def check_text(value: object, what: str) -> str:
+    """``value`` if it is a string (SQL text, a table or dataset name), else the one-line error naming ``what``."""
+    if not isinstance(value, str):
+        raise ArgumentError(f"{what} must be a string, got {got(value)}")
+    return value
+
+
+def check_flag(value: object, what: str) -> bool:
+    """``value`` if it is a bool: a truthy string such as ``"no"`` must not switch an option on."""
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{what} must be True or False, got {got(value)}")
+    return value
+
+
+def check_path(value: object, what: str) -> str | os.PathLike:
+    """``value`` if it is a path (a string or ``os.PathLike``)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ArgumentError(f"{what} must be a str or os.PathLike, got {got(value)}")
+    return value
+
+
+def check_names(value: object, what: str) -> list[str] | None:
+    """``None``, one name or an iterable of names, as a list (``None`` stays ``None``: "all")."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        names = list(value)
+        if all(isinstance(n, str) for n in names):
+            return names
+    raise ArgumentError(f"{what} must be a name or a list of names, got {got(value)}")
+
+
+def check_mapping(value: object, what: str, of: str = "") -> Mapping[Any, Any]:
+    """``value`` if it is a mapping (a dict); ``of`` says what it maps, for the message."""
+    if not isinstance(value, Mapping):
+        raise ArgumentError(f"{what} must be a dict{' of ' + of if of else ''}, got {got(value)}")
+    return value

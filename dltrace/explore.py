@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, check_mapping, check_names
 from dltrace.fetch import as_rids, fetch
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
@@ -92,9 +92,12 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     """
     _check_rids_lineage(result, "backward")
     i = result.check_row(i)
-    if isinstance(tables, str):
-        tables = [tables]
+    tables = check_names(tables, "tables")
     keys = list(result.lineage_columns) if tables is None else [result.table_key(t) for t in tables]
+    # a table named in columns must be one of the row's: a misspelt one was ignored, every column read
+    wanted = {}
+    for t, names in check_mapping(columns or {}, "columns", "table -> [column, ...]").items():
+        wanted[result.table_key(t)] = check_names(names, f"columns[{t!r}]")
     out = {}
     for t in keys:
         ids = row_rids(result, t, i)
@@ -102,7 +105,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
             if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
                 raise DltraceError(f"limit must be an int >= 0, got {limit!r}")
             ids = ids[:int(limit)]
-        out[t] = fetch(result.session, t, ids, (columns or {}).get(t))
+        out[t] = fetch(result.session, t, ids, wanted.get(t))
     return out
 
 

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError, UnknownTable
+from dltrace.errors import DltraceError, UnknownTable, check_flag, check_text
 from dltrace.explore import is_bitmap_type
 from dltrace.lineage_data import LineageData
 from dltrace.rewriter.build import add_join
@@ -181,6 +181,8 @@ def _ids(data: LineageData, table: str) -> exp.Expression:
 
 def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool = False) -> dict[str, str]:
     """Expose ``data`` as views of ``catalog``'s engine (see the module docstring); returns their names."""
+    check_text(name, "the views' name")
+    check_flag(replace, "replace")
     _check(data, "register")
     if ROW in (c.lower() for c in data.table.column_names):
         raise DltraceError(f"the result has a column named {ROW!r}: alias it, the view adds the row index as {ROW!r}")

@@ -25,7 +25,7 @@ from dltrace.catalog import Catalog
 from dltrace.compose import composed_sources, compose_traced, converted, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.engines.base import LineageSource, ParquetSource
-from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.errors import DltraceError, UnsupportedQuery, check_names, check_path
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
 from dltrace.plans import ForwardPlan
@@ -60,7 +60,7 @@ class LineageResult(LineageData):
                                "earlier step's result: verify the steps inlined as CTEs, or run with end_to_end=False")
         self.check_fresh("verify")
         lineage = self.lineage(i)
-        for t in unrestricted:
+        for t in check_names(unrestricted, "unrestricted") or ():
             lineage.pop(t.lower(), None)
         return oracle.verify_row(self.session, self.sql, self.dialect, self.table, i, lineage)
 
@@ -84,6 +84,7 @@ class LineageResult(LineageData):
 
     def save(self, path: str | os.PathLike) -> Path:
         """Save rows, lineage and a manifest (with base table fingerprints) to folder ``path``, atomically."""
+        check_path(path, "path")
         self.check_fresh("save")  # (the fingerprints taken now must be of the tables the ids name)
         return save_folder.save(self, path)
 

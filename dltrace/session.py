@@ -13,10 +13,12 @@ from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
 from dltrace.engines import make_engine
 from dltrace.engines.base import ParquetSource, check_storage
-from dltrace.errors import DltraceError, ParseError, UnknownTable, UnsupportedQuery
+from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
+                             check_text)
 from dltrace.impact import Impact, impact
 from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
+from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
@@ -55,9 +57,10 @@ class Session(Catalog):
     # -- plain SQL ------------------------------------------------------------------------------
     def to_engine_sql(self, text: str, dialect: str | None = None) -> str:
         """Check ``text`` parses and names only registered tables, and transpile it to the engine."""
+        check_text(text, "the SQL text")
         read = dialect or self.dialect
         try:
-            statements = [s for s in sqlglot.parse(text, read=read) if s is not None]
+            statements = [s for s in parse_plain(text, read) if s is not None]
         except sqlglot.errors.ParseError as e:
             raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
         if len(statements) != 1:
@@ -87,6 +90,8 @@ class Session(Catalog):
         ``CREATE [OR REPLACE] TABLE|VIEW name AS query`` runs the query and registers its result with its
         lineage as ``name`` (a source of the next step). A source with lineage read by ``sql`` contributes its
         rows' lineage (``end_to_end``, in the original tables' row ids) or its own row ids (one step)."""
+        check_text(sql, "the SQL text")
+        check_flag(end_to_end, "end_to_end")
         made = definition(sql, dialect or self.dialect) if _creates(sql) else None
         if made is not None:
             if made.kind == "streaming table":
@@ -102,6 +107,8 @@ class Session(Catalog):
               semantics: str = "witness", end_to_end: bool = True) -> BackwardResult:
         """Backward lineage by Cui-Widom reverse queries: all rows (``rows=None``) or the given ones; through
         a source with lineage (``end_to_end``) composed with its rows' stored lineage."""
+        check_text(sql, "the SQL text")
+        check_flag(end_to_end, "end_to_end")
         return trace_backward(self, sql, rows=rows, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
     def impact(self, sql: str, table: str, rids: int | Iterable[int],
@@ -113,6 +120,8 @@ class Session(Catalog):
         the query with lineage for ``table`` only, where only those rows carry a rid. Returns an
         :class:`dltrace.impact.Impact`: ``.rows`` (output row indices) and ``.result`` (``rows, r = ...``).
         """
+        check_text(sql, "the SQL text")
+        check_text(table, "table")
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
 
     # -- lineage as plain SQL ------------------------------------------------------------------------
@@ -120,6 +129,9 @@ class Session(Catalog):
         """Expose ``result`` as views of this session (``result.register(name)``): ``<name>`` (its rows with
         their index ``row``), ``<name>_lineage`` ``(row, table, rid)``, ``<name>_lineage_<table>`` ``(row, rid)``.
         Query them with :meth:`sql`; a query naming ``dl_rid`` of a base table joins rids to its rows."""
+        if not isinstance(result, LineageResult):
+            raise ArgumentError(f"lineage_view takes a result (s.run(...)) and a name, got {type(result).__name__} "
+                                f"{result!r:.60} as the result")
         if result.session is not self:
             raise DltraceError("the result belongs to another session: register it there")
         return result.register(name, replace=replace)
@@ -127,7 +139,7 @@ class Session(Catalog):
     def rows(self, table: str) -> str:
         """The engine relation that holds registered ``table``'s rows with their row id ``dl_rid``, quoted for
         SQL you run on the engine yourself (``s.sql`` finds it when a query names ``dl_rid``)."""
-        key = table.lower()
+        key = check_text(table, "table").lower()
         if key not in self.tables:
             raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
         return self.engine.quote(rows_relation(key))

@@ -384,3 +384,46 @@ def test_spark_status_line(tmp_path):
     res = real_cli("run", tmp_path / "t.sql", "--table", f"t={tmp_path / 't.csv'}", "--engine", "spark", "--master", "local[1]")
     assert ok(res).splitlines() == ["#   grp   n     s   dl_t", "─" * 24, "0   a     2   1.5   0, 2", "1   b     1   2.5   1"]
     assert res.stderr.splitlines()[0] == "dltrace: starting spark (local[1])…"
+
+
+def test_statements_that_are_no_query_are_named_without_sqlglot_warnings(files, tmp_path):
+    """sqlglot logged "contains unsupported syntax. Falling back to parsing as a 'Command'" (twice for run) before
+    the error line, and the error said "not a COMMAND statement"; a PIVOT statement said it does not parse."""
+    t = sales(files)
+    for name, sql in (("ctas", "CREATE TABLE zz AS\n  SELEC grp FROM sales"), ("explain", "EXPLAIN SELECT grp FROM sales"),
+                      ("pivot", "PIVOT sales ON grp USING count(*) GROUP BY name")):
+        (tmp_path / f"{name}.sql").write_text(sql)
+    fails(real_cli("run", tmp_path / "ctas.sql", "--table", t), "SQL does not parse", "at line 2, col 16")  # (a process:
+    for command in ("run", "trace", "rewrite"):  # its stderr is all the user sees, a warning included)
+        fails(cli(command, tmp_path / "ctas.sql", "--table", t), "SQL does not parse", "at line 2, col 16")
+        fails(cli(command, tmp_path / "explain.sql", "--table", t), "EXPLAIN is not a query dltrace traces")
+        fails(cli(command, tmp_path / "pivot.sql", "--table", t), "PIVOT/UNPIVOT is not supported")
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01.sql").write_text("CREATE TABLE s1 AS SELEC grp FROM sales")
+    fails(real_cli("pipeline", steps, "--table", t), "01.sql: SQL does not parse", "at line 1, col 33")
+
+
+def test_a_bad_question_prints_nothing_before_its_error(files, tmp_path):
+    """--forward t:99 after the pipeline ran printed its header line, then the error: bad input leaves stdout empty,
+    whatever good questions come before the bad one."""
+    t = sales(files)
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01.sql").write_text("CREATE TABLE s1 AS SELECT grp, price FROM sales WHERE grp < 2")
+    (steps / "02.sql").write_text("CREATE VIEW s2 AS SELECT grp, count(*) AS n FROM s1 GROUP BY grp")
+    assert "s2: 1 of 2 rows" in ok(cli("pipeline", steps, "--table", t, "--forward", "sales:1"))
+    fails(cli("pipeline", steps, "--table", t, "--forward", "sales:99"), "rid 99 is outside table 'sales'")
+    fails(cli("pipeline", steps, "--table", t, "--forward", "sales:1", "--forward", "sales:99"), "rid 99")
+    fails(cli("pipeline", steps, "--table", t, "--show", "s2", "--row", "s2:0", "--row", "s2:9"), "row 9 out of range")
+    fails(cli("pipeline", steps, "--table", t, "--row", "s2:0", "--forward", "nope:1"), "'nope' is not a source")
+    saved = tmp_path / "saved"
+    ok(cli("run", files / "groups.sql", "--table", t, "--save", saved))
+    fails(cli("lineage", saved, "--table", t, "--row", "0", "--forward", "sales:99"), "rid 99 is outside")
+    fails(cli("lineage", saved, "--table", t, "--forward", "sales:1", "--row", "9"), "row 9 out of range")
+
+
+def test_a_table_name_sqlglot_reads_as_sql_works_from_the_command_line(files, tmp_path):
+    (tmp_path / "odd.sql").write_text('SELECT grp, count(*) AS n FROM "x;y--z" GROUP BY grp ORDER BY grp')
+    out = ok(cli("run", tmp_path / "odd.sql", "--table", f"x;y--z={files / 'sales.parquet'}", "--json"))
+    assert json_lines(out)[0]["lineage"] == {"x;y--z": list(range(0, 40, 4))}

@@ -32,6 +32,13 @@ BAD = [
     ("SELECT a FROM t WHERE (a, b) IN (SELECT a, c FROM u)", dltrace.UnsupportedQuery, "row value (a, b)"),
     ("SELECT a FROM t WHERE (a, b) = ANY (SELECT a, c FROM u)", dltrace.UnsupportedQuery, "row value (a, b)"),
     ("SELECT a FROM t WHERE (a, b) <> (SELECT a, c FROM u)", dltrace.UnsupportedQuery, "row value (a, b)"),
+    # sqlglot says "could not be resolved" for a column in two sources too: the user looked for a missing column
+    ("SELECT a FROM t, u", dltrace.UnknownColumn, "'a' is ambiguous: 't' and 'u' each have a column 'a'"),
+    ("SELECT x.b FROM (SELECT b, a FROM t JOIN u ON b = c) AS x", dltrace.UnknownColumn, "'a' is ambiguous"),
+    ("SELECT zz FROM t, u", dltrace.UnknownColumn, "Column 'zz' could not be resolved"),
+    # the parenthesized join is the refusal, not the star over its inner side (checked first)
+    ("SELECT t.*, u.* FROM t JOIN (u JOIN t AS t2 ON u.a = t2.a) ON t.a = u.a", dltrace.UnsupportedQuery,
+     "a parenthesized join is not supported"),
 ]
 
 

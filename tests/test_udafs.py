@@ -330,6 +330,11 @@ def test_duckdb_dispatch_is_folded_and_errors_are_clear(con):
         con.execute(f"SELECT dl_bitmap_build([{B32}])").fetchall()
     with pytest.raises(duckdb.Error, match=">= 0"):
         con.execute("SELECT dl_bitmap_build([-1])").fetchall()
+    # a BLOB that is no bitmap: the message said "Could not deserialize bitmap", not which call got it
+    for call, name in (("dl_count(x)", "dl_count"), ("dl_contains(x, 1)", "dl_contains"),
+                       ("dl_to_list(x)", "dl_to_list"), ("dl_union(x, x)", "dl_union")):
+        with pytest.raises(duckdb.Error, match=f"{name} .* got a BLOB that is not a dltrace lineage bitmap"):
+            con.execute(f"SELECT {call} FROM (SELECT '\\x01\\x02'::BLOB AS x)").fetchall()
 
 
 def test_duckdb_install_on_cursor_and_top_level():

@@ -37,18 +37,21 @@ def main(args: argparse.Namespace) -> int:
     folder, manifest = read_manifest(args.dir)
     s = _session(args, manifest)
     r = dltrace.load(folder, s, allow_stale=args.allow_stale)
+    # every question answered before anything is printed: a bad --forward after a good --row printed the row,
+    # then the error, where bad input must leave stdout empty
+    rows = common.check_rows(args.row, r.num_rows) if args.row else []
+    reached = [(spec, *_reach(r, spec)) for spec in args.forward or []]
     p = common.printer(args)
     if not args.row and not args.forward:
         _summary(p, r, manifest)
         p.rows(r, range(r.num_rows))
-    if args.row:
-        rows = common.check_rows(args.row, r.num_rows)
+    if rows:
         if p.is_table:
             output.detail(p, r, rows, args.tuples)
         else:
             p.rows(r, rows, tuples=output.base_tuples(r, args.tuples), question="--row")
-    for spec in args.forward or []:
-        _forward(p, r, spec)
+    for spec, table, rids, hits in reached:
+        _forward(p, r, spec, table, rids, hits)
     return 0
 
 
@@ -109,14 +112,18 @@ def parse_rids(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _forward(p: output.Printer, r, spec: str) -> None:
+def _reach(r, spec: str) -> tuple[str, list[int], list[int]]:
+    """``--forward TABLE:RIDS``: the table, the rids, and the output rows they reach."""
     table, text = forward_spec(spec)
     if not r.lineage_columns:
         raise common.CliError("--forward needs lineage: this save has none (it was run with --lineage none or LINEAGE ON ())")
     if r.on_values is not None:
         raise common.CliError("--forward needs row ids: this save holds LINEAGE ON values (use --row N to see them)")
     rids = parse_rids(text)
-    rows = r.forward(table, rids)
+    return table, rids, r.forward(table, rids)
+
+
+def _forward(p: output.Printer, r, spec: str, table: str, rids: list[int], rows: list[int]) -> None:
     ids = "{" + output.rids_text(rids, 10, counted=False) + "}" + output.rids_count(rids, 10)
     hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
     p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {ids}: {hits}")

@@ -45,23 +45,27 @@ def main(args: argparse.Namespace) -> int:
     s = common.session(args)
     lineage = None if args.lineage == "none" else args.lineage
     result = dltrace.pipeline(args.path, session=s, lineage=lineage, method=args.method)
+    # every question answered before anything is printed: a bad one after a good one (--forward t:99) printed
+    # part of the output, then the error, where bad input must leave stdout empty
+    shown = result[args.show] if args.show else None
+    asked = []
+    for spec in args.row or []:
+        name, i = _row_spec(spec)
+        asked.append((name, result[name], common.check_rows([i], result[name].num_rows)))
+    reached = [(spec, *_reach(result, spec)) for spec in args.forward or []]
     p = common.printer(args)
     if not args.row and not args.forward and not args.show:
         _summary(p, result)
-    if args.show:
-        r = result[args.show]
-        p.rows(r, range(r.num_rows), dataset=args.show)
-    for spec in args.row or []:
-        name, i = _row_spec(spec)
-        r = result[name]
-        rows = common.check_rows([i], r.num_rows)
+    if shown is not None:
+        p.rows(shown, range(shown.num_rows), dataset=args.show)
+    for name, r, rows in asked:
         if p.is_table:
             p.line(f"{name}:")
             output.detail(p, r, rows, args.tuples)
         else:
             p.rows(r, rows, tuples=output.base_tuples(r, args.tuples), dataset=name, question="--row")
-    for spec in args.forward or []:
-        _forward(p, result, spec)
+    for spec, table, rids, hits in reached:
+        _forward(p, result, spec, table, rids, hits)
     return 0
 
 
@@ -89,14 +93,19 @@ def _summary(p: output.Printer, result) -> None:
         p.rows(last, range(last.num_rows), dataset=pipe.steps[-1].name)
 
 
-def _forward(p: output.Printer, result, spec: str) -> None:
+def _reach(result, spec: str) -> tuple[str, list[int], dict[str, list[int]]]:
+    """``--forward TABLE:RIDS``: the table, the rids, and the rows of every dataset they reach."""
     table, text = forward_spec(spec)
     if result.strategy is None:
         raise common.CliError("--forward needs lineage: run with --lineage set or bitmap")
     rids = parse_rids(text)
+    return table, rids, result.impact(table, rids)
+
+
+def _forward(p: output.Printer, result, spec: str, table: str, rids: list[int], hits: dict[str, list[int]]) -> None:
     ids = "{" + output.rids_text(rids, 10, counted=False) + "}"
     p.line(f"{table} rids {ids} reach:")
-    for name, rows in result.impact(table, rids).items():
+    for name, rows in hits.items():
         r = result[name]
         hits = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
         p.line(f"  {name}: {len(rows):,} of {r.num_rows:,} rows{hits}")

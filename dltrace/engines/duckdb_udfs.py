@@ -38,6 +38,9 @@ lists).
 
 from __future__ import annotations
 
+import inspect
+from typing import Any, Callable
+
 import duckdb
 from duckdb import sqltypes as T
 
@@ -60,6 +63,26 @@ _UDFS = {
     "dl_bitmap_union": (lambda a, b: B.union_arrow(a, b), [T.BLOB, T.BLOB], T.BLOB),
     "dl_set_union": (lambda a, b: sets_arrow.set_union_arrow(a, b), [_BIGINT_LIST, _BIGINT_LIST], _BIGINT_LIST),
 }
+
+# what a user calls, for each bitmap UDF a macro dispatches to: the name a malformed BLOB's error gives
+_CALLED_AS = {"dl_bitmap_count": "dl_count", "dl_bitmap_contains": "dl_contains", "dl_bitmap_to_list": "dl_to_list",
+              "dl_bitmap_union": "dl_union"}
+
+
+def _named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose failure to decode a BLOB names the function and what was wrong: DuckDB shows a UDF's
+    exception as its message alone, and "Could not deserialize bitmap" did not say which call got which value."""
+    called = f"{_CALLED_AS[name]} ({name})" if name in _CALLED_AS else name
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ValueError as e:
+            raise ValueError(f"{called} got a BLOB that is not a dltrace lineage bitmap ({e})") from None
+
+    call.__signature__ = inspect.signature(fn)  # DuckDB reads the arity off the signature
+    return call
+
 
 # Shared names. dl_count/dl_contains/dl_to_list: one untyped macro that dispatches on typeof(x). typeof is a
 # bind-time constant, so the optimiser folds the CASE and drops the dead branch together with its identity CAST
@@ -105,6 +128,8 @@ def install(con: duckdb.DuckDBPyConnection) -> None:
                 con.remove_function(name)
             except duckdb.Error:
                 continue  # registered through another connection to this database (a cursor's parent): keep it
+        if any(p in (T.BLOB, _BLOB_LIST) for p in params):  # (a ValueError of the others is about no bitmap)
+            fn = _named(name, fn)
         con.create_function(name, fn, params, ret, type="arrow", null_handling="special", side_effects=False)
     for macro in _MACROS:
         # TEMP: lives in the connection's temp catalog, so it is never persisted into a user's database file

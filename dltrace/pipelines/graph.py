@@ -22,7 +22,8 @@ from sqlglot import exp
 
 from dltrace.compose import definition
 from dltrace.errors import DltraceError, PipelineError
-from dltrace.rewriter.parse import parse_error_text
+from dltrace.rewriter.grammar import parse_plain
+from dltrace.rewriter.parse import not_a_query, parse_error_text
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 SDP_DIALECT = "spark"  # Spark Declarative Pipelines' SQL
@@ -164,13 +165,16 @@ def _build(pipeline: Pipeline, files: list[Path], dialect: str) -> Pipeline:
 def _file_steps(path: Path, rel: str, dialect: str) -> list[Step]:
     text = path.read_text(encoding="utf-8")
     try:
-        trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
+        trees = [t for t in parse_plain(text, dialect) if t is not None]
     except sqlglot.errors.ParseError as e:
         raise PipelineError(f"{rel}: SQL does not parse: {parse_error_text(e)}") from None
     steps = []
     for tree in trees:
         if isinstance(tree, exp.Command) and "FLOW" in tree.sql(dialect).upper().split()[:3]:
             raise PipelineError(f"{rel}: flows (CREATE FLOW ... INSERT INTO) are streaming: not supported")
+        if isinstance(tree, exp.Command) and tree.name.upper() == "CREATE":  # a CREATE sqlglot could not parse
+            # where it does not parse: in the file's own lines when it is the file's one statement
+            raise PipelineError(f"{rel}: {not_a_query(tree, text if len(trees) == 1 else tree.sql(dialect), dialect)}")
         try:
             made = definition(tree, dialect)
         except DltraceError as e:

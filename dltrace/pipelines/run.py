@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from dltrace.compose import composed_sources
-from dltrace.engines import resolve_source
+from dltrace.engines import STRATEGIES, resolve_source
 from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
-from dltrace.errors import DltraceError, PipelineError
+from dltrace.errors import ArgumentError, DltraceError, PipelineError, check_mapping, check_path, check_text
 from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.pipelines.graph import Pipeline, read_pipeline
 from dltrace.result import BackwardResult, LineageResult
@@ -42,7 +42,7 @@ class PipelineResult:
     owns_session: bool = False
 
     def __getitem__(self, name: str) -> LineageResult:
-        key = name.lower()
+        key = check_text(name, "a dataset name").lower()
         if key not in self.datasets:
             raise DltraceError(f"the pipeline has no dataset {name!r}; its datasets: {', '.join(self.datasets)}")
         return self.datasets[key]
@@ -99,7 +99,10 @@ class PipelineResult:
     def impact(self, table: str, rids: int | Iterable[int]) -> dict[str, list[int]]:
         """``{dataset: [row, ...]}``: the rows of every dataset whose lineage holds any of ``rids`` of source
         ``table`` (datasets not reading it, directly or through other steps, map to ``[]``)."""
-        key = table.lower()
+        if self.strategy is None:  # no dataset holds lineage: "reaches nothing" would be a wrong answer
+            raise DltraceError("impact needs lineage: this pipeline ran with lineage=None; run it with "
+                               "lineage='set' or 'bitmap'")
+        key = check_text(table, "table").lower()
         if key not in self.sources:
             raise DltraceError(f"{table!r} is not a source of the pipeline; its sources: {', '.join(self.sources)}")
         out = {}
@@ -157,8 +160,16 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     (reverse queries). Each step's dataset is registered in the session under its name (replacing an earlier
     run's). Errors are one-line :class:`PipelineError` naming the step and its file.
     """
+    # every argument checked before a session opens or a step runs: a bad one found after the steps ran wasted them
+    if not isinstance(path, Pipeline):
+        check_path(path, "path")
     if method not in METHODS:
         raise DltraceError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    if lineage is not None and lineage not in STRATEGIES:
+        raise DltraceError(f"unknown lineage strategy {lineage!r}: choose one of {', '.join(STRATEGIES)} or None")
+    if session is not None and not isinstance(session, Session):
+        raise ArgumentError(f"session must be a dltrace session (dltrace.connect(...)), got {type(session).__name__}")
+    check_mapping(tables or {}, "tables", "name -> source")
     owns = session is None
     if session is None:
         session = connect(engine, **engine_options)

@@ -11,6 +11,9 @@ dialect also takes the transforms that engine adds (:func:`dltrace.engines.gener
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import sqlglot
@@ -125,7 +128,35 @@ def dialect(name: str) -> Dialect:
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
-    return [_hint_names(tree) for tree in sqlglot.parse(sql, read=dialect(dialect_name))]
+    with no_command_fallback_warning():
+        trees = sqlglot.parse(sql, read=dialect(dialect_name))
+    return [_hint_names(tree) for tree in trees]
+
+
+def parse_plain(sql: str, read: str) -> list[exp.Expression | None]:
+    """``sqlglot.parse`` in sqlglot's own dialect ``read``, without its fallback warning (see below)."""
+    with no_command_fallback_warning():
+        return sqlglot.parse(sql, read=read)
+
+
+class _NoCommandFallback(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+@contextmanager
+def no_command_fallback_warning() -> Iterator[None]:
+    """While dltrace parses, sqlglot's warning that a statement it cannot parse becomes a Command stays off
+    stderr: dltrace refuses such a statement itself, in one line naming the problem (a CLI user saw the warning,
+    once per parse, before the error). Only that record of the 'sqlglot' logger, only while the block runs: the
+    user's logging configuration is not changed."""
+    logger = logging.getLogger("sqlglot")
+    quiet = _NoCommandFallback()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def _hint_names(tree: exp.Expression | None) -> exp.Expression | None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.grammar import parse as grammar_parse
+from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.shape import from_items
 
 
@@ -54,16 +56,53 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
     if not isinstance(tree, exp.Query):
-        if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
-            raise ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
-        kind = tree.key.upper()
-        raise UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {kind} statement")
+        raise not_a_query(tree, sql, dialect)
     return tree
 
 
+def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
+    """The error for ``tree``, parsed from ``sql``, that is not a query: naming the statement, or where ``sql``
+    does not parse."""
+    if isinstance(tree, exp.Command):  # what sqlglot could not parse, kept as text
+        if tree.name.upper() == "CREATE":  # CREATE ... AS <query>: most likely the query does not parse
+            return _create_error(sql, dialect)
+        return UnsupportedQuery(f"{tree.name.upper()} is not a query dltrace traces: only queries (SELECT, set "
+                                f"operations) have lineage" + ("; trace the query itself, without EXPLAIN"
+                                                               if tree.name.upper() == "EXPLAIN" else ""))
+    for cls, name in _UNSUPPORTED.items():  # DuckDB's PIVOT ... statement: the same refusal as inside FROM
+        if isinstance(tree, cls):
+            return UnsupportedQuery(f"{name} is not supported, at {position(tree)}")
+    if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
+        return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
+    return UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {tree.key.upper()} "
+                            f"statement")
+
+
+def _create_error(sql: str, dialect: str) -> Exception:
+    """Where a ``CREATE ... AS <query>`` sqlglot took for a Command does not parse: its query parsed alone, the
+    text before it blanked (newlines kept), so the error's line and column are the statement's own."""
+    depth, start = 0, None
+    for token in grammar_dialect(dialect).tokenize(sql):
+        depth += token.token_type == TokenType.L_PAREN
+        depth -= token.token_type == TokenType.R_PAREN
+        if token.token_type == TokenType.ALIAS and depth == 0:
+            start = token.end + 1
+            break
+    if start is not None:
+        body = "".join(c if c == "\n" else " " for c in sql[:start]) + sql[start:]
+        try:
+            grammar_parse(body, dialect)
+        except sqlglot.errors.ParseError as e:
+            return ParseError(f"SQL does not parse: {parse_error_text(e)}")
+        except sqlglot.errors.TokenError as e:
+            return ParseError(f"SQL does not tokenize: {str(e).splitlines()[0]}")
+    return ParseError(f"a CREATE statement that does not parse as CREATE [OR REPLACE] TABLE|VIEW name AS query: "
+                      f"{' '.join(sql.split())[:60]!r}")
+
+
 _STATEMENTS = (exp.Create, exp.Drop, exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Command, exp.Alter,
-               exp.Set, exp.Use, exp.Describe, exp.Transaction, exp.Commit, exp.Rollback, exp.Copy, exp.Pragma,
-               exp.Cache, exp.Uncache, exp.Show)
+               exp.Set, exp.Use, exp.Describe, exp.Summarize, exp.Transaction, exp.Commit, exp.Rollback, exp.Copy,
+               exp.Pragma, exp.Cache, exp.Uncache, exp.Show)
 
 _UNSUPPORTED = {
     exp.Lateral: "LATERAL",
@@ -82,6 +121,12 @@ _QUERY_HOLDERS = (exp.Subquery, exp.Exists, exp.All, exp.Any, exp.SetOperation, 
 
 def check_query(tree: exp.Expression) -> None:
     """Refuse reserved names and constructs without a lineage rule, naming the construct and position."""
+    # first what hides FROM items from the checks below: a walk meets the SELECT list before the FROM, and `u.*`
+    # over the inner side of a parenthesized join read as a star over a struct column (u not a FROM item)
+    for node in tree.find_all(exp.Table):
+        if node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
+            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
+                                   f"name the inner join as a subquery), at {position(node)}")
     for node in tree.walk():
         for cls, name in _UNSUPPORTED.items():
             if isinstance(node, cls):
@@ -113,9 +158,6 @@ def check_query(tree: exp.Expression) -> None:
             # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
             raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
                                    f"subquery (IN, ANY, ALL, =) is not supported, at {position(node)}")
-        if isinstance(node, exp.Table) and node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
-            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
-                                   f"name the inner join as a subquery), at {position(node)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it

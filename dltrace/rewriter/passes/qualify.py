@@ -11,9 +11,15 @@ compares the wrong side there).
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.expressions import SAFE_IDENTIFIER_RE
 from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
+from sqlglot.optimizer.qualify_columns import Resolver
+from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.schema import ensure_schema
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
@@ -25,22 +31,55 @@ from dltrace.rewriter.shape import from_items
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
     check_using_after_outer_merge(expression)
-    schema = schema_for(expression, context.schema)
+    schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     if context.schema is not None and mentions_rid(tree):
         _hide_rid_from_stars(tree)
+    _alias_unsafe_names(tree)
     try:
         tree = sqlglot_qualify(
             tree, schema=schema, dialect=context.dialect,
             quote_identifiers=True, validate_qualify_columns=True, expand_stars=True,
         )
     except OptimizeError as e:
-        raise UnknownColumn(f"cannot resolve the query's columns: {str(e).splitlines()[0]}") from None
+        text = str(e).splitlines()[0]
+        raise UnknownColumn(_ambiguity(tree, schema, context.dialect, text)
+                            or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
     if context.schema is not None:
         check_stars_expanded(tree)
     return tree
+
+
+def _ambiguity(tree: exp.Expression, schema: dict | None, dialect: str, error: str) -> str | None:
+    """The message for sqlglot's "Column 'a' could not be resolved" when ``a`` is not missing but in several of
+    its SELECT's sources (``SELECT a FROM t, u``): sqlglot says the same for both, which sent a user looking for a
+    column that is there. None when no SELECT has it in two sources."""
+    found = re.match(r"Column '(.+?)' could not be resolved(?! for table)", error)
+    if found is None or schema is None:
+        return None
+    name = found.group(1)
+    mapping = ensure_schema(schema, dialect=dialect)
+    for scope in traverse_scope(tree):
+        if not any(c.name == name and not c.table for c in scope.columns):
+            continue
+        resolver = Resolver(scope, mapping)
+        having = [source for source in scope.selected_sources
+                  if name in (_source_columns(resolver, source))]
+        if len(having) > 1:
+            where = " and ".join(repr(h) for h in having)
+            at = re.search(r"Line: (\d+), Col: (\d+)", error)
+            return (f"column reference {name!r} is ambiguous: {where} each have a column {name!r}; qualify it "
+                    f"({having[0]}.{name})" + (f", at line {at.group(1)}, col {at.group(2)}" if at else ""))
+    return None
+
+
+def _source_columns(resolver: Resolver, source: str) -> list[str]:
+    try:
+        return list(resolver.get_source_columns(source))
+    except SqlglotError:  # a source sqlglot cannot list (a table function): it is not the ambiguous one
+        return []
 
 
 def check_using_after_outer_merge(tree: exp.Expression) -> None:
@@ -106,18 +145,36 @@ def check_stars_expanded(tree: exp.Expression) -> None:
                                    f"(name its columns apart), at {position(parent if isinstance(parent, exp.Column) else star)}")
 
 
-def schema_for(tree: exp.Expression, schema: dict | None) -> dict | None:
-    """The schema qualify sees: ``dl_rid`` only when the query reads it."""
+def schema_for(tree: exp.Expression, schema: dict | None, dialect: str) -> dict | None:
+    """The schema qualify sees: ``dl_rid`` only when the query reads it; every name sqlglot would read otherwise
+    than as one identifier written quoted (:func:`_schema_name`)."""
     if schema is None:
         return None
     with_rid = mentions_rid(tree)
     out = {}
     for table, cols in schema.items():
-        cols = {c: t for c, t in cols.items() if c.lower() != RID}
+        cols = {_schema_name(c, dialect): t for c, t in cols.items() if c.lower() != RID}
         if with_rid:
             cols[RID] = "BIGINT"
-        out[table.lower()] = cols
+        out[_schema_name(table.lower(), dialect)] = cols
     return out
+
+
+def _alias_unsafe_names(tree: exp.Expression) -> None:
+    """Give a table read without an alias, whose name is no plain identifier, its own name as an explicit quoted
+    alias (the same reference). sqlglot's qualify_tables (30.30) writes the alias it adds by parsing the name as
+    SQL: ``"x--y"`` got ``AS x`` (the rest a comment), and ``"x--y".k`` then named no table."""
+    for table in tree.find_all(exp.Table):
+        if isinstance(table.this, exp.Identifier) and not table.alias and not SAFE_IDENTIFIER_RE.match(table.name):
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name, quoted=True)))
+
+
+def _schema_name(name: str, dialect: str) -> str:
+    """``name`` as a key of sqlglot's MappingSchema, which parses each key as SQL: ``x;y`` read as two statements
+    (the table's key became ``''``), ``x--y`` as ``x`` and a comment, so a registered table or column of such a
+    name could never be resolved. A name that is not a plain identifier is written quoted, which reads back as
+    exactly that one name (the dialect's case folding still applies: DuckDB and Spark fold quoted names too)."""
+    return name if SAFE_IDENTIFIER_RE.match(name) else exp.to_identifier(name, quoted=True).sql(dialect)
 
 
 def check_known_tables(tree: exp.Expression, schema: dict | None) -> None:

@@ -1,0 +1,152 @@
+"""Bad arguments to the public API: one dltrace error naming the argument and what it got, never a raw
+AttributeError / TypeError from deep inside (found by a tester's probe of every entry point)."""
+
+from __future__ import annotations
+
+import logging
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dltrace
+
+
+@pytest.fixture
+def s():
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mine AS SELECT 1 AS a")
+    session = dltrace.connect("duckdb", connection=con)
+    session.register("t", pa.table({"a": [1, 2, 2], "b": ["x", "y", "x"]}))
+    session.register("u", pa.table({"a": [1, 2], "c": ["p", "q"]}))
+    yield session
+    session.close()
+
+
+def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
+    r = s.run("SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b")
+    r.save(tmp_path / "saved")
+    cases = [
+        (lambda: s.run(None), "the SQL text must be a string, got NoneType None"),
+        (lambda: s.run(42), "the SQL text must be a string, got int 42"),
+        (lambda: s.trace(42), "the SQL text must be a string"),
+        (lambda: s.sql(None), "the SQL text must be a string"),
+        (lambda: s.impact(None, "t", [0]), "the SQL text must be a string"),
+        (lambda: s.impact("SELECT a FROM t", 5, [0]), "table must be a string, got int 5"),
+        (lambda: s.run("SELECT a FROM t", end_to_end="x"), "end_to_end must be True or False, got str 'x'"),
+        (lambda: s.trace("SELECT a FROM t", end_to_end=1), "end_to_end must be True or False, got int 1"),
+        (lambda: s.adopt(None), "a table name must be a string, got NoneType None"),
+        (lambda: s.adopt(3), "a table name must be a string, got int 3"),
+        (lambda: s.adopt("mine", replace="yes"), "replace must be True or False, got str 'yes'"),
+        (lambda: s.register(5, pa.table({"a": [1]})), "a table name must be a string, got int 5"),
+        (lambda: s.register("v", pa.table({"a": [1]}), replace="no"), "replace must be True or False"),
+        (lambda: s.rows(5), "table must be a string, got int 5"),
+        (lambda: s.lineage_view("x", "lv"), "takes a result .* got str 'x'"),
+        (lambda: r.register(5), "name must be a string, got int 5"),
+        (lambda: r.register("q", replace="yes"), "replace must be True or False"),
+        (lambda: r.backward(0, tables=5), "tables must be a name or a list of names, got int 5"),
+        (lambda: r.backward(0, columns="a"), "columns must be a dict .* got str 'a'"),
+        (lambda: r.backward(0, columns={"t": 5}), r"columns\['t'\] must be a name or a list of names"),
+        (lambda: r.verify(0, unrestricted=5), "unrestricted must be a name or a list of names"),
+        (lambda: r.save(None), "path must be a str or os.PathLike, got NoneType None"),
+        (lambda: dltrace.rewrite("SELECT a FROM t", schema="x"), "schema must be a dict .* got str 'x'"),
+        (lambda: dltrace.rewrite("SELECT a FROM t", schema={"t": ["a"]}), r"schema\['t'\] must be a dict"),
+        (lambda: dltrace.rewrite(None, schema={"t": {"a": "INT"}}), "the SQL text must be a string"),
+        (lambda: dltrace.load(tmp_path / "saved", None), "load needs the session .* got NoneType None"),
+        (lambda: dltrace.load(tmp_path / "saved", "x"), "load needs the session .* got str 'x'"),
+        (lambda: dltrace.load(None, s), "path must be a str or os.PathLike"),
+        (lambda: dltrace.load(tmp_path / "saved", s, allow_stale="yes"), "allow_stale must be True or False"),
+        (lambda: dltrace.add_rids(duckdb.connect(), 5), "table must be a string, got int 5"),
+        (lambda: dltrace.pipeline(None), "path must be a str or os.PathLike"),
+        (lambda: dltrace.pipeline(tmp_path, tables=["t"]), "tables must be a dict .* got list"),
+        (lambda: dltrace.pipeline(tmp_path, session="s"), "session must be a dltrace session"),
+    ]
+    for call, needle in cases:
+        with pytest.raises(dltrace.ArgumentError, match=needle) as info:
+            call()
+        assert "\n" not in str(info.value)
+        assert isinstance(info.value, TypeError)  # as Python's own error for a wrong type is
+    assert dltrace.load(tmp_path / "saved", s).lineage(0) == r.lineage(0)  # the right types still work
+    assert r.backward(0, tables="t", columns={"T": "a"})["t"].column_names == ["a", "dl_rid"]
+
+
+def test_a_table_backward_columns_names_must_be_in_the_lineage(s):
+    """A misspelt table in columns= was ignored (every column read): now refused, as a misspelt column is."""
+    r = s.run("SELECT t.a, c FROM t JOIN u ON t.a = u.a")
+    with pytest.raises(dltrace.UnknownTable, match="no lineage for table 'nope'; it has: t, u"):
+        r.backward(0, columns={"nope": ["a"]})
+    with pytest.raises(dltrace.UnknownColumn, match="no column 'zz'"):
+        r.backward(0, columns={"t": ["zz"]})
+
+
+def _pipeline(tmp_path):
+    pq.write_table(pa.table({"a": [1, 2, None, 4], "b": ["x", "y", "x", "y"]}), tmp_path / "t.parquet")
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    (folder / "01.sql").write_text("CREATE TABLE s1 AS SELECT a, b FROM t WHERE a IS NOT NULL")
+    (folder / "02.sql").write_text("CREATE VIEW s2 AS SELECT b, count(*) AS n FROM s1 GROUP BY b")
+    return folder, {"t": str(tmp_path / "t.parquet")}
+
+
+def test_a_pipeline_without_lineage_refuses_impact(tmp_path):
+    """impact over a plain run answered "reaches nothing" for every dataset: a wrong answer, not an empty one."""
+    folder, tables = _pipeline(tmp_path)
+    p = dltrace.pipeline(folder, lineage=None, tables=tables)
+    with pytest.raises(dltrace.DltraceError, match="impact needs lineage: this pipeline ran with lineage=None"):
+        p.impact("t", [0])
+    with pytest.raises(dltrace.ArgumentError, match="a dataset name must be a string, got int 5"):
+        p[5]
+    p.close()
+    with_lineage = dltrace.pipeline(folder, tables=tables)
+    assert with_lineage.impact("t", [0]) == {"s1": [0], "s2": [0]}
+    with_lineage.close()
+
+
+def test_a_pipeline_refuses_an_unknown_strategy_before_any_step_runs(tmp_path, monkeypatch):
+    folder, tables = _pipeline(tmp_path)
+    opened = []
+    monkeypatch.setattr(dltrace.pipelines.run, "connect", lambda *a, **k: opened.append(1))
+    with pytest.raises(dltrace.DltraceError, match="unknown lineage strategy 'foo': choose one of set, bitmap or None"):
+        dltrace.pipeline(folder, lineage="foo", tables=tables)
+    assert not opened  # refused before a session opened, let alone a step ran
+
+
+@pytest.mark.parametrize("name", ["x;y", "x--y", "x/*y", "a;--/*b"])
+def test_names_sqlglot_reads_as_sql_are_tables_and_columns_like_others(name):
+    """sqlglot's MappingSchema parses each key as SQL: `x;y` became the table '' and `x--y` the table x with a
+    comment, so such a table registered fine and no query could read it (UnknownColumn)."""
+    quoted, col = f'"{name}"', f'"{name}c"'  # (a column of the table's own name is DuckDB's struct field syntax)
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE {quoted} AS SELECT * FROM (VALUES (1, 10), (2, 20), (2, 30)) v(k, {col})')
+    s = dltrace.connect("duckdb", connection=con)
+    s.register("r", pa.table({"k": [2, 1], name + "c": ["p", "q"]}))
+    s.adopt(name)
+    sql = (f"SELECT r.k, sum({quoted}.{col}) AS total, max(r.{col}) AS m FROM {quoted} JOIN r "
+           f"ON {quoted}.k = r.k GROUP BY r.k ORDER BY r.k")
+    forward, backward = s.run(sql), s.trace(sql)
+    assert forward.table.to_pylist() == [{"k": 1, "total": 10, "m": "q"}, {"k": 2, "total": 50, "m": "p"}]
+    assert forward.lineage(1) == backward.lineage(1) == {name: [1, 2], "r": [0]}
+    assert forward.verify(1)
+    schema = {name: {"k": "INT", name + "c": "INT"}, "r": {"k": "INT", name + "c": "VARCHAR"}}
+    assert "dl_r" in dltrace.rewrite(sql, schema=schema)  # the rewriter alone resolves them from schema= too
+    s.close()
+
+
+def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
+    """sqlglot logs a warning and keeps such a statement as a Command: the user saw that warning (twice for run)
+    and then "not a COMMAND statement"."""
+    cases = [
+        ("CREATE TABLE zz AS SELEC a FROM t", dltrace.ParseError, "SQL does not parse: .* at line 1, col 31"),
+        ("EXPLAIN SELECT a FROM t", dltrace.UnsupportedQuery, "EXPLAIN is not a query dltrace traces"),
+        ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
+        ("SUMMARIZE t", dltrace.UnsupportedQuery, "not a SUMMARIZE statement"),
+    ]
+    with caplog.at_level("WARNING", logger="sqlglot"):
+        for sql, error, needle in cases:
+            for call in (s.run, s.trace, lambda q: dltrace.rewrite(q, schema={"t": {"a": "INT", "b": "INT"}})):
+                with pytest.raises(error, match=needle):
+                    call(sql)
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
+    # the filter was the parse's only: sqlglot's logger is as the user configured it
+    assert not logging.getLogger("sqlglot").filters
