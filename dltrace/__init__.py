@@ -33,6 +33,7 @@ from dltrace.errors import (
     QueryError,
     ReservedName,
     RowOutOfRange,
+    SessionClosed,
     SourceError,
     StaleLineage,
     UnknownColumn,
@@ -96,7 +97,9 @@ def pipeline(path: str | os.PathLike, session: Session | None = None, engine: st
 
 
 def install(target: Any) -> None:
-    """Register the dl_* SQL functions on your own DuckDB connection or SparkSession."""
+    """Register the dl_* SQL functions on your own DuckDB connection or SparkSession (those it lacks; they stay
+    when a session on it closes). A function of yours of one of their names is refused (:class:`ReservedName`),
+    never replaced."""
     install_functions_on(target)
 
 
@@ -112,7 +115,7 @@ def add_rids(target: Any, table: str) -> None:
 
 
 __all__ = [
-    "ArgumentError", "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange", "SourceError",
-    "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery", "PipelineError", "Session", "connect",
-    "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
+    "ArgumentError", "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange",
+    "SessionClosed", "SourceError", "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery",
+    "PipelineError", "Session", "connect", "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
 ]

@@ -16,9 +16,10 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
+from dltrace.engines.guest import ClosedEngine
 from dltrace.errors import (DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery,
                              check_flag, check_text)
-from dltrace.names import reserved_prefix, rows_relation
+from dltrace.names import reserved_prefix
 from dltrace.plans import PlanCache
 
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class Catalog:
             return
         if not self.engine.exists(key) or self.engine.created(key):
             return
-        if self.engine.exists(rows_relation(key)):  # registered by another dltrace session on this connection
+        if self.engine.taken_over(key):  # registered by another dltrace session on this connection
             if replace:
                 return
             raise DuplicateTable(f"table {name!r} is already registered by another dltrace session on this "
@@ -230,7 +231,8 @@ class Catalog:
             if read.isdisjoint(m.lower() for m in made):
                 continue
             snapshot = self.view_snapshots.get(group, {})
-            joined = {t: v for t, v in snapshot.items() if t in read or rows_relation(t) in read}
+            rows = self.rows_relations()
+            joined = {t: v for t, v in snapshot.items() if t in read or rows.get(t, "").lower() in read}
             self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
 
     def schema(self, query: exp.Expression | None = None) -> dict[str, dict[str, str]]:
@@ -263,7 +265,7 @@ class Catalog:
             return int(n)
         if key not in self._counts:  # frozen rows in the engine: counted once, every run asks (64-bit bitmaps?)
             count = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_(
-                exp.Table(this=exp.to_identifier(rows_relation(key), quoted=True)))
+                exp.Table(this=exp.to_identifier(self.engine.rows_name(key), quoted=True)))
             self._counts[key] = int(self.engine.sql(count.sql(self.dialect))[0][0].as_py())
         return self._counts[key]
 
@@ -289,12 +291,12 @@ class Catalog:
                                        "lineage is traced through tables registered or adopted by name; register "
                                        "it (or adopt a view of it) under a plain name")
             if name in self.tables and name not in ctes and not table.args.get("db") \
-                    and (self.engine.taken_over(rows_relation(name)) or self.engine.taken_over(name)):
+                    and (self.engine.taken_over(self.engine.rows_name(name)) or self.engine.taken_over(name)):
                 raise DuplicateTable(f"table {table.name!r} was registered again by another dltrace session on this "
                                      f"connection, which holds it now: register it here again (or query it there)")
             if not name or name in ctes or name in self.tables or table.args.get("db"):
                 continue
-            if views and (name in self.views or name in {rows_relation(t) for t in self.tables}):
+            if views and (name in self.views or name in {r.lower() for r in self.rows_relations().values()}):
                 continue
             if views and isinstance(table.this, exp.Identifier) and self.engine.exists(table.name):
                 continue  # plain SQL reads the user's own relation (a guest sees their views by name)
@@ -307,10 +309,19 @@ class Catalog:
                                        f"s.adopt({table.name!r}) it (or register it) first")
                 raise UnknownTable(f"unknown table {table.name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
 
+    def rows_relations(self) -> dict[str, str]:
+        """Each registered table's rows relation (the rewriter reads row ids there)."""
+        return {t: self.engine.rows_name(t) for t in self.tables}
+
     def close(self) -> None:
         """Release the engine: dltrace's own relations go; a connection or SparkSession passed in stays open
-        with everything of the user's as it was."""
+        with everything of the user's as it was. Afterwards every use of the session (or of a result of it that
+        needs the engine) raises :class:`SessionClosed`; closing again does nothing."""
+        if isinstance(self.engine, ClosedEngine):
+            return
+        name = self.engine.name
         self.engine.close()
+        self.engine = ClosedEngine(name)
 
 
 def _files_signature(files: tuple[str, ...]) -> tuple | None:

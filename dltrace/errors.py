@@ -73,6 +73,10 @@ def row_index(i: object, n: int) -> int:
     return index % n
 
 
+class SessionClosed(DltraceError):
+    """The session was closed: nothing more runs on it."""
+
+
 class QueryError(DltraceError):
     """The engine rejected or failed to run a query."""
 

@@ -20,7 +20,6 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.engines.base import RID, ArrowSource, ParquetSource
 from dltrace.errors import DltraceError, UnknownColumn, UnknownTable
-from dltrace.names import rows_relation
 from dltrace.rowstore import RowStore, rowstore, thread_duckdb
 
 #: Rids closer than this (in rows) are fetched with one range: reading a few unwanted rows of the same
@@ -209,7 +208,7 @@ def _fetch_engine(catalog: Catalog, name: str, ids: np.ndarray, columns: list[st
         where = " OR ".join(f"{q(RID)} BETWEEN {a} AND {b}" for a, b in ranges[:1000])
         if len(ranges) > 1000:
             where = f"{q(RID)} IN ({', '.join(map(str, ids.tolist()))})"
-    out = catalog.engine.sql(f"SELECT {cols} FROM {q(rows_relation(name))} WHERE {where}")
+    out = catalog.engine.sql(f"SELECT {cols} FROM {q(catalog.engine.rows_name(name))} WHERE {where}")
     if RID in out.column_names and out.column_names[-1] != RID:
         rid = out.column(RID)
         out = out.drop_columns([RID]).append_column(RID, rid)

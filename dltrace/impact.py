@@ -13,14 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot import exp
+from sqlglot import exp, parse_one
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource, LineageSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import forward, is_bitmap_type
 from dltrace.fetch import as_rids
-from dltrace.names import RID, rows_relation
+from dltrace.names import RID
 from dltrace.result import LineageResult, run_forward
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
@@ -105,20 +105,12 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
             if t.name.lower() == name and name not in ctes and not t.args.get("db")]
     if not refs:
         raise UnknownTable(f"the query does not read table {name!r}")
-    temp = f"_dltrace_impact_{name}"
+    # the table with only rids kept: a name of dltrace's own, which no relation on the engine has (a guest)
+    temp = catalog.engine.fresh_name(f"_dltrace_impact_{name}")
     d = catalog.dialect
     qi = lambda s: exp.to_identifier(s, quoted=True).sql(d)  # noqa: E731
     cols = list(catalog.engine.columns(name))
     keep_name = None
-    if q.size <= 2000:
-        cond = f"{qi(RID)} IN ({', '.join(map(str, q.tolist()))})" if q.size else "FALSE"
-        body = (f"SELECT {', '.join(qi(c) for c in cols)}, CASE WHEN {cond} THEN {qi(RID)} END AS {qi(RID)} "
-                f"FROM {qi(rows_relation(name))}")
-    else:
-        keep_name = f"_dltrace_impact_keep_{name}"
-        catalog.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
-        body = (f"SELECT {', '.join('t.' + qi(c) for c in cols)}, k.{qi('rid')} AS {qi(RID)} "
-                f"FROM {qi(rows_relation(name))} AS t LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
     for t in refs:
         alias = t.alias_or_name
         t.set("this", exp.to_identifier(temp, quoted=True))
@@ -126,20 +118,27 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     if isinstance(tree, exp.Select):
         tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(temp, quoted=True))]))
     text = generate(tree, read)
-    # like a registered table: the user's columns as `temp`, the rows with their (kept) rids privately
-    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(rows_relation(temp))} AS {body}")
-    catalog.engine.sql(f"CREATE OR REPLACE TEMPORARY VIEW {qi(temp)} AS "
-                       f"SELECT {', '.join(qi(c) for c in cols)} FROM {qi(rows_relation(temp))}")
-    catalog.tables[temp] = catalog.tables[name]
     try:
+        if q.size <= 2000:
+            cond = f"{qi(RID)} IN ({', '.join(map(str, q.tolist()))})" if q.size else "FALSE"
+            body = (f"SELECT {', '.join(qi(c) for c in cols)}, CASE WHEN {cond} THEN {qi(RID)} END AS {qi(RID)} "
+                    f"FROM {qi(catalog.engine.rows_name(name))}")
+        else:
+            keep_name = catalog.engine.fresh_name(f"_dltrace_impact_keep_{name}")
+            catalog.engine.register(keep_name, ArrowSource(pa.table({"rid": pa.array(q, type=pa.int64())})))
+            body = (f"SELECT {', '.join('t.' + qi(c) for c in cols)}, k.{qi('rid')} AS {qi(RID)} "
+                    f"FROM {qi(catalog.engine.rows_name(name))} AS t "
+                    f"LEFT JOIN {qi(keep_name)} AS k ON t.{qi(RID)} = k.{qi('rid')}")
+        # like a registered table: the user's columns as `temp`, the rows with their (kept) rids privately
+        catalog.engine.register_view(temp, parse_one(body, read=d), cols)
+        catalog.tables[temp] = catalog.tables[name]
         r = run_forward(catalog, text, lineage=lineage, dialect=read, semantics=semantics)
     except UnsupportedQuery:
         r = None  # the run of some rows refused a rewrite the query's own run takes (LINEAGE ON TABLES reads
         # fewer shapes, e.g. an EXISTS whose witnesses are found after the filter): below, that run and forward
     finally:
         catalog.tables.pop(temp, None)
-        for view in (temp, rows_relation(temp)):
-            catalog.engine.sql(f"DROP VIEW IF EXISTS {qi(view)}")
+        catalog.engine.drop(temp)  # and its rows relation
         if keep_name:
             catalog.engine.drop(keep_name)
     if r is None:

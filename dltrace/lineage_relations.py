@@ -161,14 +161,11 @@ def view_names(name: str, tables: list[str]) -> dict[str, str]:
     return {"rows": key, "lineage": f"{key}_lineage", **{t: f"{key}_lineage_{t}" for t in tables}}
 
 
-def _sets_relation(name: str) -> str:
-    """The private relation holding a result's lineage columns, one row per output row."""
-    return f"_dl_lineage_{name.lower()}"
-
-
-def _shared_relation(name: str) -> str:
-    """The private one-row relation holding a result's shared lineage (see :class:`LineageData`)."""
-    return f"_dl_shared_{name.lower()}"
+def _private(catalog: Catalog, kind: str, name: str) -> str:
+    """A private relation of a result's views: ``_dl_lineage_<name>`` (its lineage columns, one row per output
+    row), ``_dl_shared_<name>`` (its shared lineage, one row: see :class:`LineageData`), or that with a suffix when
+    a relation on the engine has the name (a guest replaces nothing of the user's)."""
+    return catalog.engine.fresh_name(f"_dl_{kind}_{name.lower()}")
 
 
 def _ids(data: LineageData, table: str) -> exp.Expression:
@@ -196,13 +193,15 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     row_index = pa.array(np.arange(data.num_rows, dtype=np.int64))
     sets = pa.table({ROW: row_index, **{f"dl_{t}": data.lineage_columns[t] for t in tables}})
     catalog.add_view(names["rows"], data.table.add_column(0, ROW, row_index))
-    catalog.add_view(_sets_relation(name), sets)
+    sets_relation = _private(catalog, "lineage", name)
+    catalog.add_view(sets_relation, sets)
     if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):
         engine.install_functions()  # dl_to_list decodes the bitmaps
-    source = exp.Table(this=exp.to_identifier(_sets_relation(name), quoted=True))
+    source = exp.Table(this=exp.to_identifier(sets_relation, quoted=True))
     shared = [t for t in tables if t in data.shared_lineage]
-    if shared:  # every row's common lineage, kept once: one row, crossed with the rows when a view is read
-        catalog.add_view(_shared_relation(name), pa.table({f"dl_{t}": data.shared_lineage[t] for t in shared}))
+    shared_relation = _private(catalog, "shared", name) if shared else None
+    if shared_relation:  # every row's common lineage, kept once: one row, crossed with the rows when a view is read
+        catalog.add_view(shared_relation, pa.table({f"dl_{t}": data.shared_lineage[t] for t in shared}))
     per_table = []
     for t in tables:
         one = exp.select(exp.column(ROW, quoted=True),
@@ -211,7 +210,7 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
             common = exp.select(exp.column(ROW, quoted=True),
                                 exp.alias_(exp.Explode(this=_ids(data, t)), RID_COLUMN, quoted=True)).from_(
                 exp.Table(this=exp.to_identifier(names["rows"], quoted=True)))
-            add_join(common, exp.Table(this=exp.to_identifier(_shared_relation(name), quoted=True)), kind="CROSS")
+            add_join(common, exp.Table(this=exp.to_identifier(shared_relation, quoted=True)), kind="CROSS")
             one = exp.union(one, common, distinct=True)  # a rid in both parts is one triple
         catalog.add_view(names[t], one)
         per_table.append(exp.select(exp.column(ROW, quoted=True),
@@ -222,7 +221,7 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     for part in per_table[1:]:
         union = exp.union(union, part, distinct=False)
     catalog.add_view(names["lineage"], union)
-    made = (*names.values(), _sets_relation(name), *([_shared_relation(name)] if shared else []))
+    made = (*names.values(), sets_relation, *([shared_relation] if shared_relation else []))
     for old in catalog.view_groups.get(name.lower(), ()):  # the views of an earlier result under this name
         if old.lower() not in {m.lower() for m in made}:
             catalog.drop_view(old)

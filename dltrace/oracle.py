@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
-from dltrace.names import RID, rows_relation
+from dltrace.names import RID
 from dltrace.rewriter.parse import mentions_rid, parse_query
 
 
@@ -52,7 +52,7 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
         keep_rids = exp.select(exp.column("rid", quoted=True)).from_(exp.Table(this=exp.to_identifier(keep[name], quoted=True)))
         inner = (
             exp.select(*[exp.column(c, quoted=True) for c in cols])
-            .from_(exp.Table(this=exp.to_identifier(rows_relation(name), quoted=True)))
+            .from_(exp.Table(this=exp.to_identifier(catalog.engine.rows_name(name), quoted=True)))
             .where(exp.column(RID, quoted=True).isin(query=keep_rids))
         )
         alias = table.alias_or_name
@@ -66,7 +66,7 @@ def verify_row(catalog: Catalog, sql: str, dialect: str, table: pa.Table, i: int
     keep = {}
     try:
         for t in lineage:
-            name = f"_dl_keep_{t}"
+            name = catalog.engine.fresh_name(f"_dl_keep_{t}")
             ids = lineage.get(t, [])
             catalog.engine.register(name, ArrowSource(pa.table({"rid": pa.array(ids, type=pa.int64())})))
             keep[t] = name

@@ -301,7 +301,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
     schema = catalog.schema(tree)
     read_in_place = frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source")
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
-                             rows_relations=frozenset(catalog.tables), shared_lineage=True,
+                             rows_relations=catalog.rows_relations(), shared_lineage=True,
                              composed={t: src.lineage for t, src in composed.items()},
                              finish_on_read=True,
                              estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
@@ -309,6 +309,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),
                              read_in_place=read_in_place)
+    rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
     in_place = sorted(t for t in schema if t in read_in_place)
     names = tuple(engine_names(catalog, sql, read, tree))
@@ -357,7 +358,7 @@ def plain_text(catalog: Catalog, tree: Any) -> str:
     it up costs a round trip to the engine per table."""
     schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
-                          rows_relations=frozenset(catalog.tables))
+                          rows_relations=catalog.rows_relations())
     return generate(plain_query(tree, context), catalog.dialect)
 
 

@@ -45,7 +45,7 @@ from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
-from dltrace.names import RID, rows_relation
+from dltrace.names import RID
 from dltrace.rewriter.parse import parse_query
 from dltrace.version import __version__
 
@@ -94,7 +94,7 @@ def _engine_hash(catalog: Catalog, name: str) -> str:
     now, and a session adopting the changed relation would then load the lineage as fresh. The same rows hash
     alike either way (saves made before this hashed the user's relation)."""
     if name in catalog.adopted:
-        n, h = catalog.engine.content_hash(rows_relation(name), exclude=(RID,))
+        n, h = catalog.engine.content_hash(catalog.engine.rows_name(name), exclude=(RID,))
     else:
         n, h = catalog.engine.content_hash(name)
     digest = new_hash()

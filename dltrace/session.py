@@ -16,7 +16,6 @@ from dltrace.engines.base import ParquetSource, check_storage
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
                              check_text)
 from dltrace.impact import Impact, impact
-from dltrace.names import rows_relation
 from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
@@ -73,7 +72,7 @@ class Session(Catalog):
             if all(t.name.lower() in self.tables or t.name.lower() in ctes for t in tree.find_all(sqlglot.exp.Table)):
                 # over registered tables only: expanded as a run without lineage is, `*` leaving dl_rid out
                 return plain_text(self, tree)
-            return with_rows_relations(tree, frozenset(self.tables)).sql(self.dialect)
+            return with_rows_relations(tree, self.rows_relations()).sql(self.dialect)
         if read == self.dialect:
             return text
         return tree.sql(self.dialect)
@@ -142,7 +141,7 @@ class Session(Catalog):
         key = check_text(table, "table").lower()
         if key not in self.tables:
             raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
-        return self.engine.quote(rows_relation(key))
+        return self.engine.quote(self.engine.rows_name(key))
 
     def _repr_html_(self) -> str:
         return f"<p>dltrace session on {self.dialect}: {len(self.tables)} tables</p>"

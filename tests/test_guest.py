@@ -169,6 +169,35 @@ def test_spark_add_rids(spark_session):
     assert got == WANT
 
 
+@pytest.mark.spark
+def test_spark_guest_takes_no_name_and_puts_settings_back(spark_session):
+    """On Spark too: a user's temp view of a rows relation's name stays theirs, a user's dl_* function is refused
+    and stays, dltrace's own functions go at close, and a setting passed to connect() is put back."""
+    spark = spark_session.newSession()
+    spark.createDataFrame(SALES.to_pandas()).createOrReplaceTempView("sales")
+    spark.sql("CREATE TEMPORARY VIEW _dl_rows_sales AS SELECT 'mine' AS v")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    before = spark_state(spark)
+    s = dltrace.connect("spark", spark=spark, **{"spark.sql.shuffle.partitions": "2"})
+    s.adopt("sales")
+    r = s.run(BY_REGION.format(t="sales"), lineage="bitmap")
+    assert per_region(r, "sales") == WANT
+    r.register("q")  # its views decode the bitmaps with dltrace's dl_to_list
+    assert s.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
+    assert spark.table("_dl_rows_sales").collect()[0][0] == "mine"
+    s.close()
+    assert spark_state(spark) == before
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert not spark.catalog.functionExists("dl_to_list")
+    spark.udf.register("dl_count", lambda x: 1, "int")
+    s = dltrace.connect("spark", spark=spark)
+    s.adopt("sales")
+    with pytest.raises(dltrace.ReservedName, match="has function dl_count that dltrace did not define"):
+        s.run(BY_REGION.format(t="sales"), lineage="bitmap").register("q")
+    s.close()
+    assert spark.sql("SELECT dl_count(1)").collect()[0][0] == 1
+
+
 def test_a_volatile_query_runs_once_per_call(user_con):
     """Naming a query's columns binds it and never runs it (a relation from DuckDB's con.sql ran a query calling
     nextval at once): each call takes one value of the user's sequence per row, as the engine would."""
@@ -213,3 +242,110 @@ def test_two_sessions_on_one_connection_keep_their_own_tables():
     s2.close()
     assert con.sql("SELECT count(*) FROM information_schema.tables").fetchall() == [(0,)]
     con.close()
+
+
+# -- what dltrace creates never takes a name of the user's (a tester's probe found each of these) ---------------
+
+
+def test_dltraces_own_relations_take_no_name_of_the_users(user_con):
+    """Rows relations, impact's tables and a result's private lineage relation are dltrace's names; a user's
+    object of that name (any kind, temp or persistent) is neither replaced, shadowed nor dropped: dltrace's goes
+    under another name (a tester's impact replaced a user's view, then dropped it; a registration replaced a
+    user's Arrow object and temp table of the rows relation's name, and dropped them at close)."""
+    user_con.execute("CREATE TABLE _dl_rows_sales AS SELECT 'persistent' AS v")  # a temp copy would shadow it
+    user_con.execute("CREATE TEMP TABLE _dltrace_impact_sales AS SELECT 'impact table' AS v")
+    user_con.execute("CREATE TEMP VIEW _dltrace_impact_keep_big AS SELECT 'impact view' AS v")
+    user_con.execute("CREATE TEMP VIEW _dl_rows_t2 AS SELECT 'temp view' AS v")
+    user_con.execute("CREATE TEMP TABLE _dl_rows_t3 AS SELECT 'temp table' AS v")
+    user_con.register("_dl_lineage_q", pa.table({"v": ["arrow"]}))
+    mine = ["_dl_rows_sales", "_dltrace_impact_sales", "_dltrace_impact_keep_big", "_dl_rows_t2", "_dl_rows_t3",
+            "_dl_lineage_q"]
+    before = duckdb_state(user_con)
+    s = dltrace.connect("duckdb", connection=user_con)
+    s.adopt("sales")
+    s.register("t2", SALES)
+    s.register("t3", SALES, storage="memory")
+    for t in ("sales", "t2", "t3"):
+        assert per_region(s.run(BY_REGION.format(t=t)), t) == WANT
+        assert s.rows(t) != f'"_dl_rows_{t}"'
+        assert s.sql(f"SELECT dl_rid FROM {t} ORDER BY dl_rid").column(0).to_pylist() == list(range(5))
+    assert s.impact(BY_REGION.format(t="sales"), "sales", [1]).rows == [2]
+    s.register("big", pa.table({"k": range(3000)}))
+    assert s.impact("SELECT k % 2 AS p, count(*) AS n FROM big GROUP BY 1 ORDER BY 1", "big", range(1, 2500, 2)).rows == [1]
+    assert s.trace(BY_REGION.format(t="sales")).lineage(1) == {"sales": [0, 2]}
+    r = s.run(BY_REGION.format(t="t3"))
+    assert r.verify(1)
+    r.register("q")
+    assert s.sql("SELECT rid FROM q_lineage ORDER BY rid").column(0).to_pylist() == list(range(5))
+    assert {k: v for k, v in duckdb_state(user_con).items() if k in mine} == {k: before[k] for k in mine}
+    s.close()
+    assert duckdb_state(user_con) == before
+
+
+def test_a_users_dl_functions_are_refused_never_replaced(user_con):
+    """The dl_* functions are dltrace's public names: a user's function of one of them (a macro, a temp macro, a
+    Python function) is refused in one line naming it when dltrace needs its own, never replaced (a tester's
+    macros and functions were replaced when a session started and never put back)."""
+    user_con.execute("CREATE MACRO dl_count(x) AS 'user macro'")
+    user_con.execute("CREATE TEMP MACRO dl_to_list(x) AS 'user temp macro'")
+    user_con.create_function("dl_bitmap_count", lambda x: "user function", ["VARCHAR"], "VARCHAR")
+    users = "SELECT dl_count(1), dl_to_list(1), dl_bitmap_count('z')"
+    want = user_con.sql(users).fetchall()
+    s = dltrace.connect("duckdb", connection=user_con)
+    s.adopt("sales")
+    assert per_region(s.run(BY_REGION.format(t="sales")), "sales") == WANT  # set lineage needs no function
+    with pytest.raises(dltrace.ReservedName, match="has functions dl_bitmap_count, dl_count, dl_to_list that "
+                                                   "dltrace did not define"):
+        s.run(BY_REGION.format(t="sales"), lineage="bitmap")
+    assert user_con.sql(users).fetchall() == want
+    s.close()
+    assert user_con.sql(users).fetchall() == want
+    with pytest.raises(dltrace.ReservedName, match="dl_count"):
+        dltrace.install(user_con)
+
+
+def test_dltraces_functions_leave_with_the_last_session_that_used_them():
+    """A session's dl_* functions stay while another session on the connection uses them and go with the last
+    one; those the user installed (dltrace.install) stay theirs."""
+    con = duckdb.connect()
+    functions = "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
+    con.register("t", SALES)
+    s1, s2 = (dltrace.connect("duckdb", connection=con) for _ in range(2))
+    for s in (s1, s2):
+        s.adopt("t")
+        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
+    s1.close()
+    s2.run(BY_REGION.format(t="t"), lineage="bitmap").register("q")  # (its views decode with dl_to_list)
+    assert s2.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
+    s2.close()
+    assert con.sql(functions).fetchall() == [(0,)]
+    dltrace.install(con)
+    installed = con.sql(functions).fetchall()
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.adopt("t")
+        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
+    assert con.sql(functions).fetchall() == installed
+    con.close()
+
+
+def test_threads_is_put_back_at_close(user_con):
+    user_con.execute("SET threads = 3")
+    s = dltrace.connect("duckdb", connection=user_con, threads=1)
+    assert user_con.sql("SELECT current_setting('threads')").fetchall() == [(1,)]
+    s.close()
+    assert user_con.sql("SELECT current_setting('threads')").fetchall() == [(3,)]
+
+
+def test_a_closed_session_says_so(user_con):
+    """After close() every use of the session, and of a result that needs the engine, is one dltrace error (a
+    tester got DuckDB's "Connection has already been closed", a SourceError, and a rows relation's name)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", SALES)
+    r = s.run(BY_REGION.format(t="t"))
+    s.close()
+    s.close()  # again: nothing to do
+    for use in (lambda: s.run(BY_REGION.format(t="t")), lambda: s.sql("SELECT 1"), lambda: r.verify(0),
+                lambda: s.rows("t"), lambda: s.register("u", SALES), lambda: s.trace(BY_REGION.format(t="t"))):
+        with pytest.raises(dltrace.SessionClosed, match="this dltrace session is closed"):
+            use()
+    assert r.lineage(0) == {"t": [3]}  # what the result holds is still there

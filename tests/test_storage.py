@@ -172,9 +172,10 @@ def test_spark_memory_storage_has_duckdbs_ids_and_lineage(spark_session, memory,
         for i in range(d.num_rows):
             assert {k.removeprefix("m_"): v for k, v in r.lineage(i).items()} == d.lineage(i)
     finally:
+        engine = s.engine
         s.close()
-    for name in names.values():  # guest: what it made is gone, the cache released
-        assert not s.engine.exists(name) and not s.engine.exists(rows_relation(name))
+    for name in names.values():  # guest: what it made is gone, the cache released (the session is closed)
+        assert not engine.exists(name) and not engine.exists(rows_relation(name))
     assert not any(i.numCachedPartitions() for i in spark_session.sparkContext._jsc.sc().getRDDStorageInfo()
                    if "m_" in str(i.name()))
 

@@ -71,7 +71,7 @@ def _forward_reads_it(refusal: UnsupportedQuery, catalog: Catalog, sql: str, rea
     try:
         tree = parse_query(sql, read)
         rewrite_tree(tree, catalog.dialect, "set", semantics, catalog.schema(tree),
-                     rows_relations=frozenset(catalog.tables))
+                     rows_relations=catalog.rows_relations())
     except DltraceError:
         return refusal
     return UnsupportedQuery(f"{refusal}; backward tracing cannot read it, forward lineage (run) does")
@@ -103,7 +103,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
                                    f"{position(call)}: forward lineage (run) computes lineage in the same evaluation")
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
                           {t.lower(): c for t, c in catalog.schema(tree).items()}, semantics,
-                          rows_relations=frozenset(catalog.tables))
+                          rows_relations=catalog.rows_relations())
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
     if prepared.lineage_off:

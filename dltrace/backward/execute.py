@@ -48,7 +48,7 @@ class Run:
 
     def _name(self, kind: str) -> str:
         self.count += 1
-        return f"_dl_{kind}_{self.token}_{self.count}"
+        return self.engine.fresh_name(f"_dl_{kind}_{self.token}_{self.count}")
 
     def text(self, query: exp.Expression) -> str:
         return generate(read_rows_relations(query, self.context), self.dialect)

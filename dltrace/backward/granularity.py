@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
-from dltrace.names import RID, one_zero, rows_relation, value_order
+from dltrace.names import RID, one_zero, value_order
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
 
@@ -21,12 +21,12 @@ def project_onto(catalog: Catalog, spec: OnSpec, column: pa.ChunkedArray) -> tup
     """Map each row's rids of ``spec.table`` to ids of their distinct value tuples (and the id -> tuple map)."""
     rows = column.to_pylist()
     rids = np.unique(np.fromiter((r for ids in rows if ids for r in ids), dtype=np.int64))
-    name = f"_dl_on_rids_{id(column)}"
+    name = catalog.engine.fresh_name("_dl_on_rids")
     catalog.engine.register(name, ArrowSource(pa.table({"rid": pa.array(rids, type=pa.int64())})))
     try:
         keys = [exp.alias_(e.copy(), f"_dl_k{i}") for i, e in enumerate(spec.expressions)]
         query = exp.select(exp.column("rid", table=name), *keys).from_(
-            exp.Table(this=exp.to_identifier(rows_relation(spec.table), quoted=True),
+            exp.Table(this=exp.to_identifier(catalog.engine.rows_name(spec.table), quoted=True),
                       alias=exp.TableAlias(this=exp.to_identifier(spec.table, quoted=True)))
         ).join(exp.Table(this=exp.to_identifier(name)),
                on=exp.EQ(this=exp.column(RID, table=spec.table, quoted=True), expression=exp.column("rid", table=name)))

@@ -214,6 +214,11 @@ def _owner(target: Any, name: str) -> Any:
     return entry[1] if entry is not None and entry[0] is target else None
 
 
+def made_by_dltrace(target: Any, name: str) -> bool:
+    """Did some dltrace engine (this session's or another's) make relation ``name`` on ``target``?"""
+    return _owner(target, name) is not None
+
+
 def holds_relation(target: Any, name: str, engine: Any) -> bool:
     """Is ``engine`` the last dltrace engine that made relation ``name`` on ``target``?"""
     return _owner(target, name) is engine
@@ -260,6 +265,17 @@ class Engine(Protocol):
 
     def taken_over(self, name: str) -> bool:
         """Has another dltrace session on the same connection / SparkSession made relation ``name`` since?"""
+
+    def fresh_name(self, base: str) -> str:
+        """A name for a relation dltrace makes: ``base``, or ``base_<n>`` when an object on the engine (the
+        user's, another session's) has it already (dltrace never replaces nor shadows what it did not make)."""
+
+    def rows_name(self, name: str) -> str:
+        """The relation holding registered ``name``'s rows with ``dl_rid`` (named when it was made)."""
+
+    def register_view(self, name: str, query: Any, columns: list[str]) -> None:
+        """Expose the rows of ``query`` (``columns`` plus ``dl_rid``) as table ``name``: its rows relation is a
+        view over ``query``, ``name`` the view of ``columns``."""
 
     def create_view(self, name: str, query: Any) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot expression), owned by the adapter."""

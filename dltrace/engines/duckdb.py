@@ -20,14 +20,10 @@ from dltrace.engines.base import (
     Source,
     check_columns,
     check_storage,
-    claim_relation,
-    holds_relation,
-    release_relation,
     release_target,
-    taken_over,
 )
+from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.errors import DltraceError, QueryError, SourceError
-from dltrace.names import rows_relation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,8 +34,9 @@ def owns(obj: Any) -> bool:
 
 
 def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
-    """Register the dl_* functions on a user's own connection (see :mod:`dltrace.engines.duckdb_udfs`)."""
-    duckdb_udfs.install(con)
+    """Register the dl_* functions on a user's own connection (see :mod:`dltrace.engines.duckdb_udfs`): theirs
+    from then on, never dropped by a session."""
+    installed_by_user(con, duckdb_udfs.install(con))
 
 
 def _table(name: str) -> exp.Table:
@@ -83,11 +80,23 @@ class DuckDBEngine:
         self.con = connection if connection is not None else duckdb.connect(":memory:")
         if self._owned:
             self.con.execute("SET enable_progress_bar = false")
+        self._settings = Settings()  # what dltrace set on a user's connection, put back at close
         if threads:
+            if not self._owned:
+                self._settings.record("threads", self._setting("threads"), int(threads))
             self.con.execute(f"SET threads = {int(threads)}")
         self._arrow: dict[str, pa.Table] = {}
-        self._created: set[str] = set()  # every relation this engine made (and so may replace or drop)
+        self.made = Made(self.con, self, self.exists)  # every relation this engine made (it may replace or drop)
         self._installed = False
+
+    def _setting(self, key: str) -> Any:
+        return self.con.execute("SELECT current_setting(?)", [key]).fetchone()[0]
+
+    def fresh_name(self, base: str) -> str:
+        return self.made.fresh(base)
+
+    def rows_name(self, name: str) -> str:
+        return self.made.rows_name(name)
 
     def quote(self, name: str) -> str:
         return exp.to_identifier(name, quoted=True).sql(self.name)
@@ -103,23 +112,19 @@ class DuckDBEngine:
         if isinstance(source, NativeSource):
             raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
         if isinstance(source, ArrowSource) and RID not in source.table.column_names:
-            # Keep a reference: DuckDB scans the Arrow table in place.
-            self._arrow[name] = source.table
-            self.con.register(name, source.table)
-            self._made(name)
+            self._register_arrow(name, source.table)
             return
         self.drop(name)  # a registration replaced by one of another storage: a view may become a table
+        rows = self.made.new_rows_name(name)
         if isinstance(source, ArrowSource):
             if storage == "source":
-                self._arrow[rows_relation(name)] = source.table  # scanned in place: keep a reference
-                self.con.register(rows_relation(name), source.table)
-                self._made(rows_relation(name))
+                self._register_arrow(rows, source.table)
                 self._user_view(name, source.private)
                 return
-            staging = f"_dl_arrow_{name}"
+            staging = self.fresh_name(f"_dl_arrow_{name}")
             self.con.register(staging, source.table)
             try:
-                self._load_memory(name, exp.select("*").from_(_table(staging)), source.num_rows)
+                self._load_memory(rows, exp.select("*").from_(_table(staging)), source.num_rows)
             finally:
                 self.con.unregister(staging)
             self._user_view(name, source.private)
@@ -146,18 +151,25 @@ class DuckDBEngine:
             body = exp.union(body, part, distinct=False)
         try:
             if storage == "memory":
-                self._load_memory(name, body, source.num_rows)
+                self._load_memory(rows, body, source.num_rows)
             else:
-                self.create_view(rows_relation(name), body)
-            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows_relation(name))}").fetchall()]
+                self.create_view(rows, body)
+            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows)}").fetchall()]
             check_columns([n for n in names if n != RID])
             self._user_view(name)
         except duckdb.Error as e:
             self.drop(name)
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
 
-    def _load_memory(self, name: str, body: exp.Expression, num_rows: int) -> None:
-        """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage.
+    def _register_arrow(self, name: str, table: pa.Table) -> None:
+        self.made.check_free(name)
+        self._arrow[name] = table  # DuckDB scans the Arrow table in place: keep a reference
+        self.con.register(name, table)
+        self.made.add(name)
+
+    def _load_memory(self, rows: str, body: exp.Expression, num_rows: int) -> None:
+        """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage, as the
+        temporary table ``rows``.
 
         The rows relation is a native temporary table with ``dl_rid`` stored as a column; the user's ``name`` is
         the view over it without that column (DuckDB binds the view away and scans only the columns a query
@@ -180,13 +192,19 @@ class DuckDBEngine:
         if num_rows < 2**31:
             narrow = exp.alias_(exp.cast(exp.column(RID, quoted=True), "INTEGER"), RID, quoted=True)
             body = exp.select(exp.Star(replace=[narrow])).from_(body.subquery("_dl_loaded"))
-        self.materialize(rows_relation(name), body.sql(self.name))
+        self.materialize(rows, body.sql(self.name))
 
     def _user_view(self, name: str, private: tuple[str, ...] = ()) -> None:
         """``name`` as the user sees it: every column of its rows relation but ``dl_rid`` (and ``private``)."""
         view = exp.select(exp.Star(except_=[exp.column(c, quoted=True) for c in (RID, *private)])).from_(
-            _table(rows_relation(name)))
+            _table(self.rows_name(name)))
         self.create_view(name, view)
+
+    @_engine_errors(QueryError)
+    def register_view(self, name: str, query: exp.Expression, columns: list[str]) -> None:
+        rows = self.made.new_rows_name(name)
+        self.create_view(rows, query)
+        self.create_view(name, exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(_table(rows)))
 
     # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
     @_engine_errors(QueryError)
@@ -199,14 +217,10 @@ class DuckDBEngine:
     def created(self, name: str) -> bool:
         """Did this engine make relation ``name`` (so that it may replace or drop it), and is it still its own
         (another dltrace session on the same connection may have taken the name over)?"""
-        return name in self._created and holds_relation(self.con, name, self)
+        return self.made.holds(name)
 
     def taken_over(self, name: str) -> bool:
-        return taken_over(self.con, name, self)
-
-    def _made(self, name: str) -> None:
-        self._created.add(name)
-        claim_relation(self.con, name, self)
+        return self.made.taken_over(name)
 
     def _relation_kinds(self, name: str) -> list[str]:
         found = self.con.execute(
@@ -217,9 +231,10 @@ class DuckDBEngine:
     @_engine_errors(QueryError)
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
+        self.made.check_free(name)
         self.con.execute(exp.Create(this=_table(name), kind="VIEW", replace=True, expression=query,
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
-        self._made(name)
+        self.made.add(name)
 
     @_engine_errors(SourceError)
     def adopt(self, name: str) -> None:
@@ -236,7 +251,7 @@ class DuckDBEngine:
         rid = exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)), RID,
                          quoted=True)
         body = exp.select("*", rid).from_(_table(name))
-        self.materialize(rows_relation(name), body.sql(self.name))
+        self.materialize(self.made.new_rows_name(name), body.sql(self.name))
 
     @_engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:
@@ -311,44 +326,45 @@ class DuckDBEngine:
 
     @_engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:
+        self.made.check_free(name)
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
-        self._made(name)
+        self.made.add(name)
 
     def drop(self, name: str) -> None:
         """Drop relation ``name`` and its rows relation, when this engine made them (never a user's)."""
-        for relation in (name, rows_relation(name)):
-            if relation not in self._created:
+        for relation in (name, self.made.rows.get(name)):
+            if relation is None or not self.made.forget(relation):
                 continue
-            self._created.discard(relation)
-            if not holds_relation(self.con, relation, self):
-                continue  # another dltrace session on this connection took it over: its, not ours, to drop
-            release_relation(self.con, relation, self)
             if self._arrow.pop(relation, None) is not None:
                 self.con.unregister(relation)
                 continue
-            kind = self.con.execute(
-                "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [relation]
-            ).fetchall()
+            # (every relation dltrace makes is temporary: the temp catalog's, never a user's of the same name)
+            kind = self.con.execute("SELECT table_type FROM information_schema.tables WHERE table_catalog = 'temp' "
+                                    "AND table_name = ?", [relation]).fetchall()
             if kind:
                 what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
-                self.con.execute(f"DROP {what} IF EXISTS {self.quote(relation)}")
+                self.con.execute(f"DROP {what} IF EXISTS temp.main.{self.quote(relation)}")
 
     @_engine_errors(QueryError)
     def install_functions(self) -> None:
         if self._installed:
             return
-        duckdb_udfs.install(self.con)
+        use_functions(self.con, self, duckdb_udfs.install(self.con))
         self._installed = True
 
     def close(self) -> None:
-        """Close the connection dltrace opened; on a user's connection, drop only what this engine made."""
+        """Close the connection dltrace opened; on a user's connection, drop only what this engine made (its
+        relations, the dl_* functions when no other session on it uses them) and put back what it set."""
         if self._owned:
             self.con.close()
             release_target(self.con)
             return
         try:
-            for relation in sorted(self._created, key=lambda r: r.startswith("_dl_rows_")):
+            rows = set(self.made.rows.values())
+            for relation in sorted(self.made.names, key=lambda r: r in rows):
                 self.drop(relation)  # views first (they read the rows relations)
+            duckdb_udfs.uninstall(self.con, release_functions(self.con, self))
+            self._settings.restore(self._setting, lambda key, value: self.con.execute(f"SET {key} = {value!r}"))
         except duckdb.ConnectionException:
             pass  # the user closed their connection: what dltrace made on it went with it
 

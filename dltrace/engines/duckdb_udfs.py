@@ -38,12 +38,14 @@ lists).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable
 
 import duckdb
 from duckdb import sqltypes as T
 
+from dltrace.errors import ReservedName
 from dltrace.udafs import bitmap_arrow as B
 from dltrace.udafs import sets_arrow
 
@@ -108,30 +110,77 @@ _MACROS = [
 ]
 
 
-def _registered(con: duckdb.DuckDBPyConnection) -> set[str]:
+# every name dltrace defines (public: the README documents them): a macro's name is the text before "("
+_MACRO_NAMES = tuple(m.split("(", 1)[0] for m in _MACROS)
+NAMES = (*_UDFS, *_MACRO_NAMES)
+
+
+def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, frozenset]:
+    """name -> its definitions on ``con`` (kind, parameters and their types, return type, a macro's body), for
+    every one of dltrace's names that the connection has, in any schema (a user's persistent macro, a temp one,
+    a Python function)."""
     rows = con.execute(
-        "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
-    ).fetchall()
-    return {r[0] for r in rows}
+        "SELECT function_name, function_type, parameters, parameter_types, return_type, macro_definition "
+        "FROM duckdb_functions() WHERE list_contains(?, function_name)", [list(NAMES)]).fetchall()
+    found: dict[str, set] = {}
+    for name, *definition in rows:
+        found.setdefault(name, set()).add(tuple(tuple(v) if isinstance(v, list) else v for v in definition))
+    return {name: frozenset(d) for name, d in found.items()}
 
 
-def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Register the dl_* functions on ``con`` (idempotent: a second call re-registers them).
+@functools.lru_cache(maxsize=1)
+def _own_definitions() -> dict[str, frozenset]:
+    """dltrace's functions as DuckDB lists them, read off a private connection they were installed on: a
+    function of one of these names is dltrace's when it is defined exactly so (installed by ``dltrace.install``,
+    another session on the connection, or on the parent of a cursor)."""
+    con = duckdb.connect()
+    try:
+        _create(con, NAMES)
+        return _definitions(con)
+    finally:
+        con.close()
 
-    The Python UDFs live in the database's catalog and are seen by every cursor of it; the macros are TEMP,
-    per connection: call this on each ``con.cursor()`` that runs dl_count/dl_contains/dl_to_list/dl_union.
-    """
-    present = _registered(con)
+
+def _create(con: duckdb.DuckDBPyConnection, names: tuple[str, ...] | set[str]) -> None:
     for name, (fn, params, ret) in _UDFS.items():
-        if name in present:
+        if name in names:
+            if any(p in (T.BLOB, _BLOB_LIST) for p in params):  # (a ValueError of the others is about no bitmap)
+                fn = _named(name, fn)
+            con.create_function(name, fn, params, ret, type="arrow", null_handling="special", side_effects=False)
+    for name, macro in zip(_MACRO_NAMES, _MACROS):
+        if name in names:
+            # TEMP: lives in the connection's temp catalog, so it is never persisted into a user's database file
+            # (where it would refer to Python UDFs that another process does not have).
+            con.execute(f"CREATE TEMP MACRO {macro}")
+
+
+def install(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Register the dl_* functions ``con`` does not have yet; returns the names it made (idempotent).
+
+    A function of one of dltrace's names defined otherwise (the user's) is refused, never replaced: dltrace's
+    SQL would call the user's function, and the user's SQL dltrace's. The Python UDFs live in the database's
+    catalog and are seen by every cursor of it; the macros are TEMP, per connection: call this on each
+    ``con.cursor()`` that runs dl_count/dl_contains/dl_to_list/dl_union.
+    """
+    present, own = _definitions(con), _own_definitions()
+    clash = sorted(name for name, definition in present.items() if definition != own[name])
+    if clash:
+        raise ReservedName(f"the DuckDB connection has function{'s' if len(clash) > 1 else ''} {', '.join(clash)} "
+                           "that dltrace did not define: dltrace's SQL calls its own dl_* functions and does not "
+                           "replace yours; rename or drop them, or give dltrace another connection")
+    missing = {name for name in NAMES if name not in present}
+    _create(con, missing)
+    return missing
+
+
+def uninstall(con: duckdb.DuckDBPyConnection, names: set[str]) -> None:
+    """Remove the functions of ``names`` that :func:`install` made on ``con`` (macros first: they call UDFs)."""
+    for name in _MACRO_NAMES:
+        if name in names:
+            con.execute(f"DROP MACRO IF EXISTS temp.{name}")
+    for name in _UDFS:
+        if name in names:
             try:
                 con.remove_function(name)
             except duckdb.Error:
-                continue  # registered through another connection to this database (a cursor's parent): keep it
-        if any(p in (T.BLOB, _BLOB_LIST) for p in params):  # (a ValueError of the others is about no bitmap)
-            fn = _named(name, fn)
-        con.create_function(name, fn, params, ret, type="arrow", null_handling="special", side_effects=False)
-    for macro in _MACROS:
-        # TEMP: lives in the connection's temp catalog, so it is never persisted into a user's database file
-        # (where it would refer to Python UDFs that another process does not have).
-        con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}")
+                pass  # gone with the connection's database already

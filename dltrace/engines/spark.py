@@ -27,16 +27,12 @@ from dltrace.engines.base import (
     ParquetSource,
     Source,
     check_storage,
-    claim_relation,
-    holds_relation,
-    release_relation,
     release_target,
-    taken_over,
 )
+from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
 from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame
 from dltrace.errors import QueryError, SourceError
-from dltrace.names import rows_relation
 
 
 def owns(obj: Any) -> bool:
@@ -46,8 +42,9 @@ def owns(obj: Any) -> bool:
 
 
 def install_functions_on(spark: Any) -> None:
-    """Register the dl_* functions on a user's own SparkSession (see :mod:`dltrace.engines.spark_udfs`)."""
-    spark_udfs.install(spark)
+    """Register the dl_* functions on a user's own SparkSession (see :mod:`dltrace.engines.spark_udfs`): theirs
+    from then on, never dropped by a session."""
+    installed_by_user(spark, spark_udfs.install(spark))
 
 
 def _cores(master: str) -> int:
@@ -70,23 +67,22 @@ class SparkEngine:
 
     def __init__(self, spark: Any = None, master: str = "local[*]", **conf: Any) -> None:
         self._owned = False
+        self._settings = Settings()  # what dltrace set on a session it did not build, put back at close
         if spark is None:
             from pyspark.sql import SparkSession
 
             spark = SparkSession.getActiveSession()
-            if spark is not None:
-                # One SparkContext per JVM: reuse the running session, leave its settings alone except the
-                # ones asked for here, and never stop it.
-                for k, v in conf.items():
-                    spark.conf.set(_conf_key(k), str(v))
-            else:
+            if spark is None:
                 spark = self._build(master, conf)
                 self._owned = True
-        elif conf:
+        if not self._owned:
+            # One SparkContext per JVM: a running session (the user's, or the active one) keeps its settings
+            # except the ones asked for here, which close() puts back; it is never stopped.
             for k, v in conf.items():
+                self._settings.record(_conf_key(k), spark.conf.get(_conf_key(k), None), str(v))
                 spark.conf.set(_conf_key(k), str(v))
         self.spark = spark
-        self._views: set[str] = set()
+        self.made = Made(spark, self, self.exists)  # every temp view this engine made (it may replace or drop)
         self._frames: dict[str, Any] = {}  # name -> DataFrame kept cached/checkpointed for that view
         self._installed = False
 
@@ -156,11 +152,26 @@ class SparkEngine:
             if keep:
                 self._frames[name] = df  # the frozen ids / cached rows live as long as the view
             if RID in df.columns:  # the user's columns as `name`, the rows with their ids privately
-                df.createOrReplaceTempView(self.quote(rows_relation(name)))  # parsed: quoted
-                self._made(rows_relation(name))
+                self._temp_view(self.made.new_rows_name(name), df)
                 df = df.drop(RID, *getattr(source, "private", ()))
-            df.createOrReplaceTempView(self.quote(name))
-            self._made(name)
+            self._temp_view(name, df)
+
+    def _temp_view(self, name: str, df: Any) -> None:
+        self.made.check_free(name)
+        df.createOrReplaceTempView(self.quote(name))  # parsed: quoted
+        self.made.add(name)
+
+    def fresh_name(self, base: str) -> str:
+        return self.made.fresh(base)
+
+    def rows_name(self, name: str) -> str:
+        return self.made.rows_name(name)
+
+    def register_view(self, name: str, query: exp.Expression, columns: list[str]) -> None:
+        rows = self.made.new_rows_name(name)
+        self.create_view(rows, query)
+        self.create_view(name, exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(
+            exp.Table(this=exp.to_identifier(rows, quoted=True))))
 
     # -- the user's relations: dltrace is a guest on a SparkSession passed in -----------------------------
     def exists(self, name: str) -> bool:
@@ -174,21 +185,18 @@ class SparkEngine:
     def created(self, name: str) -> bool:
         """Did this engine make temp view ``name`` (so that it may replace or drop it), and is it still its own
         (another dltrace session on the same SparkSession may have taken the name over)?"""
-        return name in self._views and holds_relation(self.spark, name, self)
+        return self.made.holds(name)
 
     def taken_over(self, name: str) -> bool:
-        return taken_over(self.spark, name, self)
-
-    def _made(self, name: str) -> None:
-        self._views.add(name)
-        claim_relation(self.spark, name, self)
+        return self.made.taken_over(name)
 
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temp view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
+        self.made.check_free(name)
         self.sql(exp.Create(this=exp.Table(this=exp.to_identifier(name, quoted=True)), kind="VIEW", replace=True,
                             expression=query, properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
                  .sql(self.name))
-        self._made(name)
+        self.made.add(name)
 
     def adopt(self, name: str) -> None:
         """Give the user's temp view or table ``name`` a rows relation with row ids (numbered in the DataFrame's
@@ -197,10 +205,10 @@ class SparkEngine:
             raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
         with quiet():
             df = native_frame(name, self.spark.table(self.quote(name)))
-            old = self._frames.pop(rows_relation(name), None)
-            self._frames[rows_relation(name)] = df
-            df.createOrReplaceTempView(self.quote(rows_relation(name)))
-            self._made(rows_relation(name))
+            rows = self.made.new_rows_name(name)
+            old = self._frames.pop(rows, None)
+            self._frames[rows] = df
+            self._temp_view(rows, df)
             _unpersist(old)
 
     def columns(self, name: str) -> dict[str, str]:
@@ -262,6 +270,7 @@ class SparkEngine:
         return frozenset()
 
     def materialize(self, name: str, text: str) -> None:
+        self.made.check_free(name)
         try:
             with quiet():
                 df = self.spark.sql(text).cache()
@@ -270,19 +279,16 @@ class SparkEngine:
             raise QueryError(f"Spark: {one_line(e)}") from None
         old = self._frames.pop(name, None)
         self._frames[name] = df
-        df.createOrReplaceTempView(self.quote(name))
-        self._made(name)
+        self._temp_view(name, df)
         _unpersist(old)
 
     def drop(self, name: str) -> None:
-        _unpersist(self._frames.pop(name, None))
-        for relation in (name, rows_relation(name)):
-            if relation not in self._views:
+        for relation in (name, self.made.rows.get(name)):
+            if relation is None:
                 continue
-            self._views.discard(relation)
-            if not holds_relation(self.spark, relation, self):
-                continue  # another dltrace session on this SparkSession took it over: its, not ours, to drop
-            release_relation(self.spark, relation, self)
+            _unpersist(self._frames.pop(relation, None))
+            if not self.made.forget(relation):
+                continue
             try:
                 with quiet():
                     self.spark.catalog.dropTempView(relation)
@@ -292,7 +298,7 @@ class SparkEngine:
     def install_functions(self) -> None:
         if self._installed:
             return
-        spark_udfs.install(self.spark)
+        use_functions(self.spark, self, spark_udfs.install(self.spark))
         self._installed = True
 
     def close(self) -> None:
@@ -304,8 +310,17 @@ class SparkEngine:
             self._owned = False
             release_target(self.spark)
             return
-        for view in list(self._views):
+        rows = set(self.made.rows.values())
+        for view in sorted(self.made.names, key=lambda r: r in rows):
             self.drop(view)
+        spark_udfs.uninstall(self.spark, release_functions(self.spark, self))
+        self._settings.restore(lambda key: self.spark.conf.get(key, None), self._put_setting)
+
+    def _put_setting(self, key: str, value: Any) -> None:
+        if value is None:
+            self.spark.conf.unset(key)
+        else:
+            self.spark.conf.set(key, value)
 
 
 def add_rids(spark: Any, table: str) -> None:

@@ -51,6 +51,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from dltrace.engines.guest import dltrace_functions
+from dltrace.errors import ReservedName
 from dltrace.udafs import bitmap_arrow as B
 
 
@@ -93,7 +95,37 @@ def _udfs() -> dict[str, Any]:
     }
 
 
-def install(spark: Any) -> None:
-    """Register the dl_* functions as temporary SQL functions of ``spark`` (idempotent: re-registering replaces)."""
-    for name, fn in _udfs().items():
-        spark.udf.register(name, fn)
+NAMES = ("dl_bitmap_build", "dl_bitmap_build64", "dl_bitmap_merge", "dl_bitmap_merge64", "dl_count", "dl_contains",
+         "dl_to_list", "dl_union")
+
+
+def install(spark: Any) -> set[str]:
+    """Register the dl_* functions ``spark`` does not have yet as its temporary SQL functions; returns the names
+    it made (idempotent).
+
+    A function of one of these names that dltrace did not make on this SparkSession (the user's) is refused,
+    never replaced: Spark's catalog cannot tell what a Python function computes, so only dltrace's own record
+    (:func:`dltrace.engines.guest.dltrace_functions`) says a function is dltrace's.
+    """
+    ours = dltrace_functions(spark)
+    present = {name for name in NAMES if spark.catalog.functionExists(name)}
+    clash = sorted(present - ours)
+    if clash:
+        raise ReservedName(f"the SparkSession has function{'s' if len(clash) > 1 else ''} {', '.join(clash)} that "
+                           "dltrace did not define: dltrace's SQL calls its own dl_* functions and does not replace "
+                           "yours; rename or drop them, or give dltrace another SparkSession")
+    udfs = _udfs()
+    missing = {name for name in NAMES if name not in present}
+    for name in NAMES:
+        if name in missing:
+            spark.udf.register(name, udfs[name])
+    return missing
+
+
+def uninstall(spark: Any, names: set[str]) -> None:
+    """Drop the temporary functions of ``names`` that :func:`install` made on ``spark``."""
+    for name in sorted(names):
+        try:
+            spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
+        except Exception:  # noqa: BLE001 - the session may be stopped already: its functions went with it
+            pass

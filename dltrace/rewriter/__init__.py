@@ -15,6 +15,7 @@ expression`` and never mutates its input unless told ``copy=False`` (the pipelin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Callable
 
 from sqlglot import exp
@@ -68,6 +69,19 @@ class Rewritten:
         """``(temporary table, its query)`` for each prelude, in order."""
         return [(name, generate(query, self.dialect)) for name, query in self.preludes]
 
+    def rename_preludes(self, fresh: Callable[[str], str]) -> None:
+        """Store each prelude under the name ``fresh`` gives for its own (the engine's: one no relation there has,
+        since the session creates them on a connection that may be the user's), read so in every tree too."""
+        renamed = {name: fresh(name) for name, _ in self.preludes}
+        renamed = {old: new for old, new in renamed.items() if old != new}
+        if not renamed:
+            return
+        for tree in (self.tree, self.shared, *(query for _, query in self.preludes)):
+            for table in tree.find_all(exp.Table) if tree is not None else ():
+                if not table.args.get("db") and table.name in renamed:
+                    table.set("this", exp.to_identifier(renamed[table.name]))
+        self.preludes = [(renamed.get(name, name), query) for name, query in self.preludes]
+
     def standalone_sql(self) -> str:
         """The query as one statement that runs without its preludes stored: each one a MATERIALIZED CTE ahead of
         the query's own (which may read it), evaluated once as the stored row is. What a user reads and can run
@@ -86,7 +100,7 @@ class Rewritten:
 
 def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", semantics: str = "witness",
                  schema: dict | None = None, table_rows: dict[str, int] | None = None,
-                 rows_relations: frozenset = frozenset(), composed: dict | None = None,
+                 rows_relations: Mapping[str, str] | frozenset = frozenset(), composed: dict | None = None,
                  shared_lineage: bool = False, finish_on_read: bool = False,
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
                  mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset()) -> Rewritten:
@@ -94,7 +108,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
     (table -> row count) picks 64-bit bitmaps for tables of 2^32 rows or more. ``rows_relations``: a
-    session's tables, whose row ids live in their private rows relations (others carry ``dl_rid`` themselves).
+    session's tables, whose row ids live in their private rows relations (table -> relation; others carry
+    ``dl_rid`` themselves).
     ``shared_lineage``: lineage common to every output row comes apart, as ``Rewritten.shared`` (a one-row
     query), instead of inside every row's lineage columns. ``finish_on_read``: for a reader that finishes the final
     columns (a session's result): bitmap columns may be left as id lists, for it to build

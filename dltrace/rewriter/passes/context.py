@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -19,7 +20,8 @@ class PassContext:
     semantics: str = "witness"  # "witness" | "control"
     on: OnSpec | None = None  # the query's LINEAGE ON clause, resolved
     wide: frozenset = frozenset()  # tables with >= 2^32 rows (64-bit bitmaps)
-    rows_relations: frozenset = frozenset()  # a session's tables: read their rids from their rows relations
+    # a session's tables: read their rids from their rows relations (table -> relation, or the tables alone)
+    rows_relations: Mapping[str, str] | frozenset = frozenset()
     # sources whose rows carry lineage already (a pipeline step's result): table -> ((base table, column), ...)
     composed: dict = field(default_factory=dict)
     # lineage every output row has (an uncorrelated scalar subquery's) as a separate one-row query, kept once by

@@ -1,0 +1,157 @@
+"""dltrace as a guest on a user's connection or SparkSession: what it creates there, and what it leaves.
+
+The rule: dltrace never replaces, drops or closes what it did not create. So every relation an engine makes
+gets a name no object of the user's has (:meth:`Made.fresh`: the catalog is asked first; a name a user reads,
+such as a registered table's, is checked by the catalog instead and refused), every one it creates is recorded
+(:meth:`Made.add`) and only those are replaced or dropped; the dl_* functions, whose names are public (README),
+are refused rather than renamed when the user has one of a name (the engines' ``*_udfs`` modules) and dropped by
+the last session that used them; a setting changed on the user's behalf is put back at close.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from dltrace.engines.base import claim_relation, holds_relation, made_by_dltrace, release_relation, taken_over
+from dltrace.errors import DltraceError, SessionClosed
+from dltrace.names import rows_relation
+
+
+class Made:
+    """The relations one engine made on ``target`` (a connection or SparkSession), and which relation holds each
+    registered table's rows with their ids (its name chosen when it is made: ``_dl_rows_<t>`` unless taken)."""
+
+    def __init__(self, target: Any, engine: Any, exists: Callable[[str], bool]) -> None:
+        self.target = target
+        self.engine = engine
+        self._exists = exists  # is there a relation of that name on the target, whoever made it?
+        self.names: set[str] = set()
+        self.rows: dict[str, str] = {}  # registered table -> its rows relation
+
+    def fresh(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``...: the first name no relation on the target has (a user's object
+        of dltrace's internal name is neither replaced nor shadowed: a temp relation would hide a persistent one)."""
+        for n in itertools.count():
+            name = base if n == 0 else f"{base}_{n}"
+            if not self._exists(name):
+                return name
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def rows_name(self, table: str) -> str:
+        """The relation holding registered ``table``'s rows with ``dl_rid``."""
+        return self.rows.get(table) or rows_relation(table)
+
+    def new_rows_name(self, table: str) -> str:
+        """The name to (re)make ``table``'s rows relation under: its current one when this engine holds it."""
+        current = self.rows.get(table)
+        if current is None or not self.holds(current):
+            current = self.rows[table] = self.fresh(rows_relation(table))
+        return current
+
+    def check_free(self, name: str) -> None:
+        """Refuse to create ``name`` over a relation no dltrace session made (the last guard: callers pick fresh
+        names, and the catalog refuses a user's name before it gets here)."""
+        if self._exists(name) and not made_by_dltrace(self.target, name):
+            raise DltraceError(f"{name!r} exists on the connection and is not dltrace's: dltrace does not replace "
+                               "it (rename it, or give dltrace another connection)")
+
+    def add(self, name: str) -> None:
+        self.names.add(name)
+        claim_relation(self.target, name, self.engine)
+
+    def holds(self, name: str) -> bool:
+        """Did this engine make ``name``, and is it still its own (no other dltrace session took it over)?"""
+        return name in self.names and holds_relation(self.target, name, self.engine)
+
+    def taken_over(self, name: str) -> bool:
+        return taken_over(self.target, name, self.engine)
+
+    def forget(self, name: str) -> bool:
+        """Forget ``name``; True when the engine should drop it now (it made it and still holds it)."""
+        if name not in self.names:
+            return False
+        self.names.discard(name)
+        for table in [t for t, r in self.rows.items() if r == name]:
+            del self.rows[table]
+        if not holds_relation(self.target, name, self.engine):
+            return False  # another dltrace session on this target took it over: its, not ours, to drop
+        release_relation(self.target, name, self.engine)
+        return True
+
+
+# The dl_* functions dltrace sessions installed on each connection / SparkSession, shared by every session there:
+# id(target) -> [target, names a session made, names the user's install() made, the engines using them]. The
+# last session to close drops what sessions made; what the user's own dltrace.install made stays theirs.
+_FUNCTIONS: dict[int, list[Any]] = {}
+
+
+def _entry(target: Any) -> list[Any]:
+    entry = _FUNCTIONS.get(id(target))
+    if entry is None or entry[0] is not target:  # (an id Python gave again to a later object)
+        entry = _FUNCTIONS[id(target)] = [target, set(), set(), set()]
+    return entry
+
+
+def dltrace_functions(target: Any) -> set[str]:
+    """The dl_* functions on ``target`` that dltrace made (a session's or the user's ``dltrace.install``)."""
+    entry = _FUNCTIONS.get(id(target))
+    return entry[1] | entry[2] if entry is not None and entry[0] is target else set()
+
+
+def use_functions(target: Any, engine: Any, made: set[str]) -> None:
+    """``engine`` uses dltrace's functions on ``target``, of which it made ``made`` now."""
+    entry = _entry(target)
+    entry[1] |= made
+    entry[3].add(engine)
+
+
+def installed_by_user(target: Any, made: set[str]) -> None:
+    """The user's ``dltrace.install(target)``: the functions are theirs now, no session drops them."""
+    entry = _entry(target)
+    entry[2] |= made | entry[1]
+    entry[1].clear()
+
+
+def release_functions(target: Any, engine: Any) -> set[str]:
+    """``engine`` closes: the functions sessions made on ``target``, to drop when it was the last using them."""
+    entry = _FUNCTIONS.get(id(target))
+    if entry is None or entry[0] is not target:
+        return set()
+    entry[3].discard(engine)
+    if entry[3]:
+        return set()
+    made = set(entry[1])
+    entry[1].clear()
+    if not entry[2]:
+        del _FUNCTIONS[id(target)]
+    return made
+
+
+class Settings:
+    """Settings dltrace set on a user's connection / SparkSession for them (``threads=``, Spark ``conf``), and
+    their values before: put back at close, unless the user changed the setting since."""
+
+    def __init__(self) -> None:
+        self.changed: dict[str, tuple[Any, Any]] = {}  # setting -> (the user's value, dltrace's)
+
+    def record(self, key: str, before: Any, ours: Any) -> None:
+        self.changed.setdefault(key, (before, ours))
+
+    def restore(self, current: Callable[[str], Any], put: Callable[[str, Any], None]) -> None:
+        for key, (before, ours) in self.changed.items():
+            if str(current(key)) == str(ours):
+                put(key, before)
+        self.changed.clear()
+
+
+class ClosedEngine:
+    """What a closed session's catalog holds instead of its engine: every use says the session is closed (not the
+    engine's error about a connection it no longer has, nor a stale name)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise SessionClosed("this dltrace session is closed: open a new one with dltrace.connect(...)")
