@@ -139,6 +139,12 @@ WITNESSES = [
     ("SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM u WHERE c > 8)) AS n FROM t WHERE a > 100", [((0,), L())]),
     ("SELECT a, count(*) FILTER (WHERE b - 10 > (SELECT max(c) FROM u)) AS n FROM t GROUP BY a",
      [((1, 0), L([0])), ((2, 1), L([1, 3], [0, 1, 2, 3])), ((None, 1), L([2], [0, 1, 2, 3]))]),
+    # a HAVING subquery over the group's keys is read in the WHERE (passes/having_to_where.py; it was refused): its
+    # witnesses are the group's, here u's a = 2 rows (0, 3) for the a = 2 group (t rows 1, 3)
+    ("SELECT a, count(*) AS n FROM t GROUP BY a HAVING EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+     [((2, 2), L([1, 3], [0, 3]))]),
+    ("SELECT a, count(*) AS n FROM t GROUP BY a HAVING count(*) < 2 AND a NOT IN (SELECT u.a FROM u WHERE u.c > t.a "
+     "AND u.a IS NOT NULL)", [((1, 1), L([0])), ((None, 1), L([2]))]),
     # under an aggregate over zero rows, a WHERE subquery gives nothing to the one output row
     ("SELECT count(*) AS n FROM t WHERE b > (SELECT max(c) FROM u) + 100", [((0,), L())]),
     ("SELECT count(*) AS n FROM (SELECT a FROM t WHERE b > (SELECT max(c) FROM u) + 100) AS x", [((0,), L())]),
