@@ -196,6 +196,12 @@ def test_spark_guest_takes_no_name_and_puts_settings_back(spark_session):
         s.run(BY_REGION.format(t="sales"), lineage="bitmap").register("q")
     s.close()
     assert spark.sql("SELECT dl_count(1)").collect()[0][0] == 1
+    # a registered table's view the user replaced since is theirs: close() leaves it
+    s = dltrace.connect("spark", spark=spark)
+    s.register("regs", SALES)
+    spark.createDataFrame([("e", 99)], "region string, amount long").createOrReplaceTempView("regs")
+    s.close()
+    assert [tuple(r) for r in spark.table("regs").collect()] == [("e", 99)]
 
 
 def test_a_volatile_query_runs_once_per_call(user_con):
@@ -349,3 +355,15 @@ def test_a_closed_session_says_so(user_con):
         with pytest.raises(dltrace.SessionClosed, match="this dltrace session is closed"):
             use()
     assert r.lineage(0) == {"t": [3]}  # what the result holds is still there
+
+
+def test_a_registered_name_the_user_replaced_stays_theirs(user_con):
+    """The user replaces the view dltrace made for a registered table (CREATE OR REPLACE): it is theirs now -- close() leaves it, and dltrace does not register over it again
+    (a Spark tester's probe: close dropped the user's view by name)."""
+    s = dltrace.connect("duckdb", connection=user_con)
+    s.register("mine", SALES)
+    user_con.sql("CREATE OR REPLACE TEMP VIEW mine AS SELECT 'e' AS region, 99 AS amount")
+    with pytest.raises(dltrace.DltraceError, match="is not dltrace's"):
+        s.register("mine", SALES, replace=True)
+    s.close()
+    assert user_con.sql("SELECT * FROM mine").fetchall() == [("e", 99)]

@@ -86,7 +86,7 @@ class DuckDBEngine:
                 self._settings.record("threads", self._setting("threads"), int(threads))
             self.con.execute(f"SET threads = {int(threads)}")
         self._arrow: dict[str, pa.Table] = {}
-        self.made = Made(self.con, self, self.exists)  # every relation this engine made (it may replace or drop)
+        self.made = Made(self.con, self, self.exists, self._catalog_id)  # every relation this engine made
         self._installed = False
 
     def _setting(self, key: str) -> Any:
@@ -221,6 +221,14 @@ class DuckDBEngine:
 
     def taken_over(self, name: str) -> bool:
         return self.made.taken_over(name)
+
+    def _catalog_id(self, name: str) -> int | None:
+        """The catalog id of temporary relation ``name`` (a view, a table, a registered Arrow object): a new one
+        each time the name is made again."""
+        found = self.con.execute(
+            "SELECT view_oid FROM duckdb_views() WHERE temporary AND view_name = $1 UNION ALL "
+            "SELECT table_oid FROM duckdb_tables() WHERE temporary AND table_name = $1", [name]).fetchall()
+        return found[0][0] if found else None
 
     def _relation_kinds(self, name: str) -> list[str]:
         found = self.con.execute(

@@ -23,10 +23,15 @@ class Made:
     """The relations one engine made on ``target`` (a connection or SparkSession), and which relation holds each
     registered table's rows with their ids (its name chosen when it is made: ``_dl_rows_<t>`` unless taken)."""
 
-    def __init__(self, target: Any, engine: Any, exists: Callable[[str], bool]) -> None:
+    def __init__(self, target: Any, engine: Any, exists: Callable[[str], bool],
+                 identity: Callable[[str], Any] | None = None) -> None:
         self.target = target
         self.engine = engine
         self._exists = exists  # is there a relation of that name on the target, whoever made it?
+        # what tells the relation of a name dltrace made from one the user made in its place since (a user's
+        # createOrReplaceTempView / CREATE OR REPLACE over a registered table's view): its catalog id
+        self._identity = identity
+        self._made_as: dict[str, Any] = {}
         self.names: set[str] = set()
         self.rows: dict[str, str] = {}  # registered table -> its rows relation
 
@@ -53,13 +58,24 @@ class Made:
     def check_free(self, name: str) -> None:
         """Refuse to create ``name`` over a relation no dltrace session made (the last guard: callers pick fresh
         names, and the catalog refuses a user's name before it gets here)."""
-        if self._exists(name) and not made_by_dltrace(self.target, name):
+        if self._exists(name) and (not made_by_dltrace(self.target, name) or self.replaced_by_user(name)):
             raise DltraceError(f"{name!r} exists on the connection and is not dltrace's: dltrace does not replace "
                                "it (rename it, or give dltrace another connection)")
 
     def add(self, name: str) -> None:
         self.names.add(name)
         claim_relation(self.target, name, self.engine)
+        if self._identity is not None:
+            self._made_as[name] = self._identity(name)
+
+    def replaced_by_user(self, name: str) -> bool:
+        """Was ``name`` made again, since this engine made it, by someone other than dltrace (the user)?"""
+        if self._identity is None or name not in self._made_as:
+            return False
+        try:
+            return self._identity(name) != self._made_as[name]
+        except Exception:  # noqa: BLE001 - a target that cannot say: the name stays as it is
+            return True
 
     def holds(self, name: str) -> bool:
         """Did this engine make ``name``, and is it still its own (no other dltrace session took it over)?"""
@@ -77,6 +93,11 @@ class Made:
             del self.rows[table]
         if not holds_relation(self.target, name, self.engine):
             return False  # another dltrace session on this target took it over: its, not ours, to drop
+        if self.replaced_by_user(name):
+            self._made_as.pop(name, None)
+            release_relation(self.target, name, self.engine)
+            return False  # the user made their own relation of this name since: theirs, not ours, to drop
+        self._made_as.pop(name, None)
         release_relation(self.target, name, self.engine)
         return True
 

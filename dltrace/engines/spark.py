@@ -82,7 +82,7 @@ class SparkEngine:
                 self._settings.record(_conf_key(k), spark.conf.get(_conf_key(k), None), str(v))
                 spark.conf.set(_conf_key(k), str(v))
         self.spark = spark
-        self.made = Made(spark, self, self.exists)  # every temp view this engine made (it may replace or drop)
+        self.made = Made(spark, self, self.exists, self._view_plan)  # every temp view this engine made
         self._frames: dict[str, Any] = {}  # name -> DataFrame kept cached/checkpointed for that view
         self._installed = False
 
@@ -160,6 +160,20 @@ class SparkEngine:
         self.made.check_free(name)
         df.createOrReplaceTempView(self.quote(name))  # parsed: quoted
         self.made.add(name)
+
+    def _view_plan(self, name: str) -> Any:
+        """What temp view ``name`` is: its SQL text, or the hash of the plan a DataFrame's view stores (Spark keeps
+        that plan object, so the hash is the same until the view is made again); another when the user replaced
+        it. None where the JVM is not at hand (Spark Connect): there a replaced view is not told apart."""
+        try:
+            view = self.spark._jsparkSession.sessionState().catalog().getTempView(name)
+            if view.isEmpty():
+                return None
+            plan = view.get()
+            text = plan.desc().viewText()  # (a SQL view holding a Python UDF hashes anew at each read: not its text)
+            return text.get() if text.isDefined() else plan.hashCode()
+        except Exception:  # noqa: BLE001 - not a classic session, or another Spark's catalog: cannot tell
+            return None
 
     def fresh_name(self, base: str) -> str:
         return self.made.fresh(base)
