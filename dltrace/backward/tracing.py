@@ -20,7 +20,9 @@ from sqlglot import exp
 
 from dltrace.backward.segment_sql import Prov, SegmentSql, col, subquery, table_ref
 from dltrace.backward.segments import Node, scope_env
+from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.build import add_join
+from dltrace.rewriter.parse import position
 
 TID = "_dl_tid"
 
@@ -48,6 +50,11 @@ class Builder(SegmentSql):
         if node.kind == "agg":
             match = [k.copy() for k in (select.args["group"].expressions if select.args.get("group") else [])]
         else:
+            several = next((e for e in select.expressions if isinstance(e, exp.Aliases)), None)
+            if several is not None:  # (its columns are not one expression each for a row to be matched by)
+                raise UnsupportedQuery(f"backward tracing of a generator giving several columns in the SELECT list "
+                                       f"(`posexplode(x) AS (a, b)`) is not supported, at {position(several)}: "
+                                       f"forward lineage (run) reads it, or trace it from a derived table")
             match = [e.unalias().copy() for e in select.expressions]
         projection = [exp.alias_(m, f"_dl_k{j}", quoted=True) for j, m in enumerate(match)]
         if node.array_col is not None:
