@@ -137,6 +137,13 @@ class SegmentSql:
                                            f"in place (outside a WHERE conjunct, or over a subquery with QUALIFY, a window or unnest) is not "
                                            f"supported, at "
                                            f"{position(use.operand)}")
+                qualify = use.query.find(exp.Qualify)
+                if qualify is not None:
+                    # a QUALIFY keeps the rows its window numbers first, the engine's choice among tied rows: this
+                    # evaluation may keep another tied row than the query's (the grown generator: an EXISTS over
+                    # `QUALIFY row_number() ... = 1` gave one row of four equal ones)
+                    raise UnsupportedQuery(f"backward tracing of a subquery with QUALIFY kept in a clause is not "
+                                           f"supported, at {position(qualify)}: forward lineage (run) reads it")
                 if global_aggregate_row(new, use.clause):
                     # its one row exists over zero input rows too, where no traced input row would carry it
                     raise UnsupportedQuery(f"backward tracing of a subquery in the SELECT list or HAVING of an "
