@@ -176,14 +176,20 @@ def test_grouped_lookups_by_hand(s):
     # reached for it (the long generator profile); the engine evaluates the lookup for every row that reaches it
     "SELECT t.a FROM t WHERE (SELECT u.c FROM u WHERE u.a = t.a) IS NULL",
     "SELECT t.a, count(*) FROM t GROUP BY t.a HAVING (SELECT u.c FROM u WHERE u.a = t.a) IS NULL",
-    # correlated by a range: backward tracing, which reads no domain, keeps the user's lookup in place (the MAX
-    # it kept there before had no error: it returned rows; found by a hunt)
+    # correlated by a range: forward lineage reads it over a domain; backward tracing, which reads no domain,
+    # refuses it (kept in place, its reverse queries evaluated it for other rows than the query: the MAX it kept
+    # there first had no error, found by a hunt; the user's lookup there raised where the query's plan did not, or
+    # answered where it raised, found by the long profile)
     "SELECT t.a FROM t WHERE NOT (t.b <> (SELECT u.c FROM u WHERE u.a >= t.a))",
 ])
 def test_lookup_of_two_rows_raises_as_the_engine_does(s, sql):
     with pytest.raises(Exception, match="(?i)more than one row"):
         s.sql(sql)
     for direction in (s.run, s.trace):
+        if direction == s.trace and ">=" in sql:
+            with pytest.raises(dltrace.UnsupportedQuery, match="lookup correlated by a range"):
+                direction(sql)
+            continue
         with pytest.raises(DltraceError, match="(?i)more than one row returned by a subquery"):
             direction(sql)
 

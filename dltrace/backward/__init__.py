@@ -34,6 +34,7 @@ from dltrace.rewriter import rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.scalar_lookups import KEPT_LOOKUP
 from dltrace.rewriter.shape import clock_call, random_call
 
 
@@ -109,6 +110,13 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
     if prepared.lineage_off:
         prepared = prepare(prepared.tree, context)  # still trace, to run the query the same way
     normal = prepared.tree
+    kept = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(KEPT_LOOKUP)), None)
+    if kept is not None:
+        # its reverse queries evaluate the lookup under other plans, for other rows than the query's: one raises
+        # "more than one row" where the other answers (the long generator profile: the trace returned rows)
+        raise UnsupportedQuery(f"backward tracing of a lookup correlated by a range, which the engine evaluates "
+                               f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
+                               f"lineage (run) reads it")
     expand_group_by_all(normal)
     tables = list(prepared.tables)
     number_nodes(normal)

@@ -54,6 +54,9 @@ RAISES = "dl_raises"
 CHECKED = "dl_checked"
 #: meta key of the CASE that guards a read of a lookup's value (its ELSE is the value)
 GUARD = "dl_lookup_guard"
+#: meta key of a lookup left as the user wrote it (not decorrelated: a range correlation outside forward lineage's
+#: domains), which backward tracing refuses
+KEPT_LOOKUP = "dl_kept_lookup"
 
 
 def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
@@ -101,7 +104,9 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
     made the user's comparison a join key, and a test of the subquery's columns alone was computed over groups no
     row joins (the NULL key's). A value sqlglot did not decorrelate (kept in place: a range correlation outside
     forward lineage's domains) is the user's lookup again, which the engine evaluates as written, its error its
-    own (the MAX of the kept piece had none: backward tracing returned rows where the engine raised; a hunt)."""
+    own (the MAX of the kept piece had none: backward tracing returned rows where the engine raised; a hunt),
+    marked ``meta[KEPT_LOOKUP]``: backward tracing refuses it, since its reverse queries evaluate it for the rows
+    their own plans reach, raising where the query did not or answering where it raised (the long profile)."""
     for select in [n for n in tree.find_all(exp.Select) if CHECKED in n.meta]:
         message = select.meta.pop(CHECKED)
         holder = select.parent
@@ -109,7 +114,9 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
         if not isinstance(join, exp.Join) or not select.args.get("group"):
             users = holder.meta.get(written_as) if isinstance(holder, exp.Subquery) else None
             if users is not None and not isinstance(holder.parent, (exp.Join, exp.From)):
-                holder.replace(users.copy())
+                kept = users.copy()
+                kept.meta[KEPT_LOOKUP] = True
+                holder.replace(kept)
             continue
         alias, outer = holder.alias_or_name, join.parent
         select.select(exp.alias_(exp.Count(this=exp.Star()), "_dl_rows", quoted=True), copy=False)
