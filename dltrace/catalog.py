@@ -204,11 +204,12 @@ class Catalog:
                 problems.append((t, "is no longer registered"))
             elif self.versions.get(t, 0) != version:
                 problems.append((t, "was registered again"))
-            elif files is not None and isinstance(src, ParquetSource) and _files_signature(src.files) != files:
-                now = _files_signature(src.files) or ()
-                diff = [f[0] for f in files if f not in now]
-                where = f" ({os.path.basename(diff[0])})" if diff else ""
-                problems.append((t, f"has files changed on disk{where}"))
+            elif files is not None and isinstance(src, ParquetSource):
+                now = _files_signature(src.files)
+                if now != files:
+                    diff = [f[0] for f in files if f not in (now or ())]
+                    where = f" ({os.path.basename(diff[0])})" if diff else ""
+                    problems.append((t, f"has files changed on disk{where}"))
         return problems
 
     def check_fresh(self, snapshot: dict[str, tuple], what: str) -> None:
@@ -227,11 +228,11 @@ class Catalog:
         if not self.view_groups:
             return
         read = {t.name.lower() for t in tree.find_all(exp.Table)}
+        rows = self.rows_relations()
         for group, made in self.view_groups.items():
             if read.isdisjoint(m.lower() for m in made):
                 continue
             snapshot = self.view_snapshots.get(group, {})
-            rows = self.rows_relations()
             joined = {t: v for t, v in snapshot.items() if t in read or rows.get(t, "").lower() in read}
             self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
 

@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns, source_names
+from dltrace.rewriter.rules.late_lineage import plain_keys
 from dltrace.rewriter.shape import aggregates, conjuncts, from_items, random_call
 
 # key types whose values GROUP BY merges only when they are identical (DuckDB's and Spark's names)
@@ -42,7 +43,7 @@ def having_to_where(expression: exp.Expression, context: PassContext, copy: bool
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for select in list(tree.find_all(exp.Select)):
         having = select.args.get("having")
-        if having is None or not _plain_group_by(select):
+        if having is None or not plain_keys(select) or select.args["group"].args.get("totals"):
             continue
         keys = _typed_keys(select, context.schema or {}, ctes)
         moved = [c for c in conjuncts(having.this) if c.find(exp.Query) is not None and _reads_only(c, select, keys)]
@@ -54,11 +55,6 @@ def having_to_where(expression: exp.Expression, context: PassContext, copy: bool
     return tree
 
 
-def _plain_group_by(select: exp.Select) -> bool:
-    group = select.args.get("group")
-    return group is not None and bool(group.expressions) and not any(
-        group.args.get(k) for k in ("all", "totals", "rollup", "cube", "grouping_sets")) and not any(
-        isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)) for e in group.expressions)
 
 
 def _typed_keys(select: exp.Select, schema: dict, ctes: set[str]) -> list[exp.Column]:

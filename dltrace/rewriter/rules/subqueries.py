@@ -340,8 +340,8 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
     for use in clause_subqueries(select, ctx.control):
         # inside an aggregate's argument or FILTER a subquery is evaluated per input row: its lineage is unioned
         # over the group like a WHERE subquery's (none for a global aggregate over no rows)
-        holder = use.query.parent if isinstance(use.query.parent, exp.Subquery) else use.query
-        in_aggregate = in_aggregate_argument(holder, select)
+        holder = use.query.parent if isinstance(use.query.parent, exp.Subquery) else None
+        in_aggregate = in_aggregate_argument(holder or use.query, select)
         per_group = global_aggregate_row(select, use.clause) and not in_aggregate
         if use.how == "witness":
             slots += witness_slots(select, use, ctx)
@@ -350,7 +350,6 @@ def predicate_slots(select: exp.Select, ctx: Context) -> list[Slot]:
                                  per_group=per_group)
             slots += [only_where(slot, use.condition) for slot in found]
         else:
-            holder = use.query.parent if isinstance(use.query.parent, exp.Subquery) else None
             slots += lineage_join(select, use.query.copy(), ctx,
                                   per_input_row=use.clause in ("where", "on") or in_aggregate,
                                   per_group=per_group, holder=holder)
