@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
+from dltrace.rewriter.passes.key_types import identity_keys
 from dltrace.rewriter.shape import aggregates, conjuncts, is_aggregate, one_row_aggregate, random_call, ungrouped
 
 
@@ -140,7 +141,7 @@ def split_aggregate_values(tree: exp.Expression) -> None:
         sub.replace(split)
 
 
-def read_group_constants_per_row(tree: exp.Expression) -> None:
+def read_group_constants_per_row(tree: exp.Expression, schema: dict | None, dialect: str) -> None:
     """A correlated scalar subquery of aggregates in the SELECT list or HAVING of ``SELECT ... GROUP BY k``
     whose outer columns are all GROUP BY keys of that SELECT, as ``MAX((subquery))``.
 
@@ -151,7 +152,10 @@ def read_group_constants_per_row(tree: exp.Expression) -> None:
     lineage reaches the group's row through the aggregation). Only plain keys count: a column under ROLLUP (...),
     CUBE (...) or GROUPING SETS (sqlglot keeps them among the keys), or under WITH ROLLUP / WITH TOTALS, is NULL
     in a subtotal whose rows' are not (and a SELECT with any of them, which may give a grand total of no rows, is
-    kept in place further on: :func:`_in_a_global_aggregate_row`); never over a global aggregate."""
+    kept in place further on: :func:`_in_a_global_aggregate_row`); never over a global aggregate. Only over keys
+    whose rows hold the very value the group has (:mod:`key_types`): over a DOUBLE key a group holds ``0.0`` and
+    ``-0.0``, and ``(SELECT ... WHERE u.s = CAST(t.x AS VARCHAR))`` read per row gave the two rows' answers
+    (MAX of them) where the engine gives the group's one."""
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
         if isinstance(sub.parent, (exp.Any, exp.All, exp.In, exp.Exists)):
@@ -170,6 +174,9 @@ def read_group_constants_per_row(tree: exp.Expression) -> None:
             continue
         if not all(any(c == key for key in group.expressions) for c in outer):
             continue  # (a column of another SELECT, or not a plain key: not constant over the group's rows)
+        identical = identity_keys(select, schema, dialect)
+        if not all(any(c == key for key in identical) for c in outer):
+            continue  # (a float, an interval or an unknown type: rows of a group may differ in the key)
         node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))
 
 

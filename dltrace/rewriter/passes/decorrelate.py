@@ -122,7 +122,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     split_aggregate_values(tree)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
         join_outer_domains(tree, REDUCTION, WRITTEN_AS)
-    read_group_constants_per_row(tree)
+    read_group_constants_per_row(tree, context.schema, context.dialect)
     read_scalars_in_expressions(tree)
     if context.late_witnesses and context.semantics == "witness":
         for holder in late_witness_exists(tree):  # left in place, their witnesses joined after the filter

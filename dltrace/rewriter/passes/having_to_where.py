@@ -8,31 +8,26 @@ Valid (same rows, same lineage) when the conjunct's value is the group's for eve
 aggregate, window or random function of its SELECT (an aggregate inside its subquery over the SELECT's columns is
 the SELECT's), and every column of the SELECT's own sources it reads --
 directly or as a correlation of a subquery -- is a plain GROUP BY key of a type whose grouped values are
-identical (integers, decimals, dates, timestamps, booleans, strings without a collation; not floats, whose
-0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then keeps or loses
+identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans, strings without a collation; not
+floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then keeps or loses
 all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the aggregates,
 windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is made or
 lost. Witnesses: a HAVING subquery's belong to the group's row, a WHERE subquery's to each input row, unioned
 over the group -- the same rows, since each row of the group evaluates it with the same keys. Only under a plain
 GROUP BY (not GROUPING SETS, ROLLUP, CUBE, ALL or WITH TOTALS, where a subtotal's key is NULL and its rows' are
-not), and only for a table whose column types the schema gives (a derived table's or a CTE's are not known).
+not), and only where sqlglot can tell the key's type (a base table's from the schema, a CTE's or a derived
+table's from its expression).
 """
 
 from __future__ import annotations
-
-import re
 
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns, source_names
+from dltrace.rewriter.passes.key_types import identity_keys
 from dltrace.rewriter.rules.late_lineage import plain_keys
-from dltrace.rewriter.shape import aggregates, conjuncts, from_items, random_call
-
-# key types whose values GROUP BY merges only when they are identical (DuckDB's and Spark's names)
-_IDENTICAL_WHEN_GROUPED = re.compile(
-    r"(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?\d*|LONG|SHORT|BYTE|DECIMAL(\(.*\))?|NUMERIC(\(.*\))?|DATE|BOOL(EAN)?"
-    r"|VARCHAR(\(\d+\))?|STRING|TEXT|TIMESTAMP(_NS|_MS|_S)?|TIMESTAMP_NTZ)")
+from dltrace.rewriter.shape import aggregates, conjuncts, random_call
 
 
 def having_to_where(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -40,12 +35,11 @@ def having_to_where(expression: exp.Expression, context: PassContext, copy: bool
                for s in expression.find_all(exp.Select)):
         return expression
     tree = exp.maybe_copy(expression, copy)
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for select in list(tree.find_all(exp.Select)):
         having = select.args.get("having")
         if having is None or not plain_keys(select) or select.args["group"].args.get("totals"):
             continue
-        keys = _typed_keys(select, context.schema or {}, ctes)
+        keys = identity_keys(select, context.schema, context.dialect)
         moved = [c for c in conjuncts(having.this) if c.find(exp.Query) is not None and _reads_only(c, select, keys)]
         if not moved:
             continue
@@ -53,23 +47,6 @@ def having_to_where(expression: exp.Expression, context: PassContext, copy: bool
         select.set("having", exp.Having(this=exp.and_(*[c.copy() for c in kept])) if kept else None)
         select.where(*[c.copy() for c in moved], copy=False)
     return tree
-
-
-
-
-def _typed_keys(select: exp.Select, schema: dict, ctes: set[str]) -> list[exp.Column]:
-    """The GROUP BY keys of ``select`` that are plain columns of a base table of a type grouped by identity."""
-    tables = {item.alias_or_name: item.name.lower() for item in from_items(select)
-              if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier) and item.name.lower() not in ctes}
-    keys = []
-    for key in select.args["group"].expressions:
-        if not isinstance(key, exp.Column) or key.table not in tables:
-            continue
-        columns = {c.lower(): t for c, t in schema.get(tables[key.table], {}).items()}
-        kind = str(columns.get(key.name.lower(), "")).upper().replace(" ", "")
-        if _IDENTICAL_WHEN_GROUPED.fullmatch(kind):
-            keys.append(key)
-    return keys
 
 
 def _reads_only(conjunct: exp.Expression, select: exp.Select, keys: list[exp.Column]) -> bool:

@@ -1,0 +1,48 @@
+"""Which GROUP BY keys group by identity: every row of a group holds the very same value of the key.
+
+Two passes read something over a group's keys once per input row rather than once per group
+(:mod:`having_to_where`, :func:`decorrelatable.read_group_constants_per_row`). That is the engine's value only
+when each row of the group holds the value the engine groups by. For integers, decimals (one scale per column),
+dates, timestamps, booleans and strings without a collation the rows of a group are identical. Not for floats:
+``0.0`` and ``-0.0`` are one group, and ``CAST(k AS VARCHAR)`` or ``1 / k`` tell them apart (DuckDB evaluates a
+subquery over the group's key once, with one of them; per row, each row gets its own). Nor intervals, where
+``INTERVAL 1 MONTH`` and ``INTERVAL 30 DAYS`` are one group, nor a type sqlglot cannot tell (an unknown
+function's result): refused there rather than risked.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from dltrace.rewriter.passes.qualify import schema_for
+
+T = exp.DataType.Type
+IDENTICAL_WHEN_GROUPED = frozenset({
+    T.TINYINT, T.SMALLINT, T.MEDIUMINT, T.INT, T.BIGINT, T.INT128, T.INT256, T.UTINYINT, T.USMALLINT, T.UMEDIUMINT,
+    T.UINT, T.UBIGINT, T.UINT128, T.UINT256, T.BIGDECIMAL, T.DECIMAL, T.DECIMAL32, T.DECIMAL64, T.DECIMAL128,
+    T.DECIMAL256, T.UDECIMAL, T.BOOLEAN, T.DATE, T.DATE32, T.DATETIME, T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMP_S,
+    T.TIMESTAMP_MS, T.TIMESTAMP_NS, T.VARCHAR, T.TEXT, T.CHAR, T.NCHAR, T.NVARCHAR, T.BPCHAR,
+})
+
+
+def identity_keys(select: exp.Select, schema: dict | None, dialect: str) -> list[exp.Column]:
+    """The GROUP BY keys of ``select`` (plain columns, nodes of ``select`` itself) whose type groups by identity,
+    typed by sqlglot over the whole query (a CTE's or derived table's column takes its expression's type).
+
+    Valid on a qualified tree; reads a copy (annotating types sets them on every node it visits)."""
+    group = select.args.get("group")
+    if group is None or schema is None or not any(isinstance(k, exp.Column) for k in group.expressions):
+        return []
+    root = select.root()
+    twin_root = root.copy()
+    index = next(i for i, s in enumerate(root.find_all(exp.Select)) if s is select)
+    twin = list(twin_root.find_all(exp.Select))[index]
+    try:
+        annotate_types(twin_root, schema=schema_for(twin_root, schema, dialect), dialect=dialect)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return []  # (no types: nothing is known to group by identity)
+    return [key for key, typed in zip(group.expressions, twin.args["group"].expressions)
+            if isinstance(key, exp.Column) and typed.type is not None and typed.type.this in IDENTICAL_WHEN_GROUPED
+            and not typed.type.args.get("collate")]
