@@ -503,6 +503,38 @@ def test_output_names_are_the_engines(s, lineage):
         assert s.run(sql, lineage=lineage).table.column_names == s.sql(sql).column_names
 
 
+MIXED_CASE = {"emp": {"deptId": "INT", "Salary": "INT"}, "Dept": {"deptId": "INT", "Name": "VARCHAR"}}
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT DEPTID, deptid AS x FROM emp ORDER BY DEPTID",
+    "SELECT e.deptId AS DeptKey, d.Name FROM emp AS e JOIN Dept AS d USING (deptId)",
+    "SELECT * FROM emp UNION SELECT deptId, 1 FROM Dept",
+    "SELECT *, DEPTID FROM emp",
+    "WITH c AS (SELECT deptId AS DeptX FROM emp) SELECT deptx, count(*) AS N FROM c GROUP BY deptx",
+    'SELECT deptId AS "Mixed Case", salary FROM emp',
+])
+def test_rewrite_names_its_columns_as_the_engine_names_the_querys(sql):
+    """dltrace.rewrite's SQL, run on tables that carry dl_rid, names the query's columns as the query run as
+    written does (sqlglot's normalisation lower-cased them: `deptId` came back as `deptid`). ("set": the bitmap
+    rewrite calls dltrace's functions, which a plain connection lacks; the names are the same.)"""
+    import duckdb
+
+    plain, instrumented = duckdb.connect(), duckdb.connect()
+    plain.execute('CREATE TABLE emp ("deptId" INT, "Salary" INT); CREATE TABLE Dept ("deptId" INT, "Name" VARCHAR)')
+    instrumented.execute('CREATE TABLE emp ("deptId" INT, "Salary" INT, dl_rid BIGINT); '
+                         'CREATE TABLE Dept ("deptId" INT, "Name" VARCHAR, dl_rid BIGINT)')
+    expected = [d[0] for d in plain.execute(sql).description]
+    got = [d[0] for d in instrumented.execute(dltrace.rewrite(sql, schema=MIXED_CASE)).description]
+    assert [g for g in got if not g.startswith("dl_")] == expected
+
+
+def test_rewrite_for_spark_names_a_bare_column_as_written():
+    # Spark names `SELECT DEPTID` as written (DuckDB as the table stores it); an alias is written in both
+    out = dltrace.rewrite("SELECT DEPTID, e.Salary AS Pay FROM emp AS e", schema=MIXED_CASE, dialect="spark")
+    assert "AS `DEPTID`" in out and "AS `Pay`" in out
+
+
 @pytest.mark.parametrize("sql,plain", [
     # a query that names dl_rid reads the rows relations, where `*` showed it and NATURAL joined on it (a review);
     # `plain`: the same over the user's tables with their ids in a column `rid` that `*` leaves out

@@ -25,6 +25,7 @@ from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import OnSpec
+from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.build_after_limit import build_after_limit
 from dltrace.rewriter.passes.build_on_read import build_on_read
@@ -189,7 +190,9 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     """Rewrite ``sql`` (written in ``read``, default ``dialect``) into ``dialect`` SQL with lineage columns."""
     tree = parse_query(sql, read or dialect)
     try:
-        return rewrite_tree(tree, dialect, strategy, semantics, schema).sql(pretty=pretty)
+        rewritten = rewrite_tree(tree, dialect, strategy, semantics, schema)
+        rewritten.tree = spell_output_names(rewritten.tree, tree, schema, dialect, len(rewritten.columns))
+        return rewritten.sql(pretty=pretty)
     except UnknownColumn as e:
         if schema is not None:
             raise
