@@ -32,6 +32,7 @@ from dltrace.plans import ForwardPlan
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
+from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
 
@@ -359,7 +360,10 @@ def plain_text(catalog: Catalog, tree: Any) -> str:
     schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
                           rows_relations=catalog.rows_relations())
-    return generate(plain_query(tree, context), catalog.dialect)
+    plain = plain_query(tree, context)
+    if schema is not None:  # qualified: its output names lower-cased, spelled back as the engine names them
+        plain = spell_output_names(plain, tree, schema, catalog.dialect, len(plain.selects))
+    return generate(plain, catalog.dialect)
 
 
 def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:

@@ -529,6 +529,21 @@ def test_rewrite_names_its_columns_as_the_engine_names_the_querys(sql):
     assert [g for g in got if not g.startswith("dl_")] == expected
 
 
+def test_a_query_reading_the_row_id_keeps_the_engines_spelling_of_its_names():
+    # it is qualified (its `*` leaves dl_rid out), which lower-cased every name: "MyQty" came back as myqty
+    session = dltrace.connect("duckdb")
+    try:
+        session.register("t", pa.table({"Store Name": ["a", "b"], "Qty": [1, 2]}))
+        sql = 'SELECT dl_rid, "Store Name", "Qty" AS "MyQty", qty FROM t WHERE dl_rid >= 0'
+        expected = ["dl_rid", "Store Name", "MyQty", "Qty"]
+        assert session.sql(sql).column_names == expected
+        for lineage in (None, "set", "bitmap"):
+            assert session.run(sql, lineage=lineage).table.column_names == expected
+        assert session.sql('SELECT * FROM t WHERE dl_rid = 1').column_names == ["Store Name", "Qty"]
+    finally:
+        session.close()
+
+
 def test_rewrite_for_spark_names_a_bare_column_as_written():
     # Spark names `SELECT DEPTID` as written (DuckDB as the table stores it); an alias is written in both
     out = dltrace.rewrite("SELECT DEPTID, e.Salary AS Pay FROM emp AS e", schema=MIXED_CASE, dialect="spark")
