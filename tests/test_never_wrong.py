@@ -91,6 +91,12 @@ WITNESSES = [
     ("SELECT a, a AS a2 FROM t INTERSECT SELECT c, c FROM u", [((1, 1), L([0], [3]))]),
     ("SELECT a, b FROM t EXCEPT SELECT 1, 1", [((1, 10), (("t", (0,)),)), ((2, 20), (("t", (1,)),)),
                                                 ((None, 30), (("t", (2,)),)), ((2, None), (("t", (3,)),))]),
+    # a LIMIT of one row inside EXISTS (passes/exists_limit.py; refused before): the same rows, and the pool of
+    # the rows the LIMIT chooses among (all of u's a = 2 rows, 0 and 3) as witnesses; NOT EXISTS has none
+    ("SELECT a, b FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a LIMIT 1)",
+     [((2, 20), L([1], [0, 3])), ((2, None), L([3], [0, 3]))]),
+    ("SELECT a, b FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a FETCH FIRST 1 ROWS ONLY)",
+     [((1, 10), L([0])), ((None, 30), L([2]))]),
     # t.a = 2 (rows 1, 3) is in u at rows 0 and 3; a NULL or unmatched a gets no witness
     ("SELECT a, a IN (SELECT a FROM u) AS f FROM t",
      [((1, None), L([0])), ((2, True), L([1], [0, 3])), ((None, None), L([2])), ((2, True), L([3], [0, 3]))]),

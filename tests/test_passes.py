@@ -26,6 +26,7 @@ from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
+from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
@@ -76,6 +77,7 @@ PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
+    "exists_limit.sql": (None, exists_limit, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),

@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.decorrelate import (
     has_decorrelated,
 )
 from dltrace.rewriter.passes.distinct_on import distinct_on
+from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
@@ -161,8 +162,9 @@ def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
 
-ANALYSIS_PASSES = (parenthesised, column_lists, semi_joins, distinct_on, known_aggregates, qualify, having_to_where,
-                   union_by_name, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (parenthesised, column_lists, semi_joins, exists_limit, distinct_on, known_aggregates, qualify,
+                   having_to_where, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses,
+                   explicit_cross_joins)
 
 
 @dataclass(frozen=True)
