@@ -91,6 +91,10 @@ WITNESSES = [
     ("SELECT a, a AS a2 FROM t INTERSECT SELECT c, c FROM u", [((1, 1), L([0], [3]))]),
     ("SELECT a, b FROM t EXCEPT SELECT 1, 1", [((1, 10), (("t", (0,)),)), ((2, 20), (("t", (1,)),)),
                                                 ((None, 30), (("t", (2,)),)), ((2, None), (("t", (3,)),))]),
+    # a LEFT JOIN's ON subquery over its right side alone filters that side (passes/outer_join_filters.py; refused
+    # before): u's row 3 (c 1) is not in the IN, so t's a = 2 rows join u's row 0 only, its witness u's row 0
+    ("SELECT t.a, u.c FROM t LEFT JOIN u ON u.a = t.a AND u.c IN (SELECT v.c FROM u AS v WHERE v.c > 5)",
+     [((1, None), L([0])), ((2, 7), L([1], [0])), ((None, None), L([2])), ((2, 7), L([3], [0]))]),
     # a LIMIT of one row inside EXISTS (passes/exists_limit.py; refused before): the same rows, and the pool of
     # the rows the LIMIT chooses among (all of u's a = 2 rows, 0 and 3) as witnesses; NOT EXISTS has none
     ("SELECT a, b FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a LIMIT 1)",
@@ -342,7 +346,9 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
 
 @pytest.mark.parametrize("sql,needle", [
     ("SELECT a FROM t ORDER BY (SELECT max(c) FROM u WHERE u.a = t.a)", "ORDER BY"),
-    ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
+    # (one reading the right side alone runs: passes/outer_join_filters.py; the left row is kept either way)
+    ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a AND t.b IN (SELECT c FROM u)", "outer join"),
+    ("SELECT t.a FROM t FULL JOIN u ON t.a = u.a AND u.c IN (SELECT c FROM u)", "outer join"),
     ("SELECT a, a IN (SELECT a FROM u WHERE u.c = t.b) AS f FROM t", "could not be decorrelated"),
     # a one-column USING after a RIGHT / FULL join that merged the column: sqlglot compares the first side's
     # column, NULL where the merged one is the right side's (the long generator profile: a row lost)

@@ -28,6 +28,7 @@ from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.having_to_where import having_to_where
+from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
@@ -81,6 +82,7 @@ PASSES = {
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
+    "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),

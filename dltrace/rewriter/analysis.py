@@ -40,6 +40,7 @@ from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
+from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.parenthesised import parenthesised
@@ -163,7 +164,7 @@ def _never(condition: exp.Expression | None) -> bool:
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, semi_joins, exists_limit, distinct_on, known_aggregates, qualify,
-                   having_to_where, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses,
+                   outer_join_filters, having_to_where, union_by_name, decorrelate, mark_witness_uses, read_array_witnesses,
                    explicit_cross_joins)
 
 
@@ -326,8 +327,9 @@ def direct_subqueries(select: exp.Select) -> list[tuple[str, exp.Expression, exp
             continue
         for holder, query in _holders_in(on, select):
             if _outer_on(joins, i):
-                raise UnsupportedQuery(f"a subquery in the ON clause of an outer join (or of a join followed by a "
-                                       f"RIGHT/FULL join) is not supported, at {position(holder)}")
+                raise UnsupportedQuery(f"a subquery in the ON clause of an outer join (but a LEFT JOIN's reading its "
+                                       f"right side alone), or of a join followed by a RIGHT/FULL join, is not "
+                                       f"supported, at {position(holder)}")
             found.append(("on", holder, query))
     return found
 
