@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import pyarrow as pa
 from sqlglot import exp
@@ -23,6 +23,14 @@ from dltrace.names import reserved_prefix
 from dltrace.plans import PlanCache
 
 T = TypeVar("T")
+
+
+class TableState(NamedTuple):
+    """What a result's row ids name in one table (:meth:`Catalog.snapshot`)."""
+
+    version: int  # the generation of its registration (Catalog.versions)
+    files: tuple | None  # parquet: each file's (path, size, mtime_ns); None: rows that cannot change
+    rows: int  # its row count: the ids are in [0, rows)
 
 
 class Catalog:
@@ -42,7 +50,7 @@ class Catalog:
         # name -> the generation of its current registration: a result keeps the ones of the tables it read
         # (snapshot), and reads of base rows through it are refused once one is registered again
         self.versions: dict[str, int] = {}
-        self.view_snapshots: dict[str, dict[str, tuple]] = {}  # a result's views (view_groups): its snapshot
+        self.view_snapshots: dict[str, dict[str, TableState]] = {}  # a result's views (view_groups): its snapshot
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
         # parquet tables read in place: (their files' paths, sizes and modification times, their columns then)
         self._columns_seen: dict[str, tuple[tuple, dict[str, str]]] = {}
@@ -182,9 +190,9 @@ class Catalog:
         self.origins.pop(key, None)
 
     # -- which rows a result's ids name (stale lineage) ---------------------------------------------------------
-    def snapshot(self, tables: Iterable[str]) -> dict[str, tuple]:
-        """``{table: (registration, files)}`` of the registered ``tables`` now: what a result's row ids name.
-        ``files``: a parquet table's ``(path, size, mtime)`` per file (a stat each: checked at every read of base
+    def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
+        """:class:`TableState` of the registered ``tables`` now: what a result's row ids name. ``files``: a
+        parquet table's ``(path, size, mtime)`` per file (a stat each: checked at every read of base
         rows, where a content hash would read the files); the others' rows cannot change under a registration
         (Arrow and CSV are in memory, a memory copy, an adopted relation and a Spark DataFrame are frozen)."""
         out = {}
@@ -192,27 +200,27 @@ class Catalog:
             src = self.tables.get(t)
             if src is not None:
                 files = _files_signature(src.files) if isinstance(src, ParquetSource) else None
-                out[t] = (self.versions.get(t, 0), files)
+                out[t] = TableState(self.versions.get(t, 0), files, self.num_rows(t))
         return out
 
-    def changed_since(self, snapshot: dict[str, tuple]) -> list[tuple[str, str]]:
+    def changed_since(self, snapshot: dict[str, TableState]) -> list[tuple[str, str]]:
         """``[(table, why)]`` for the tables of ``snapshot`` whose rows may no longer be the ones it names."""
         problems = []
-        for t, (version, files) in snapshot.items():
+        for t, state in snapshot.items():
             src = self.tables.get(t)
             if src is None:
                 problems.append((t, "is no longer registered"))
-            elif self.versions.get(t, 0) != version:
+            elif self.versions.get(t, 0) != state.version:
                 problems.append((t, "was registered again"))
-            elif files is not None and isinstance(src, ParquetSource):
+            elif state.files is not None and isinstance(src, ParquetSource):
                 now = _files_signature(src.files)
-                if now != files:
-                    diff = [f[0] for f in files if f not in (now or ())]
+                if now != state.files:
+                    diff = [f[0] for f in state.files if f not in (now or ())]
                     where = f" ({os.path.basename(diff[0])})" if diff else ""
                     problems.append((t, f"has files changed on disk{where}"))
         return problems
 
-    def check_fresh(self, snapshot: dict[str, tuple], what: str) -> None:
+    def check_fresh(self, snapshot: dict[str, TableState], what: str) -> None:
         """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
         than the ones the result's ids named when it was computed."""
         problems = self.changed_since(snapshot)

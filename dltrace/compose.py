@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
-from dltrace.catalog import Catalog
+from dltrace.catalog import Catalog, TableState
 from dltrace.engines import BITS64
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
@@ -138,7 +138,7 @@ def compose_traced(catalog: Catalog, lineage: dict[str, pa.ChunkedArray]) -> dic
 
 
 def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str],
-                   end_to_end: bool) -> dict[str, tuple]:
+                   end_to_end: bool) -> dict[str, TableState]:
     """The snapshot (:meth:`Catalog.snapshot`) of the tables a query reads and of its ``lineage`` tables, taken
     before it runs. A composed source read end to end stands for its base tables as they were when its lineage
     was computed (``based_on``: its rows carry those ids, so a base table's files rewritten since make this

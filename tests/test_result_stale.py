@@ -68,6 +68,22 @@ def test_views_joined_to_a_replaced_table(s):
     assert s.sql("SELECT row, rid FROM q_lineage_t ORDER BY 1, 2").num_rows == 4  # the ids alone
 
 
+def test_forward_checks_ids_against_the_table_the_result_read(s, tmp_path):
+    """The ids read as captured after the table is registered again (smaller): forward checks them against the
+    table's size when the result was computed (it refused the result's own rid 3, the new table having 2 rows);
+    a save loaded stale against the size saved."""
+    s.register("t", T)
+    r = s.run("SELECT k, v FROM t WHERE v >= 3 ORDER BY v")
+    r.save(tmp_path / "l")
+    s.register("t", T.slice(0, 2), replace=True)
+    assert r.lineage(1) == {"t": [3]} and r.forward("t", [3]) == [1]
+    with pytest.raises(dltrace.DltraceError, match=r"rid 4 is outside table 't' \(it has 4 rows\)"):
+        r.forward("t", [4])
+    with pytest.warns(UserWarning, match="stale"):
+        back = dltrace.load(tmp_path / "l", s, allow_stale=True)
+    assert back.forward("t", [2, 3]) == [0, 1]
+
+
 @pytest.mark.parametrize("storage", ["source", "memory"])
 def test_parquet_rewritten_on_disk(s, tmp_path, storage):
     """A parquet file rewritten under a registered table (no registration: found by its size and mtime)."""
