@@ -15,7 +15,8 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
-from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
+from dltrace.engines.base import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
+                                  parquet_metadata)
 from dltrace.engines.guest import ClosedEngine
 from dltrace.errors import (DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery,
                              check_flag, check_text)
@@ -54,6 +55,8 @@ class Catalog:
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
         # parquet tables read in place: (their files' paths, sizes and modification times, their columns then)
         self._columns_seen: dict[str, tuple[tuple, dict[str, str]]] = {}
+        # parquet tables: their files' stats when each file last had the row count its offsets hold
+        self._file_states: dict[str, tuple | None] = {}
 
     @property
     def dialect(self) -> str:
@@ -86,6 +89,8 @@ class Catalog:
         self._forget(key)
         if same_rows and version is not None:  # the same rows: results over them stay fresh (files: snapshot)
             self.versions[key] = version
+        if isinstance(resolved, ParquetSource):
+            self._file_states[key] = resolved.signature
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
 
@@ -186,6 +191,7 @@ class Catalog:
         self.plans.clear()
         self._counts.pop(key, None)
         self._columns_seen.pop(key, None)
+        self._file_states.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 
@@ -199,9 +205,13 @@ class Catalog:
         for t in tables:
             src = self.tables.get(t)
             if src is not None:
-                files = _files_signature(src.files) if isinstance(src, ParquetSource) else None
+                files = files_signature(src.files) if isinstance(src, ParquetSource) else None
                 out[t] = TableState(self.versions.get(t, 0), files, self.num_rows(t))
         return out
+
+    def _reads_files(self, name: str) -> bool:
+        """Is ``name`` a parquet table whose files queries and lookups read (not a copy of them in memory)?"""
+        return isinstance(self.tables.get(name), ParquetSource) and self.storage.get(name) == "source"
 
     def changed_since(self, snapshot: dict[str, TableState]) -> list[tuple[str, str]]:
         """``[(table, why)]`` for the tables of ``snapshot`` whose rows may no longer be the ones it names."""
@@ -213,12 +223,35 @@ class Catalog:
             elif self.versions.get(t, 0) != state.version:
                 problems.append((t, "was registered again"))
             elif state.files is not None and isinstance(src, ParquetSource):
-                now = _files_signature(src.files)
+                now = files_signature(src.files)
                 if now != state.files:
                     diff = [f[0] for f in state.files if f not in (now or ())]
                     where = f" ({os.path.basename(diff[0])})" if diff else ""
                     problems.append((t, f"has files changed on disk{where}"))
         return problems
+
+    def check_numbering(self, tables: Iterable[str]) -> None:
+        """Raise :class:`StaleLineage` before a query makes row ids of a parquet table read in place whose files
+        no longer hold the row counts its ids were numbered by. An id is its file's offset (the rows of the files
+        before it, counted at registration) plus the row's position in the file: a file with more or fewer rows
+        gives two rows one id, or ids past the table's count. A stat per file; a footer is read only for a file
+        whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions)."""
+        for t in dict.fromkeys(tables):
+            if not self._reads_files(t):
+                continue
+            src, known = self.tables[t], self._file_states.get(t)
+            now = files_signature(src.files)
+            if now is None or now == known:
+                continue  # (a file gone: the engine's scan says which)
+            unchanged = set(known or ())
+            for entry, counted in zip(now, src.file_rows):
+                found = counted if entry in unchanged else parquet_metadata(entry[0]).num_rows
+                if found != counted:
+                    raise StaleLineage(
+                        f"table {t!r} has files changed on disk since it was registered ({os.path.basename(entry[0])}"
+                        f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
+                        f"and would no longer name one row each; register it again")
+            self._file_states[t] = now
 
     def check_fresh(self, snapshot: dict[str, TableState], what: str) -> None:
         """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
@@ -258,7 +291,7 @@ class Catalog:
         footers, 2 ms a table at every query (TPC-H over parquet: 3% of the queries' time). Other sources are
         asked each time."""
         source = self.tables.get(name)
-        signature = _files_signature(source.files) if isinstance(source, ParquetSource) else None
+        signature = files_signature(source.files) if isinstance(source, ParquetSource) else None
         seen = self._columns_seen.get(name)
         if signature is not None and seen is not None and seen[0] == signature:
             return dict(seen[1])
@@ -331,12 +364,3 @@ class Catalog:
         name = self.engine.name
         self.engine.close()
         self.engine = ClosedEngine(name)
-
-
-def _files_signature(files: tuple[str, ...]) -> tuple | None:
-    """``(path, size, modification time in ns)`` of each file, or None when one cannot be read (the engine then
-    says what is wrong)."""
-    try:
-        return tuple((f, st.st_size, st.st_mtime_ns) for f in files for st in [os.stat(f)])
-    except OSError:
-        return None

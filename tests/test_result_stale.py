@@ -148,6 +148,100 @@ def test_adopted_relation_changed_behind_dltrace(tmp_path):
     s3.close()
 
 
+PARTS = {"a.parquet": [1, 2], "b.parquet": [3, 4]}
+
+
+@pytest.mark.parametrize("grown, rows, counts", [("a.parquet", [1, 2, 9], "3 rows, 2 then"),
+                                                 ("b.parquet", [3, 4, 9], "3 rows, 2 then"),
+                                                 ("b.parquet", [3], "1 rows, 2 then")])
+def test_parquet_read_in_place_whose_file_counts_changed(s, tmp_path, grown, rows, counts):
+    """An id of parquet read in place is its file's offset (counted at registration) plus its position in the
+    file: once a file holds another number of rows, every query that would make ids refuses, before making them
+    (a first file grown gave two rows one id; a last one ids past the table, which its own reads refused)."""
+    for name, ks in PARTS.items():
+        pq.write_table(pa.table({"k": ks}), tmp_path / name)
+    s.register("t", str(tmp_path))
+    query = "SELECT k FROM t WHERE k >= 2 ORDER BY k"
+    r = s.run(query)
+    pq.write_table(pa.table({"k": rows}), tmp_path / grown)
+    refused = f"table 't' has files changed on disk since it was registered \\({grown} has {counts}\\).*register it again"
+    for make_ids in (lambda: s.run(query), lambda: s.run(query, lineage="bitmap"), lambda: s.trace(query),
+                     lambda: s.run("SELECT dl_rid, k FROM t", lineage=None), lambda: s.sql("SELECT dl_rid FROM t"),
+                     lambda: s.sql(f"SELECT * FROM {s.rows('t')}"), lambda: s.impact(query, "t", [1])):
+        with pytest.raises(dltrace.StaleLineage, match=refused):
+            make_ids()
+    with pytest.raises(dltrace.StaleLineage, match=f"'t' has files changed on disk \\({grown}\\)"):
+        r.backward(0)
+    assert r.forward("t", [3]) == [2]  # the ids as captured
+    assert s.sql("SELECT count(*) AS n FROM t").column("n")[0].as_py() == 2 + len(rows)  # no ids: the rows
+    s.register("t", str(tmp_path), replace=True)
+    every = s.sql("SELECT dl_rid, k FROM t ORDER BY dl_rid").to_pylist()
+    assert [row["dl_rid"] for row in every] == list(range(2 + len(rows)))
+
+
+def test_parquet_rewritten_with_the_same_counts_keeps_exact_ids(s, tmp_path):
+    """Files rewritten with as many rows each: the ids are still one per row, positions, so queries run."""
+    for name, ks in PARTS.items():
+        pq.write_table(pa.table({"k": ks}), tmp_path / name)
+    s.register("t", str(tmp_path))
+    pq.write_table(pa.table({"k": [5, 6, 7]}), tmp_path / "c.parquet")  # a new file: not in the registration
+    pq.write_table(pa.table({"k": [10, 20]}), tmp_path / "a.parquet")
+    assert s.sql("SELECT dl_rid, k FROM t ORDER BY dl_rid").to_pylist() == [
+        {"dl_rid": 0, "k": 10}, {"dl_rid": 1, "k": 20}, {"dl_rid": 2, "k": 3}, {"dl_rid": 3, "k": 4}]
+    r = s.run("SELECT k FROM t WHERE k > 3 ORDER BY k")
+    assert [r.backward(i)["t"].column("k").to_pylist() for i in range(r.num_rows)] == [[4], [10], [20]]
+
+
+def test_stale_through_a_step(s, tmp_path):
+    """A step's rows carry its base tables' ids as they were: a file rewritten between the step and a query
+    over it makes that query's result stale; replacing the step itself does not (the lineage is in base ids)."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(T, path)
+    s.register("t", str(path))
+    s.run("CREATE TABLE step AS SELECT k, v FROM t WHERE v > 1")
+    pq.write_table(pa.table({"k": ["q", "r", "s"], "v": [5, 6, 7]}), path)
+    r = s.run("SELECT k, count(*) AS n FROM step GROUP BY k ORDER BY k")
+    with pytest.raises(dltrace.StaleLineage, match="'t' has files changed"):
+        r.backward(0)
+    s.register("t2", T)
+    s.run("CREATE TABLE step2 AS SELECT k, v FROM t2 WHERE v > 1")
+    r2 = s.run("SELECT k, count(*) AS n FROM step2 GROUP BY k ORDER BY k")
+    s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2")
+    assert r2.backward(0)["t2"].column("v").to_pylist() == [3]
+    one = s.run("SELECT k FROM step2 WHERE v = 1", end_to_end=False)  # lineage in step2's own ids
+    s.run("CREATE OR REPLACE TABLE step2 AS SELECT k, v FROM t2 WHERE v < 3")
+    with pytest.raises(dltrace.StaleLineage, match="'step2' was registered again"):
+        one.backward(0)
+
+
+def test_adopted_relation_changed_behind_dltrace(tmp_path):
+    """An adopted relation's rows are frozen when adopted: reads stay right after an INSERT into the user's table,
+    and a save fingerprints the frozen rows, so a session adopting the changed table refuses it."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("t")
+    r = s.run("SELECT k, sum(v) AS sv FROM t GROUP BY k ORDER BY k")
+    r.save(tmp_path / "before")
+    con.execute("DELETE FROM t WHERE v = 1")
+    con.execute("INSERT INTO t VALUES ('c', 4)")
+    assert r.backward(0)["t"].column("v").to_pylist() == [1, 3]  # the frozen rows the ids name
+    r.save(tmp_path / "after")
+    s.close()
+    s2 = dltrace.connect("duckdb", connection=con)
+    s2.adopt("t")
+    for save in ("before", "after"):
+        with pytest.raises(dltrace.StaleLineage, match="'t' content changed"):
+            dltrace.load(tmp_path / save, s2)
+    s2.close()
+    con2 = duckdb.connect()
+    con2.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+    s3 = dltrace.connect("duckdb", connection=con2)
+    s3.adopt("t")
+    assert dltrace.load(tmp_path / "after", s3).backward(0)["t"].column("v").to_pylist() == [1, 3]
+    s3.close()
+
+
 MYPIPE = {
     "01_clean.sql": "CREATE TABLE clean AS SELECT o_id, cust, amount FROM orders WHERE status = 'F'",
     "02_cust_nat.sql": "CREATE TEMPORARY VIEW cust_nat AS SELECT DISTINCT cust, nation FROM customers "
