@@ -30,7 +30,7 @@ class TableState(NamedTuple):
     """What a result's row ids name in one table (:meth:`Catalog.snapshot`)."""
 
     version: int  # the generation of its registration (Catalog.versions)
-    files: tuple | None  # parquet: each file's (path, size, mtime_ns); None: rows that cannot change
+    files: tuple | None  # parquet read in place: each file's (path, size, mtime_ns); None: rows that cannot change
     rows: int  # its row count: the ids are in [0, rows)
 
 
@@ -55,7 +55,8 @@ class Catalog:
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
         # parquet tables read in place: (their files' paths, sizes and modification times, their columns then)
         self._columns_seen: dict[str, tuple[tuple, dict[str, str]]] = {}
-        # parquet tables: their files' stats when each file last had the row count its offsets hold
+        # parquet tables: their files' stats when the rows their ids number were last known to be there (copied
+        # into memory: when copied; read in place: when each file last had the row count its offsets hold)
         self._file_states: dict[str, tuple | None] = {}
 
     @property
@@ -79,8 +80,10 @@ class Catalog:
             raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
                                  "register the new source under another name")
         resolved = resolve_source(source)
-        # the same files again (load_tpch after a pipeline ran): the steps' lineage still names the same rows
-        same_rows = isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved
+        # the same files again, unchanged since (load_tpch after a pipeline ran): the steps' lineage still names
+        # the same rows (a memory copy of files rewritten since holds other rows than the new copy)
+        same_rows = (isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved
+                     and self._file_states.get(key) == resolved.signature)
         self._claim(name, replace, same_rows=same_rows)
         self.engine.register(key, resolved, storage=storage)
         self.tables[key] = resolved
@@ -198,14 +201,14 @@ class Catalog:
     # -- which rows a result's ids name (stale lineage) ---------------------------------------------------------
     def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
         """:class:`TableState` of the registered ``tables`` now: what a result's row ids name. ``files``: a
-        parquet table's ``(path, size, mtime)`` per file (a stat each: checked at every read of base
+        parquet table read in place, ``(path, size, mtime)`` per file (a stat each: checked at every read of base
         rows, where a content hash would read the files); the others' rows cannot change under a registration
         (Arrow and CSV are in memory, a memory copy, an adopted relation and a Spark DataFrame are frozen)."""
         out = {}
         for t in tables:
             src = self.tables.get(t)
             if src is not None:
-                files = files_signature(src.files) if isinstance(src, ParquetSource) else None
+                files = files_signature(src.files) if self._reads_files(t) else None
                 out[t] = TableState(self.versions.get(t, 0), files, self.num_rows(t))
         return out
 
@@ -252,6 +255,19 @@ class Catalog:
                         f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
                         f"and would no longer name one row each; register it again")
             self._file_states[t] = now
+
+    def copy_changed(self, name: str) -> str | None:
+        """Why the files a parquet table was copied into memory from no longer hold what was copied (a save
+        fingerprints the files, and lookups read the copy), or None."""
+        src = self.tables.get(name)
+        if not isinstance(src, ParquetSource) or self.storage.get(name) != "memory":
+            return None
+        known = self._file_states.get(name)
+        now = files_signature(src.files)
+        if known is not None and now == known:
+            return None
+        changed = [f[0] for f in (known or ()) if f not in (now or ())] or list(src.files)
+        return f"was copied into memory from files changed on disk since ({os.path.basename(changed[0])})"
 
     def check_fresh(self, snapshot: dict[str, TableState], what: str) -> None:
         """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
