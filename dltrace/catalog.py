@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
-from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource, check_storage
+from dltrace.engines.base import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
+                                  parquet_metadata)
 from dltrace.engines.guest import ClosedEngine
 from dltrace.errors import (DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery,
                              check_flag, check_text)
@@ -23,6 +24,14 @@ from dltrace.names import reserved_prefix
 from dltrace.plans import PlanCache
 
 T = TypeVar("T")
+
+
+class TableState(NamedTuple):
+    """What a result's row ids name in one table (:meth:`Catalog.snapshot`)."""
+
+    version: int  # the generation of its registration (Catalog.versions)
+    files: tuple | None  # parquet read in place: each file's (path, size, mtime_ns); None: rows that cannot change
+    rows: int  # its row count: the ids are in [0, rows)
 
 
 class Catalog:
@@ -42,10 +51,13 @@ class Catalog:
         # name -> the generation of its current registration: a result keeps the ones of the tables it read
         # (snapshot), and reads of base rows through it are refused once one is registered again
         self.versions: dict[str, int] = {}
-        self.view_snapshots: dict[str, dict[str, tuple]] = {}  # a result's views (view_groups): its snapshot
+        self.view_snapshots: dict[str, dict[str, TableState]] = {}  # a result's views (view_groups): its snapshot
         self.plans = PlanCache()  # rewritten queries (dltrace.plans)
         # parquet tables read in place: (their files' paths, sizes and modification times, their columns then)
         self._columns_seen: dict[str, tuple[tuple, dict[str, str]]] = {}
+        # parquet tables: their files' stats when the rows their ids number were last known to be there (copied
+        # into memory: when copied; read in place: when each file last had the row count its offsets hold)
+        self._file_states: dict[str, tuple | None] = {}
 
     @property
     def dialect(self) -> str:
@@ -68,8 +80,10 @@ class Catalog:
             raise DuplicateTable(f"table {name!r} is your own relation (adopted): dltrace does not replace it; "
                                  "register the new source under another name")
         resolved = resolve_source(source)
-        # the same files again (load_tpch after a pipeline ran): the steps' lineage still names the same rows
-        same_rows = isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved
+        # the same files again, unchanged since (load_tpch after a pipeline ran): the steps' lineage still names
+        # the same rows (a memory copy of files rewritten since holds other rows than the new copy)
+        same_rows = (isinstance(resolved, ParquetSource) and self.tables.get(key) == resolved
+                     and self._file_states.get(key) == resolved.signature)
         self._claim(name, replace, same_rows=same_rows)
         self.engine.register(key, resolved, storage=storage)
         self.tables[key] = resolved
@@ -78,6 +92,8 @@ class Catalog:
         self._forget(key)
         if same_rows and version is not None:  # the same rows: results over them stay fresh (files: snapshot)
             self.versions[key] = version
+        if isinstance(resolved, ParquetSource):
+            self._file_states[key] = resolved.signature
         if isinstance(source, (str, os.PathLike)):
             self.origins[key] = os.path.abspath(os.fspath(source))
 
@@ -178,41 +194,82 @@ class Catalog:
         self.plans.clear()
         self._counts.pop(key, None)
         self._columns_seen.pop(key, None)
+        self._file_states.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 
     # -- which rows a result's ids name (stale lineage) ---------------------------------------------------------
-    def snapshot(self, tables: Iterable[str]) -> dict[str, tuple]:
-        """``{table: (registration, files)}`` of the registered ``tables`` now: what a result's row ids name.
-        ``files``: a parquet table's ``(path, size, mtime)`` per file (a stat each: checked at every read of base
+    def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
+        """:class:`TableState` of the registered ``tables`` now: what a result's row ids name. ``files``: a
+        parquet table read in place, ``(path, size, mtime)`` per file (a stat each: checked at every read of base
         rows, where a content hash would read the files); the others' rows cannot change under a registration
         (Arrow and CSV are in memory, a memory copy, an adopted relation and a Spark DataFrame are frozen)."""
         out = {}
         for t in tables:
             src = self.tables.get(t)
             if src is not None:
-                files = _files_signature(src.files) if isinstance(src, ParquetSource) else None
-                out[t] = (self.versions.get(t, 0), files)
+                files = files_signature(src.files) if self._reads_files(t) else None
+                out[t] = TableState(self.versions.get(t, 0), files, self.num_rows(t))
         return out
 
-    def changed_since(self, snapshot: dict[str, tuple]) -> list[tuple[str, str]]:
+    def _reads_files(self, name: str) -> bool:
+        """Is ``name`` a parquet table whose files queries and lookups read (not a copy of them in memory)?"""
+        return isinstance(self.tables.get(name), ParquetSource) and self.storage.get(name) == "source"
+
+    def changed_since(self, snapshot: dict[str, TableState]) -> list[tuple[str, str]]:
         """``[(table, why)]`` for the tables of ``snapshot`` whose rows may no longer be the ones it names."""
         problems = []
-        for t, (version, files) in snapshot.items():
+        for t, state in snapshot.items():
             src = self.tables.get(t)
             if src is None:
                 problems.append((t, "is no longer registered"))
-            elif self.versions.get(t, 0) != version:
+            elif self.versions.get(t, 0) != state.version:
                 problems.append((t, "was registered again"))
-            elif files is not None and isinstance(src, ParquetSource):
-                now = _files_signature(src.files)
-                if now != files:
-                    diff = [f[0] for f in files if f not in (now or ())]
+            elif state.files is not None and isinstance(src, ParquetSource):
+                now = files_signature(src.files)
+                if now != state.files:
+                    diff = [f[0] for f in state.files if f not in (now or ())]
                     where = f" ({os.path.basename(diff[0])})" if diff else ""
                     problems.append((t, f"has files changed on disk{where}"))
         return problems
 
-    def check_fresh(self, snapshot: dict[str, tuple], what: str) -> None:
+    def check_numbering(self, tables: Iterable[str]) -> None:
+        """Raise :class:`StaleLineage` before a query makes row ids of a parquet table read in place whose files
+        no longer hold the row counts its ids were numbered by. An id is its file's offset (the rows of the files
+        before it, counted at registration) plus the row's position in the file: a file with more or fewer rows
+        gives two rows one id, or ids past the table's count. A stat per file; a footer is read only for a file
+        whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions)."""
+        for t in dict.fromkeys(tables):
+            if not self._reads_files(t):
+                continue
+            src, known = self.tables[t], self._file_states.get(t)
+            now = files_signature(src.files)
+            if now is None or now == known:
+                continue  # (a file gone: the engine's scan says which)
+            unchanged = set(known or ())
+            for entry, counted in zip(now, src.file_rows):
+                found = counted if entry in unchanged else parquet_metadata(entry[0]).num_rows
+                if found != counted:
+                    raise StaleLineage(
+                        f"table {t!r} has files changed on disk since it was registered ({os.path.basename(entry[0])}"
+                        f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
+                        f"and would no longer name one row each; register it again")
+            self._file_states[t] = now
+
+    def copy_changed(self, name: str) -> str | None:
+        """Why the files a parquet table was copied into memory from no longer hold what was copied (a save
+        fingerprints the files, and lookups read the copy), or None."""
+        src = self.tables.get(name)
+        if not isinstance(src, ParquetSource) or self.storage.get(name) != "memory":
+            return None
+        known = self._file_states.get(name)
+        now = files_signature(src.files)
+        if known is not None and now == known:
+            return None
+        changed = [f[0] for f in (known or ()) if f not in (now or ())] or list(src.files)
+        return f"was copied into memory from files changed on disk since ({os.path.basename(changed[0])})"
+
+    def check_fresh(self, snapshot: dict[str, TableState], what: str) -> None:
         """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
         than the ones the result's ids named when it was computed."""
         problems = self.changed_since(snapshot)
@@ -250,7 +307,7 @@ class Catalog:
         footers, 2 ms a table at every query (TPC-H over parquet: 3% of the queries' time). Other sources are
         asked each time."""
         source = self.tables.get(name)
-        signature = _files_signature(source.files) if isinstance(source, ParquetSource) else None
+        signature = files_signature(source.files) if isinstance(source, ParquetSource) else None
         seen = self._columns_seen.get(name)
         if signature is not None and seen is not None and seen[0] == signature:
             return dict(seen[1])
@@ -323,12 +380,3 @@ class Catalog:
         name = self.engine.name
         self.engine.close()
         self.engine = ClosedEngine(name)
-
-
-def _files_signature(files: tuple[str, ...]) -> tuple | None:
-    """``(path, size, modification time in ns)`` of each file, or None when one cannot be read (the engine then
-    says what is wrong)."""
-    try:
-        return tuple((f, st.st_size, st.st_mtime_ns) for f in files for st in [os.stat(f)])
-    except OSError:
-        return None

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
-from dltrace.catalog import Catalog
+from dltrace.catalog import Catalog, TableState
 from dltrace.engines import BITS64
 from dltrace.engines.base import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
@@ -138,11 +138,15 @@ def compose_traced(catalog: Catalog, lineage: dict[str, pa.ChunkedArray]) -> dic
 
 
 def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str],
-                   end_to_end: bool) -> dict[str, tuple]:
+                   end_to_end: bool) -> dict[str, TableState]:
     """The snapshot (:meth:`Catalog.snapshot`) of the tables a query reads and of its ``lineage`` tables, taken
-    before it runs. A composed source read end to end stands for its base tables as they were when its lineage
-    was computed (``based_on``: its rows carry those ids, so a base table's files rewritten since make this
-    result stale too; the step itself replaced later leaves this lineage as it is)."""
+    before it runs, once the tables it reads are known to number their rows as registered
+    (:meth:`Catalog.check_numbering`: else it would make wrong ids). A composed source read end to end stands for
+    its base tables as they were when its lineage was computed (``based_on``: its rows carry those ids, so a base
+    table's files rewritten since make this result stale too; the step itself replaced later leaves this lineage
+    as it is)."""
+    reads = list(reads)
+    catalog.check_numbering(reads)
     steps = composed_sources(catalog)
     names, inherited = [], {}
     for t in reads:

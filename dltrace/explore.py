@@ -189,8 +189,8 @@ def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndar
     _check_rids_lineage(result, "forward")
     key = result.table_key(table)
     q = as_rids(rids)
-    if q.size and key in result.session.tables:
-        n = result.session.num_rows(key)
+    n = result.table_rows(key)  # (the table as the ids name it: registered again since, it may be smaller)
+    if q.size and n is not None:
         if q[0] < 0 or q[-1] >= n:
             raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {key!r} (it has {n} rows)")
     if q.size == 0 or result.num_rows == 0:

@@ -87,6 +87,7 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     catalog.check_known_tables(tree)
     if tree.find(LineageOn):
         raise UnsupportedQuery("impact chooses the lineage itself: leave LINEAGE ON out of the query")
+    catalog.check_numbering([name])  # (read below through its rows relation, which the run's own check misses)
     n = catalog.num_rows(name)
     if q.size and (q[0] < 0 or q[-1] >= n):
         raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")

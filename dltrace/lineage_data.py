@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dltrace.catalog import Catalog
+from dltrace.catalog import Catalog, TableState
 from dltrace.errors import DltraceError, UnknownTable, row_index
 from dltrace.names import value_order
 from dltrace.udafs import decode, encode_bitmaps
@@ -119,7 +119,7 @@ class LineageData:
     shared_lineage: MutableMapping[str, pa.ChunkedArray] = field(default_factory=dict)
     # the tables the ids name (and the query read), as they were when the lineage was computed
     # (Catalog.snapshot; by default taken when the result is made): reads of base rows check it
-    base_snapshot: dict[str, tuple] | None = None
+    base_snapshot: dict[str, TableState] | None = None
 
     def __post_init__(self) -> None:
         if self.base_snapshot is None:
@@ -129,6 +129,12 @@ class LineageData:
         """Raise :class:`dltrace.StaleLineage` when a table this result's ids name changed since it was computed
         (registered again, its parquet files rewritten): ``what`` would read other rows than the lineage's."""
         self.session.check_fresh(self.base_snapshot or {}, what)
+
+    def table_rows(self, table: str) -> int | None:
+        """How many rows ``table`` had when the lineage was computed (its ids are below), or None if unknown:
+        ids are checked against it, not against the table registered now, which may be another one."""
+        state = (self.base_snapshot or {}).get(table)
+        return None if state is None else state.rows
 
     @property
     def num_rows(self) -> int:

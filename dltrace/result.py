@@ -214,6 +214,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:
+            if mentions_rid(tree):  # the rows' ids are read (from the rows relations): one per row?
+                catalog.check_numbering(base_tables(tree))
             table = catalog.engine.sql(plain_text(catalog, tree))
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))

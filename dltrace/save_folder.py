@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, StaleLineage
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
@@ -65,9 +65,15 @@ ROW = "row"  # lineage.parquet's output row index
 
 
 def table_fingerprint(catalog: Catalog, name: str) -> dict[str, Any]:
-    """``{"kind", "num_rows", "hash", ...}`` of a registered table's current content."""
+    """``{"kind", "num_rows", "hash", ...}`` of a registered table's current content. A parquet table copied into
+    memory is fingerprinted by its files while they are as copied (a stat each), else refused: the ids name the
+    copy's rows, which the files no longer hold."""
     src = catalog.tables[name]
     origin = catalog.origins.get(name)
+    changed = catalog.copy_changed(name)
+    if changed:
+        raise StaleLineage(f"table {name!r} {changed}: a save fingerprints them, and they no longer hold the rows "
+                           "its ids name; register it again and run the query again")
     if isinstance(src, ParquetSource):
         files = [{"path": f, "size": os.path.getsize(f), "hash": file_hash(f)} for f in src.files]
         h = new_hash()
@@ -347,6 +353,10 @@ def stale_tables(catalog: Catalog, manifest: dict[str, Any]) -> list[tuple[str, 
     for name, saved in manifest.get("tables", {}).items():
         if name not in catalog.tables:
             problems.append((name, "is not registered in this session"))
+            continue
+        changed = catalog.copy_changed(name)
+        if changed:  # (the copy may hold the saved rows, but nothing tells without hashing it)
+            problems.append((name, changed))
             continue
         now = table_fingerprint(catalog, name)
         if now["num_rows"] != saved.get("num_rows"):

@@ -67,6 +67,7 @@ class Session(Catalog):
         tree = statements[0]
         self.check_known_tables(tree, views=True)
         self.check_views_fresh(tree)
+        self.check_numbering(self._ids_read(tree))
         if mentions_rid(tree):  # row ids live in the rows relations
             ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
             if all(t.name.lower() in self.tables or t.name.lower() in ctes for t in tree.find_all(sqlglot.exp.Table)):
@@ -76,6 +77,14 @@ class Session(Catalog):
         if read == self.dialect:
             return text
         return tree.sql(self.dialect)
+
+    def _ids_read(self, tree: sqlglot.exp.Expression) -> list[str]:
+        """The registered tables whose row ids plain SQL reads: all it names when it names ``dl_rid``, and those
+        whose rows relation it reads by name."""
+        rows = {relation.lower(): t for t, relation in self.rows_relations().items()}
+        read = [t.name.lower() for t in tree.find_all(sqlglot.exp.Table)]
+        every = mentions_rid(tree)
+        return [rows.get(name, name) for name in read if every or name in rows]
 
     def sql(self, text: str, dialect: str | None = None) -> pa.Table:
         """Run SQL (in the engine's dialect, or in ``dialect``, transpiled) and return Arrow."""

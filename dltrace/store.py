@@ -23,6 +23,11 @@ class SavedLineageResult(LineageResult):
     manifest: dict = field(default_factory=dict)
     stale: list = field(default_factory=list)
 
+    def table_rows(self, table: str) -> int | None:
+        """The row count saved with the lineage (a table loaded stale, ``allow_stale``, may have another now)."""
+        saved = self.manifest.get("tables", {}).get(table, {}).get("num_rows")
+        return int(saved) if saved is not None else super().table_rows(table)
+
 
 def load(path: str | os.PathLike, session: Catalog, allow_stale: bool = False) -> SavedLineageResult:
     """Reopen a save as a lineage result bound to ``session``.

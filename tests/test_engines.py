@@ -176,6 +176,18 @@ def test_pandas_source(fresh):
     _check_positions(fresh, "pdf", 40)
 
 
+def test_a_pandas_source_is_a_copy(fresh):
+    """Registered rows are frozen: Arrow shares a DataFrame's numeric columns, and an edit of the frame in place
+    after registering changed the registered table and the rows a result's ids read."""
+    df = pd.DataFrame({"x": [1, 2, 3], "y": [0.5, 1.5, 2.5], "s": ["a", "b", "c"]})
+    fresh.register("pdf", df)
+    r = fresh.run("SELECT x FROM pdf WHERE x >= 2 ORDER BY x")
+    df.loc[2, "x"], df.loc[0, "y"], df.loc[1, "s"] = 0, 9.0, "z"
+    assert r.backward(1)["pdf"].to_pylist() == [{"x": 3, "y": 2.5, "s": "c", "dl_rid": 2}]
+    assert fresh.sql("SELECT x, y, s FROM pdf ORDER BY x").to_pylist() == [
+        {"x": 1, "y": 0.5, "s": "a"}, {"x": 2, "y": 1.5, "s": "b"}, {"x": 3, "y": 2.5, "s": "c"}]
+
+
 def test_csv_source(fresh, tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("x,name\n" + "".join(f"{i * 3},n{i}\n" for i in range(30)))

@@ -68,18 +68,109 @@ def test_views_joined_to_a_replaced_table(s):
     assert s.sql("SELECT row, rid FROM q_lineage_t ORDER BY 1, 2").num_rows == 4  # the ids alone
 
 
-@pytest.mark.parametrize("storage", ["source", "memory"])
-def test_parquet_rewritten_on_disk(s, tmp_path, storage):
+def test_forward_checks_ids_against_the_table_the_result_read(s, tmp_path):
+    """The ids read as captured after the table is registered again (smaller): forward checks them against the
+    table's size when the result was computed (it refused the result's own rid 3, the new table having 2 rows);
+    a save loaded stale against the size saved."""
+    s.register("t", T)
+    r = s.run("SELECT k, v FROM t WHERE v >= 3 ORDER BY v")
+    r.save(tmp_path / "l")
+    s.register("t", T.slice(0, 2), replace=True)
+    assert r.lineage(1) == {"t": [3]} and r.forward("t", [3]) == [1]
+    with pytest.raises(dltrace.DltraceError, match=r"rid 4 is outside table 't' \(it has 4 rows\)"):
+        r.forward("t", [4])
+    with pytest.warns(UserWarning, match="stale"):
+        back = dltrace.load(tmp_path / "l", s, allow_stale=True)
+    assert back.forward("t", [2, 3]) == [0, 1]
+
+
+def test_parquet_rewritten_on_disk(s, tmp_path):
     """A parquet file rewritten under a registered table (no registration: found by its size and mtime)."""
     path = tmp_path / "t.parquet"
     pq.write_table(T, path)
-    s.register("t", str(path), storage=storage)
+    s.register("t", str(path))
     r = s.run(GROUP)
-    s.register("t", str(path), replace=True, storage=storage)  # the same files again: the same rows
+    s.register("t", str(path), replace=True)  # the same files again: the same rows
     assert r.backward(0)["t"].column("k").to_pylist() == ["a", "a"]
     pq.write_table(OTHER, path)
     with pytest.raises(dltrace.StaleLineage, match=r"table 't' has files changed on disk \(t.parquet\)"):
         r.backward(0)
+
+
+def test_a_memory_copy_is_what_every_read_of_base_rows_reads(s, tmp_path):
+    """storage="memory": the engine answers from its copy, so lookups read the copy, also for a result run after
+    the file was rewritten (they read the file: the new file's rows came back for the copy's ids). A save
+    fingerprints the files, so it is refused once they changed; registering them again makes the new rows."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(T, path)
+    s.register("t", str(path), storage="memory")
+    before = s.run(GROUP)
+    before.save(tmp_path / "before")
+    s.register("t", str(path), replace=True, storage="memory")  # the same files again: the same rows
+    pq.write_table(pa.table({"k": ["z", "z", "z", "z"], "v": [7, 8, 9, 10]}), path)  # as many rows
+    r = s.run(GROUP)
+    assert r.table.equals(before.table)
+    for result in (before, r):
+        assert result.backward(0)["t"].to_pylist() == [{"k": "a", "v": 1, "dl_rid": 0}, {"k": "a", "v": 3, "dl_rid": 2}]
+        assert "k=a, v=3" in result.explain(0) and "k=z" not in result.explain(0)
+        assert result.verify(0)
+    r.register("q")
+    join = "SELECT t.k FROM q_lineage_t l JOIN t ON t.dl_rid = l.rid WHERE l.row = 0"
+    assert s.sql(join).column("k").to_pylist() == ["a", "a"]
+    with pytest.raises(dltrace.StaleLineage, match=r"'t' was copied into memory from files changed on disk since "
+                                                   r"\(t.parquet\).*register it again"):
+        r.save(tmp_path / "after")
+    assert not (tmp_path / "after").exists()
+    with pytest.raises(dltrace.StaleLineage, match="'t' was copied into memory from files changed"):
+        dltrace.load(tmp_path / "before", s)
+    s.register("t", str(path), replace=True, storage="memory")  # the new rows: the copy's results are stale
+    with pytest.raises(dltrace.StaleLineage, match="'t' was registered again"):
+        r.backward(0)
+    assert s.run(GROUP).backward(0)["t"].column("v").to_pylist() == [7, 8, 9, 10]
+
+
+PARTS = {"a.parquet": [1, 2], "b.parquet": [3, 4]}
+
+
+@pytest.mark.parametrize("grown, rows, counts", [("a.parquet", [1, 2, 9], "3 rows, 2 then"),
+                                                 ("b.parquet", [3, 4, 9], "3 rows, 2 then"),
+                                                 ("b.parquet", [3], "1 rows, 2 then")])
+def test_parquet_read_in_place_whose_file_counts_changed(s, tmp_path, grown, rows, counts):
+    """An id of parquet read in place is its file's offset (counted at registration) plus its position in the
+    file: once a file holds another number of rows, every query that would make ids refuses, before making them
+    (a first file grown gave two rows one id; a last one ids past the table, which its own reads refused)."""
+    for name, ks in PARTS.items():
+        pq.write_table(pa.table({"k": ks}), tmp_path / name)
+    s.register("t", str(tmp_path))
+    query = "SELECT k FROM t WHERE k >= 2 ORDER BY k"
+    r = s.run(query)
+    pq.write_table(pa.table({"k": rows}), tmp_path / grown)
+    refused = f"table 't' has files changed on disk since it was registered \\({grown} has {counts}\\).*register it again"
+    for make_ids in (lambda: s.run(query), lambda: s.run(query, lineage="bitmap"), lambda: s.trace(query),
+                     lambda: s.run("SELECT dl_rid, k FROM t", lineage=None), lambda: s.sql("SELECT dl_rid FROM t"),
+                     lambda: s.sql(f"SELECT * FROM {s.rows('t')}"), lambda: s.impact(query, "t", [1])):
+        with pytest.raises(dltrace.StaleLineage, match=refused):
+            make_ids()
+    with pytest.raises(dltrace.StaleLineage, match=f"'t' has files changed on disk \\({grown}\\)"):
+        r.backward(0)
+    assert r.forward("t", [3]) == [2]  # the ids as captured
+    assert s.sql("SELECT count(*) AS n FROM t").column("n")[0].as_py() == 2 + len(rows)  # no ids: the rows
+    s.register("t", str(tmp_path), replace=True)
+    every = s.sql("SELECT dl_rid, k FROM t ORDER BY dl_rid").to_pylist()
+    assert [row["dl_rid"] for row in every] == list(range(2 + len(rows)))
+
+
+def test_parquet_rewritten_with_the_same_counts_keeps_exact_ids(s, tmp_path):
+    """Files rewritten with as many rows each: the ids are still one per row, positions, so queries run."""
+    for name, ks in PARTS.items():
+        pq.write_table(pa.table({"k": ks}), tmp_path / name)
+    s.register("t", str(tmp_path))
+    pq.write_table(pa.table({"k": [5, 6, 7]}), tmp_path / "c.parquet")  # a new file: not in the registration
+    pq.write_table(pa.table({"k": [10, 20]}), tmp_path / "a.parquet")
+    assert s.sql("SELECT dl_rid, k FROM t ORDER BY dl_rid").to_pylist() == [
+        {"dl_rid": 0, "k": 10}, {"dl_rid": 1, "k": 20}, {"dl_rid": 2, "k": 3}, {"dl_rid": 3, "k": 4}]
+    r = s.run("SELECT k FROM t WHERE k > 3 ORDER BY k")
+    assert [r.backward(i)["t"].column("k").to_pylist() for i in range(r.num_rows)] == [[4], [10], [20]]
 
 
 def test_stale_through_a_step(s, tmp_path):
