@@ -188,7 +188,9 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
             raise UnknownColumn(f"table {name!r} has no column {missing[0]!r}")
         columns = [lower[c.lower()] for c in columns if c.lower() != RID]
     src = catalog.tables[name]
-    if isinstance(src, ParquetSource) and catalog.storage.get(name) == "source":
+    if isinstance(src, ParquetSource) and (catalog.storage.get(name) == "source" or catalog.copy_changed(name) is None):
+        # read in place, or copied from files still as they were copied (the same rows, numbered alike): pruned
+        # reads of the files, where a lookup in the engine's copy costs a Spark job (1-5 s each on local[1])
         return fetch_parquet(src, ids, columns)
     if isinstance(src, ArrowSource):
         # rids are row positions of the Arrow table (dl_rid = position): a take per batch.
