@@ -271,7 +271,11 @@ class Gen:
         on = Bin("=", Col(a[0], a[1]), Col(b[0], b[1])) if a[2] == b[2] else Lit(True)
         if depth > 0 and self.ok("subquery_in_on") and self.chance(3):
             self.feat("subquery_in_on")
-            on = Bin(self.pick(["AND", "OR"]), on, self.sub_pred(lcols + rcols + outer, depth - 1, ctes))
+            if self.chance(2):  # over the joined side alone: a LEFT JOIN filters that side (outer_join_filters)
+                self.feat("subquery_in_on_right_side")
+                on = Bin("AND", on, self.sub_pred(rcols, depth - 1, ctes))
+            else:
+                on = Bin(self.pick(["AND", "OR"]), on, self.sub_pred(lcols + rcols + outer, depth - 1, ctes))
         elif self.chance(3):
             on = Bin("AND", on, self.pred(lcols + rcols, 0, ctes))
         return Join(kind, left, right, on=on), lcols + rcols, lstar + rstar
