@@ -109,6 +109,13 @@ def string_escapes(dialect: str) -> tuple[str, ...] | None:
     return functions.string_escapes if functions is not None else None
 
 
+def names_columns_as_written(dialect: str) -> bool:
+    """Does the engine of ``dialect`` name a bare column in a SELECT list as the query spells it (Spark), rather
+    than as its table stores it (DuckDB)? False for a dialect no engine runs."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    return bool(functions is not None and functions.names_columns_as_written)
+
+
 def install_functions_on(target: Any) -> None:
     """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
     for adapter in (duckdb_adapter, spark_adapter):
@@ -131,5 +138,6 @@ __all__ = [
     "BITS64", "EMPTY_BITMAP32", "EMPTY_BITMAP64", "ENGINES", "RID", "STRATEGIES", "Engine", "GeneratorTransforms",
     "LineageFunctions", "add_rids_on", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
     "string_escapes",
+    "names_columns_as_written",
     "resolve_source",
 ]

@@ -67,6 +67,9 @@ class LineageFunctions:
     #: how the engine escapes a character inside a string literal, where sqlglot's dialect reads it otherwise
     #: (None: as sqlglot reads it)
     string_escapes: ClassVar[tuple[str, ...] | None] = None
+    # does the engine name a bare column of the SELECT list as the query writes it (`SELECT DEPTID` gives
+    # DEPTID), or as its table stores it (deptId)?
+    names_columns_as_written: ClassVar[bool] = False
     set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
     bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
     from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value

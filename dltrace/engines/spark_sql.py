@@ -60,6 +60,7 @@ class SparkFunctions(LineageFunctions):
     }
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
     string_escapes = ("\\", "'")
+    names_columns_as_written = True
     lineage_aggregates = frozenset({"collect_list"})
     set_type = "ARRAY<BIGINT>"
     bitmap_type = "BINARY"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.engines import names_columns_as_written
+
 
 def _leftmost_select(tree: exp.Expression) -> exp.Select | None:
     node = tree
@@ -50,7 +52,7 @@ def output_spellings(written: exp.Expression, schema: dict | None, dialect: str,
         if isinstance(item, exp.Alias):
             return item.alias
         if isinstance(item, exp.Column) and item.name:
-            return item.name if dialect == "spark" else stored.get(item.name.lower(), item.name)
+            return item.name if names_columns_as_written(dialect) else stored.get(item.name.lower(), item.name)
         return None
 
     if len(items) == len(names) and not any(_is_star(i) for i in items):
