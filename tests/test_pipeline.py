@@ -184,6 +184,26 @@ def test_a_table_a_step_read_is_not_replaced_under_it():
         s.close()
 
 
+def test_a_step_read_inside_a_cte_of_its_name(tmp_path):
+    """A step read inside a CTE named like it was taken for the CTE: its lineage came back in the step's own ids
+    ({'st': [1]}, not its source rows), and a pipeline ran such a step before the step it reads."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("o", pa.table({"k": [1, 2, 2, 3], "v": [1, 2, 3, 4]}))
+        s.run("CREATE TABLE st AS SELECT k, sum(v) AS v FROM o GROUP BY k ORDER BY k")
+        for q in ("SELECT k, v FROM st WHERE v > 1", "WITH st AS (SELECT * FROM st WHERE v > 1) SELECT k, v FROM st"):
+            r = s.run(q)
+            assert r.composed_from == ("st",), q
+            assert [r.lineage(i) for i in range(r.num_rows)] == [{"o": [1, 2]}, {"o": [3]}], q
+        folder = write_folder(tmp_path / "p", [
+            ("b", "WITH a AS (SELECT * FROM a WHERE v > 1) SELECT k, sum(v) AS v FROM a GROUP BY k ORDER BY k"),
+            ("a", "SELECT k, v FROM o")])
+        p = dltrace.pipeline(folder, session=s)
+        assert list(p) == ["a", "b"] and p.lineage("b", 0) == {"o": [1, 2]}
+    finally:
+        s.close()
+
+
 def test_impact_over_a_query_that_reads_a_step():
     """impact() said the query did not read the source table, and for the step's own rows named an internal
     relation and a LINEAGE ON clause the user never wrote (a review); an aggregating EXISTS correlated by an
