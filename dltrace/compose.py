@@ -13,7 +13,7 @@ Also here: :func:`definition`, which reads ``CREATE [TEMPORARY|MATERIALIZED] TAB
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -82,7 +82,7 @@ def converted(source: LineageSource, strategy: str, catalog: Catalog) -> Lineage
     for base, column in source.lineage:
         i = table.column_names.index(column)
         table = table.set_column(i, column, _as_strategy(table.column(column), strategy, _wide(catalog, base)))
-    return LineageSource(table, lineage=source.lineage, strategy=strategy, based_on=source.based_on)
+    return replace(source, table=table, strategy=strategy)  # (its rows' types too: ``typed_by``)
 
 
 def _wide(catalog: Catalog, table: str) -> bool:

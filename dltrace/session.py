@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace as replace_fields
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -12,11 +13,11 @@ import sqlglot
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
 from dltrace.engines import make_engine
-from dltrace.engines.base import ParquetSource, check_storage
+from dltrace.engines.base import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
                              check_text)
 from dltrace.impact import Impact, impact
-from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
+from dltrace.result import BackwardResult, LineageResult, plain_text, rows_query, run_forward, trace_backward
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
@@ -40,7 +41,7 @@ class Session(Catalog):
         engine (see :meth:`Catalog.register`).
         """
         if isinstance(source, LineageResult):
-            source = lineage_source(source, self)
+            source = replace_fields(lineage_source(source, self), typed_by=rows_query(self, source))
         super().register(name, source, replace=replace, storage=storage)
 
     def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None,
@@ -98,7 +99,7 @@ class Session(Catalog):
                                        "define it as a materialized view")
             r = run_forward(self, made.query, lineage=lineage, dialect=made.dialect, semantics=semantics,
                             end_to_end=end_to_end)
-            self.register(made.name, r if r.strategy is not None else r.table, replace=made.replace)
+            self.register(made.name, r if r.strategy is not None else _plain_rows(self, r), replace=made.replace)
             return r
         return run_forward(self, sql, lineage=lineage, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
@@ -151,6 +152,12 @@ class Session(Catalog):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _plain_rows(session: Session, result: LineageResult) -> ArrowSource:
+    """The rows of ``result``, run without lineage, as a table of their own (its ids are its rows' positions)
+    in the types of its query."""
+    return ArrowSource(with_rid(result.table), typed_by=rows_query(session, result))
 
 
 def _creates(sql: str) -> bool:
