@@ -2,11 +2,12 @@
 
 DuckDB's Arrow form of a result loses some of its types: a HUGEINT comes as DECIMAL(38,0) (``total // 2`` is then
 3.5, not 3), an ENUM as strings (ORDER BY alphabetical), a UUID as a string, a BIT as its bytes, and a collation
-is dropped (``'a'`` and ``'A'`` group apart under NOCASE). So a step's rows (``ArrowSource.typed_by``: the query
-they are the result of) are copied into a temporary table whose own columns are created by DuckDB for the query
-itself (``CREATE TABLE AS ... LIMIT 0``: its types and collations, without running it), and the rows inserted
-there, DuckDB casting each value back (a BIT read from its bytes). The ids and lineage columns keep their Arrow
-types.
+is dropped (``'a'`` and ``'A'`` group apart under NOCASE). And DuckDB reads a pandas DataFrame's categorical of
+strings as an ENUM of its categories, which its Arrow form (a dictionary) is read as VARCHAR. So a step's rows
+(``ArrowSource.typed_by``: the query they are the result of) and a DataFrame's are copied into a temporary table
+whose own columns are created by DuckDB for the query itself (``CREATE TABLE AS ... LIMIT 0``: its types and
+collations, without running it) or for the DataFrame's columns, and the rows inserted there, DuckDB casting each
+value back (a BIT read from its bytes). The ids and lineage columns keep their Arrow types.
 
 Not recovered: a TIME WITH TIME ZONE's offset, which the Arrow form drops (the step holds the time at +00, as
 ``r.table`` shows it without one).
@@ -28,8 +29,8 @@ def _table(name: str) -> exp.Table:
 
 
 def shape(engine: Any, name: str, staging: str, source: ArrowSource) -> str | None:
-    """A temporary table of no rows whose columns are ``source``'s own in the types DuckDB gives them (its
-    query's), or None when the Arrow types are those already (the rows are then scanned in place, not
+    """A temporary table of no rows whose columns are ``source``'s own in the types DuckDB gives them (its query's,
+    a DataFrame's), or None when the Arrow types are those already (the rows are then scanned in place, not
     copied: most steps). ``staging``: the source's Arrow table, registered. None too when the query no longer
     binds as it did (a table it read was registered again since): the rows keep their Arrow types then."""
     query = _types_query(staging, source)
@@ -64,7 +65,35 @@ def _types_query(staging: str, source: ArrowSource) -> str | None:
         names = [exp.to_identifier(c, quoted=True) for c in own]
         alias = exp.TableAlias(this=exp.to_identifier("_dl_q"), columns=names)
         return f"SELECT * FROM ({source.typed_by}) AS {alias.sql('duckdb')} LIMIT 0"
-    return None
+    enums = pandas_enums(source.table)
+    if not enums:
+        return None
+    as_enums = [exp.alias_(exp.cast(exp.column(c, quoted=True), _enum(values)), c, quoted=True)
+                for c, values in enums.items()]
+    hidden = [exp.column(c, quoted=True) for c in source.table.column_names if c not in own]
+    return exp.select(exp.Star(except_=hidden, replace=as_enums)).from_(_table(staging)).limit(0).sql("duckdb")
+
+
+def pandas_enums(table: pa.Table) -> dict[str, list[str]]:
+    """The columns of ``table`` converted from a pandas categorical of strings (``pa.Table.from_pandas`` says so
+    in the schema's metadata), with their categories in order: DuckDB reads such a DataFrame column as an ENUM of
+    them (ORDER BY, min and max follow the categories), while it reads an Arrow dictionary as VARCHAR."""
+    meta = table.schema.pandas_metadata or {}
+    names = {c.get("field_name") for c in meta.get("columns", []) if c.get("pandas_type") == "categorical"}
+    out = {}
+    for name in [n for n in table.column_names if n in names]:
+        column = table.select([name]).unify_dictionaries().column(0)
+        if not pa.types.is_dictionary(column.type) or not column.num_chunks:
+            continue
+        if pa.types.is_string(column.type.value_type) or pa.types.is_large_string(column.type.value_type):
+            categories = column.chunk(0).dictionary.to_pylist()
+            if categories:
+                out[name] = categories
+    return out
+
+
+def _enum(values: list[str]) -> exp.DataType:
+    return exp.DataType(this=exp.DataType.Type.ENUM, expressions=[exp.Literal.string(v) for v in values])
 
 
 def empty_rows(shape_table: str, staging: str, source: ArrowSource) -> exp.Select:
