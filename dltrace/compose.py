@@ -160,13 +160,15 @@ def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str]
 @dataclass(frozen=True)
 class Definition:
     """``CREATE <kind> name AS query``: kind "table", "view", "materialized view", "temporary view" or
-    "streaming table"; ``query`` is the query's SQL in ``dialect``."""
+    "streaming table"; ``query`` is the query's SQL in ``dialect``; ``if_not_exists``: written ``IF NOT EXISTS``
+    (nothing to do when ``name`` exists)."""
 
     name: str
     kind: str
     query: str
     dialect: str
     replace: bool = False
+    if_not_exists: bool = False
 
 
 def definition(statement: exp.Expression | str, dialect: str) -> Definition | None:
@@ -198,4 +200,5 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
         kind = "materialized view"
     elif "TemporaryProperty" in props:
         kind = "temporary " + kind
-    return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")))
+    return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")),
+                      bool(statement.args.get("exists")))

@@ -84,12 +84,14 @@ class Session(Catalog):
 
     # -- lineage --------------------------------------------------------------------------------
     def run(self, sql: str, lineage: str | None = "set", dialect: str | None = None,
-            semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+            semantics: str = "witness", end_to_end: bool = True) -> LineageResult | None:
         """Run ``sql`` with forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
         ``CREATE [OR REPLACE] TABLE|VIEW name AS query`` runs the query and registers its result with its
-        lineage as ``name`` (a source of the next step). A source with lineage read by ``sql`` contributes its
-        rows' lineage (``end_to_end``, in the original tables' row ids) or its own row ids (one step)."""
+        lineage as ``name`` (a source of the next step); ``CREATE TABLE|VIEW IF NOT EXISTS`` over a name that
+        exists (registered here, or a relation of yours on the engine) does nothing and returns None, as the
+        engine does. A source with lineage read by ``sql`` contributes its rows' lineage (``end_to_end``, in the
+        original tables' row ids) or its own row ids (one step)."""
         check_text(sql, "the SQL text")
         check_flag(end_to_end, "end_to_end")
         made = definition(sql, dialect or self.dialect) if _creates(sql) else None
@@ -97,6 +99,9 @@ class Session(Catalog):
             if made.kind == "streaming table":
                 raise UnsupportedQuery(f"CREATE STREAMING TABLE {made.name}: streaming is not supported; "
                                        "define it as a materialized view")
+            self._check_name(made.name)
+            if made.if_not_exists and self._exists(made.name):
+                return None
             r = run_forward(self, made.query, lineage=lineage, dialect=made.dialect, semantics=semantics,
                             end_to_end=end_to_end)
             self.register(made.name, r if r.strategy is not None else _plain_rows(self, r), replace=made.replace)
@@ -123,6 +128,11 @@ class Session(Catalog):
         check_text(sql, "the SQL text")
         check_text(table, "table")
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
+
+    def _exists(self, name: str) -> bool:
+        """Is ``name`` a table or view of this session, or a relation on the engine (yours, another session's)?"""
+        key = name.lower()
+        return key in self.tables or key in self.views or self.engine.exists(key)
 
     # -- lineage as plain SQL ------------------------------------------------------------------------
     def lineage_view(self, result: LineageResult, name: str, replace: bool = False) -> dict[str, str]:

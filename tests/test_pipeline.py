@@ -255,6 +255,32 @@ def test_a_step_read_inside_a_cte_of_its_name(tmp_path):
         s.close()
 
 
+def test_create_if_not_exists_does_nothing_over_a_name_that_exists(tmp_path):
+    """CREATE TABLE IF NOT EXISTS over a name that exists raised DuplicateTable; SQL makes it a no-op."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mine AS SELECT 1 AS z")
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.register("o", pa.table({"k": [1, 2, 3]}))
+        first = s.run("CREATE TABLE IF NOT EXISTS a AS SELECT k FROM o WHERE k > 1")
+        assert first.lineage(0) == {"o": [1]}
+        for sql in ("CREATE TABLE IF NOT EXISTS a AS SELECT 7 AS other", "CREATE VIEW IF NOT EXISTS a AS SELECT 7",
+                    "CREATE TABLE IF NOT EXISTS o AS SELECT 7", "CREATE VIEW IF NOT EXISTS mine AS SELECT k FROM o"):
+            assert s.run(sql) is None, sql
+        assert s.sql("SELECT * FROM a").to_pylist() == [{"k": 2}, {"k": 3}]
+        assert con.sql("SELECT * FROM mine").fetchall() == [(1,)]
+        assert s.run("CREATE VIEW IF NOT EXISTS v AS SELECT k FROM a").lineage(1) == {"o": [2]}
+        with pytest.raises(dltrace.DuplicateTable):
+            s.run("CREATE TABLE a AS SELECT 7 AS other")
+        # a pipeline's datasets are its own, made anew at each run, IF NOT EXISTS or not
+        folder = write_folder(tmp_path / "p", [("c", "SELECT k FROM o WHERE k < 3")])
+        (folder / "00_c.sql").write_text("CREATE TABLE IF NOT EXISTS c AS SELECT k FROM o WHERE k < 3;\n")
+        for _ in range(2):
+            assert dltrace.pipeline(folder, session=s).lineage("c", 1) == {"o": [1]}
+    finally:
+        s.close()
+
+
 def test_impact_over_a_query_that_reads_a_step():
     """impact() said the query did not read the source table, and for the step's own rows named an internal
     relation and a LINEAGE ON clause the user never wrote (a review); an aggregating EXISTS correlated by an
