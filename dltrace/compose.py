@@ -13,7 +13,7 @@ Also here: :func:`definition`, which reads ``CREATE [TEMPORARY|MATERIALIZED] TAB
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -82,7 +82,7 @@ def converted(source: LineageSource, strategy: str, catalog: Catalog) -> Lineage
     for base, column in source.lineage:
         i = table.column_names.index(column)
         table = table.set_column(i, column, _as_strategy(table.column(column), strategy, _wide(catalog, base)))
-    return LineageSource(table, lineage=source.lineage, strategy=strategy, based_on=source.based_on)
+    return replace(source, table=table, strategy=strategy)  # (its rows' types too: ``typed_by``)
 
 
 def _wide(catalog: Catalog, table: str) -> bool:
@@ -164,13 +164,15 @@ def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str]
 @dataclass(frozen=True)
 class Definition:
     """``CREATE <kind> name AS query``: kind "table", "view", "materialized view", "temporary view" or
-    "streaming table"; ``query`` is the query's SQL in ``dialect``."""
+    "streaming table"; ``query`` is the query's SQL in ``dialect``; ``if_not_exists``: written ``IF NOT EXISTS``
+    (nothing to do when ``name`` exists)."""
 
     name: str
     kind: str
     query: str
     dialect: str
     replace: bool = False
+    if_not_exists: bool = False
 
 
 def definition(statement: exp.Expression | str, dialect: str) -> Definition | None:
@@ -202,4 +204,5 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
         kind = "materialized view"
     elif "TemporaryProperty" in props:
         kind = "temporary " + kind
-    return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")))
+    return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")),
+                      bool(statement.args.get("exists")))

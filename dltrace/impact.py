@@ -24,6 +24,7 @@ from dltrace.names import RID
 from dltrace.result import LineageResult, run_forward
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.shape import engine_reads
 from dltrace.store import load
 from dltrace.udafs.bitmap import load as load_bitmap
 
@@ -91,9 +92,8 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     n = catalog.num_rows(name)
     if q.size and (q[0] < 0 or q[-1] >= n):
         raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    steps = {t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes
-             and isinstance(catalog.tables.get(t.name.lower()), LineageSource)}
+    reads = engine_reads(tree)  # (a table read inside a CTE of its own name too)
+    steps = {t.name.lower() for t in reads if isinstance(catalog.tables.get(t.name.lower()), LineageSource)}
     if steps:
         # the query reads an earlier step's rows, whose lineage is stored: the run with every row's lineage
         # (end to end, or in the step's own ids when the question is about the step's rows), then forward
@@ -102,8 +102,7 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
         if name not in r.lineage_columns:
             raise UnknownTable(f"the query's lineage holds no rows of table {name!r}")
         return Impact(forward(r, name, q), r, name, q.tolist(), "run")
-    refs = [t for t in tree.find_all(exp.Table)
-            if t.name.lower() == name and name not in ctes and not t.args.get("db")]
+    refs = [t for t in reads if t.name.lower() == name and not t.args.get("db")]
     if not refs:
         raise UnknownTable(f"the query does not read table {name!r}")
     # the table with only rids kept: a name of dltrace's own, which no relation on the engine has (a guest)

@@ -14,6 +14,7 @@ from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
 from dltrace.names import RID
 from dltrace.rewriter.parse import mentions_rid, parse_query
+from dltrace.rewriter.shape import engine_reads
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -42,11 +43,10 @@ def rows_match(a: tuple, b: tuple) -> bool:
 def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str]) -> str:
     """``sql`` with every base table ``t`` replaced by its rows whose rid is in relation ``keep[t]``."""
     tree = parse_query(sql, dialect)
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     reads_rid = mentions_rid(tree)
-    for table in list(tree.find_all(exp.Table)):
+    for table in engine_reads(tree):  # (a table read inside a CTE of its own name too)
         name = table.name.lower()
-        if name in ctes or name not in keep:
+        if name not in keep:
             continue
         cols = list(catalog.engine.columns(name)) + ([RID] if reads_rid else [])
         keep_rids = exp.select(exp.column("rid", quoted=True)).from_(exp.Table(this=exp.to_identifier(keep[name], quoted=True)))

@@ -368,6 +368,15 @@ def plain_text(catalog: Catalog, tree: Any) -> str:
     return generate(plain, catalog.dialect)
 
 
+def rows_query(catalog: Catalog, result: LineageData) -> str:
+    """The engine's SQL of ``result``'s query as written, run without lineage (a LINEAGE ON clause taken off):
+    the query whose column types ``result``'s rows have, which a step registered from it keeps
+    (:attr:`~dltrace.engines.base.ArrowSource.typed_by`)."""
+    tree = parse_query(result.sql, result.dialect)
+    take_clause(tree)
+    return plain_text(catalog, tree)
+
+
 def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:
     """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
     results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace as replace_fields
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -12,11 +13,11 @@ import sqlglot
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
 from dltrace.engines import make_engine
-from dltrace.engines.base import ParquetSource, check_storage
+from dltrace.engines.base import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
                              check_text)
 from dltrace.impact import Impact, impact
-from dltrace.result import BackwardResult, LineageResult, plain_text, run_forward, trace_backward
+from dltrace.result import BackwardResult, LineageResult, plain_text, rows_query, run_forward, trace_backward
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
@@ -40,7 +41,7 @@ class Session(Catalog):
         engine (see :meth:`Catalog.register`).
         """
         if isinstance(source, LineageResult):
-            source = lineage_source(source, self)
+            source = replace_fields(lineage_source(source, self), typed_by=rows_query(self, source))
         super().register(name, source, replace=replace, storage=storage)
 
     def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None,
@@ -92,12 +93,14 @@ class Session(Catalog):
 
     # -- lineage --------------------------------------------------------------------------------
     def run(self, sql: str, lineage: str | None = "set", dialect: str | None = None,
-            semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+            semantics: str = "witness", end_to_end: bool = True) -> LineageResult | None:
         """Run ``sql`` with forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
         ``CREATE [OR REPLACE] TABLE|VIEW name AS query`` runs the query and registers its result with its
-        lineage as ``name`` (a source of the next step). A source with lineage read by ``sql`` contributes its
-        rows' lineage (``end_to_end``, in the original tables' row ids) or its own row ids (one step)."""
+        lineage as ``name`` (a source of the next step); ``CREATE TABLE|VIEW IF NOT EXISTS`` over a name that
+        exists (registered here, or a relation of yours on the engine) does nothing and returns None, as the
+        engine does. A source with lineage read by ``sql`` contributes its rows' lineage (``end_to_end``, in the
+        original tables' row ids) or its own row ids (one step)."""
         check_text(sql, "the SQL text")
         check_flag(end_to_end, "end_to_end")
         made = definition(sql, dialect or self.dialect) if _creates(sql) else None
@@ -105,9 +108,12 @@ class Session(Catalog):
             if made.kind == "streaming table":
                 raise UnsupportedQuery(f"CREATE STREAMING TABLE {made.name}: streaming is not supported; "
                                        "define it as a materialized view")
+            self._check_name(made.name)
+            if made.if_not_exists and self._exists(made.name):
+                return None
             r = run_forward(self, made.query, lineage=lineage, dialect=made.dialect, semantics=semantics,
                             end_to_end=end_to_end)
-            self.register(made.name, r if r.strategy is not None else r.table, replace=made.replace)
+            self.register(made.name, r if r.strategy is not None else _plain_rows(self, r), replace=made.replace)
             return r
         return run_forward(self, sql, lineage=lineage, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
@@ -131,6 +137,11 @@ class Session(Catalog):
         check_text(sql, "the SQL text")
         check_text(table, "table")
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
+
+    def _exists(self, name: str) -> bool:
+        """Is ``name`` a table or view of this session, or a relation on the engine (yours, another session's)?"""
+        key = name.lower()
+        return key in self.tables or key in self.views or self.engine.exists(key)
 
     # -- lineage as plain SQL ------------------------------------------------------------------------
     def lineage_view(self, result: LineageResult, name: str, replace: bool = False) -> dict[str, str]:
@@ -160,6 +171,12 @@ class Session(Catalog):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _plain_rows(session: Session, result: LineageResult) -> ArrowSource:
+    """The rows of ``result``, run without lineage, as a table of their own (its ids are its rows' positions)
+    in the types of its query."""
+    return ArrowSource(with_rid(result.table), typed_by=rows_query(session, result))
 
 
 def _creates(sql: str) -> bool:

@@ -166,6 +166,14 @@ def test_run_prints_values_as_written_with_set_lineage_by_default(files):
     assert table_rows(same) == rows
 
 
+def test_run_create_if_not_exists_over_a_table_says_nothing_was_done(files):
+    """s.run returns None for CREATE ... IF NOT EXISTS over a name that exists, which the command printed as rows."""
+    res = cli("run", "-", "--table", sales(files), stdin="CREATE TABLE IF NOT EXISTS sales AS SELECT 1 AS x")
+    assert ok(res) == "" and "nothing done" in res.stderr
+    made = ok(cli("run", "-", "--table", sales(files), stdin="CREATE TABLE IF NOT EXISTS s2 AS SELECT id FROM sales"))
+    assert len(table_rows(made)) == 40
+
+
 def test_run_json_and_csv(files):
     res = cli("run", files / "groups.sql", "--table", sales(files), "--json")
     objs = json_lines(ok(res))

@@ -188,6 +188,30 @@ def test_a_pandas_source_is_a_copy(fresh):
         {"x": 1, "y": 0.5, "s": "a"}, {"x": 2, "y": 1.5, "s": "b"}, {"x": 3, "y": 2.5, "s": "c"}]
 
 
+@pytest.mark.parametrize("storage", ["source", "memory"])
+def test_pandas_categorical_is_the_enum_duckdb_reads(storage):
+    """A categorical of strings was registered as VARCHAR, where DuckDB reads the DataFrame as an ENUM of its
+    categories: ORDER BY was alphabetical and max(size) 'small', not 'large'."""
+    df = pd.DataFrame({"size": pd.Categorical(["small", "large", "medium", None, "large"],
+                                              categories=["small", "medium", "large"], ordered=True),
+                       "kind": pd.Categorical(["b", "a", "b", "a", "b"], categories=["b", "a"]),
+                       "code": pd.Categorical([3, 1, 3, 2, 1]), "n": [1, 2, 3, 4, 5]})
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("df_t", df, storage=storage)
+        own = duckdb.connect()
+        own.register("df_t", df)
+        assert s.sql("DESCRIBE df_t").to_pylist() == own.sql("DESCRIBE df_t").to_arrow_table().to_pylist()
+        q = "SELECT kind, max(size) AS m, min(size) AS l FROM df_t GROUP BY kind ORDER BY kind"
+        r = s.run(q)
+        assert r.table.to_pylist() == own.sql(q).to_arrow_table().to_pylist() == [
+            {"kind": "b", "m": "large", "l": "small"}, {"kind": "a", "m": "large", "l": "large"}]
+        assert [r.lineage(i) for i in range(r.num_rows)] == [{"df_t": [0, 2, 4]}, {"df_t": [1, 3]}]
+        assert s.run("SELECT n FROM df_t ORDER BY size, n").table.column("n").to_pylist() == [1, 3, 2, 5, 4]
+    finally:
+        s.close()
+
+
 def test_csv_source(fresh, tmp_path):
     path = tmp_path / "data.csv"
     path.write_text("x,name\n" + "".join(f"{i * 3},n{i}\n" for i in range(30)))

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -180,6 +181,102 @@ def test_a_table_a_step_read_is_not_replaced_under_it():
         with pytest.raises(dltrace.DuplicateTable, match="'o' is in the lineage of 'st'"):
             s.register("o", pa.table({"g": ["x", "y", "z"], "v": [7, 8, 9]}), replace=True)
         assert s.run("SELECT g, t FROM st ORDER BY g").backward(0)["o"].column("g").to_pylist() == ["a", "a"]
+    finally:
+        s.close()
+
+
+def test_a_step_keeps_the_types_duckdb_gives_its_query(tmp_path):
+    """A step was stored through Arrow: sum()'s HUGEINT became DECIMAL(38,0) (`total // 2` gave 3.5, not 3), an
+    ENUM a VARCHAR (ORDER BY alphabetical), a NOCASE collation was dropped ('a' and 'A' grouped apart), a UUID a
+    VARCHAR and a BIT its bytes: the next step answered otherwise than the pipeline inlined."""
+    con = duckdb.connect()
+    con.execute("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')")
+    con.execute("CREATE TABLE t (k INTEGER, v INTEGER, m mood, s VARCHAR COLLATE NOCASE, u UUID, b BIT)")
+    con.execute("INSERT INTO t VALUES (1, 3, 'happy', 'a', uuid(), '101'), (1, 4, 'sad', 'A', uuid(), '0'), "
+                "(2, 5, 'ok', 'b', uuid(), '11111101')")
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.adopt("t")
+        step = "SELECT k, sum(v) AS total, m, s, u, b FROM t GROUP BY ALL"
+        s.run(f"CREATE TABLE by_run AS {step}")
+        s.register("by_result", s.run(step, lineage="bitmap"))
+        s.run(f"CREATE TABLE plain AS {step}", lineage=None)
+        write_folder(tmp_path / "p", [("by_pipeline", step)])
+        dltrace.pipeline(tmp_path / "p", session=s)
+        inlined = f"({step})"
+        for name in ("by_run", "by_result", "plain", "by_pipeline"):
+            assert con.sql(f"DESCRIBE {name}").fetchall() == con.sql(f"DESCRIBE {step}").fetchall(), name
+            for q in ("SELECT k, total // 2 AS half FROM {} ORDER BY k", "SELECT m FROM {} ORDER BY m",
+                      "SELECT s, count(*) AS n FROM {} GROUP BY s ORDER BY s",
+                      "SELECT b::VARCHAR AS b, u FROM {} ORDER BY b"):
+                assert s.sql(q.format(name)).to_pylist() == s.sql(q.format(inlined)).to_pylist(), (name, q)
+        r = s.run("SELECT s, count(*) AS n FROM by_run GROUP BY s ORDER BY s")
+        assert [r.lineage(i) for i in range(r.num_rows)] == [{"t": [0, 1]}, {"t": [2]}]
+    finally:
+        s.close()
+
+
+@pytest.mark.spark
+def test_a_spark_step_keeps_the_types_spark_gives_its_query(spark_session):
+    """Through Arrow, a Spark step lost a string's collation (UTF8_LCASE: 'a' and 'A' grouped apart) and an
+    interval's fields (INTERVAL DAY came back DAY TO SECOND)."""
+    s = dltrace.connect("spark", spark=spark_session.newSession())
+    try:
+        s.register("t", pa.table({"k": [1, 1, 2], "s": ["a", "A", "b"]}))
+        step = "SELECT k, s COLLATE UTF8_LCASE AS s, INTERVAL '2' DAY AS d FROM t"
+        s.run(f"CREATE TABLE st AS {step}")
+        spark = s.engine.spark
+        inlined = spark.sql(step.replace("FROM t", f"FROM {s.engine.quote('t')}")).schema
+        assert [f.dataType for f in spark.table(s.engine.quote("st")).schema] == [f.dataType for f in inlined]
+        r = s.run("SELECT s, count(*) AS n FROM st GROUP BY s ORDER BY n")
+        assert [tuple(row.values()) for row in r.table.to_pylist()] == [("b", 1), ("a", 2)]
+        assert sorted(r.lineage(1)["t"]) == [0, 1]
+    finally:
+        s.close()
+
+
+def test_a_step_read_inside_a_cte_of_its_name(tmp_path):
+    """A step read inside a CTE named like it was taken for the CTE: its lineage came back in the step's own ids
+    ({'st': [1]}, not its source rows), and a pipeline ran such a step before the step it reads."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("o", pa.table({"k": [1, 2, 2, 3], "v": [1, 2, 3, 4]}))
+        s.run("CREATE TABLE st AS SELECT k, sum(v) AS v FROM o GROUP BY k ORDER BY k")
+        for q in ("SELECT k, v FROM st WHERE v > 1", "WITH st AS (SELECT * FROM st WHERE v > 1) SELECT k, v FROM st"):
+            r = s.run(q)
+            assert r.composed_from == ("st",), q
+            assert [r.lineage(i) for i in range(r.num_rows)] == [{"o": [1, 2]}, {"o": [3]}], q
+        folder = write_folder(tmp_path / "p", [
+            ("b", "WITH a AS (SELECT * FROM a WHERE v > 1) SELECT k, sum(v) AS v FROM a GROUP BY k ORDER BY k"),
+            ("a", "SELECT k, v FROM o")])
+        p = dltrace.pipeline(folder, session=s)
+        assert list(p) == ["a", "b"] and p.lineage("b", 0) == {"o": [1, 2]}
+    finally:
+        s.close()
+
+
+def test_create_if_not_exists_does_nothing_over_a_name_that_exists(tmp_path):
+    """CREATE TABLE IF NOT EXISTS over a name that exists raised DuplicateTable; SQL makes it a no-op."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mine AS SELECT 1 AS z")
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.register("o", pa.table({"k": [1, 2, 3]}))
+        first = s.run("CREATE TABLE IF NOT EXISTS a AS SELECT k FROM o WHERE k > 1")
+        assert first.lineage(0) == {"o": [1]}
+        for sql in ("CREATE TABLE IF NOT EXISTS a AS SELECT 7 AS other", "CREATE VIEW IF NOT EXISTS a AS SELECT 7",
+                    "CREATE TABLE IF NOT EXISTS o AS SELECT 7", "CREATE VIEW IF NOT EXISTS mine AS SELECT k FROM o"):
+            assert s.run(sql) is None, sql
+        assert s.sql("SELECT * FROM a").to_pylist() == [{"k": 2}, {"k": 3}]
+        assert con.sql("SELECT * FROM mine").fetchall() == [(1,)]
+        assert s.run("CREATE VIEW IF NOT EXISTS v AS SELECT k FROM a").lineage(1) == {"o": [2]}
+        with pytest.raises(dltrace.DuplicateTable):
+            s.run("CREATE TABLE a AS SELECT 7 AS other")
+        # a pipeline's datasets are its own, made anew at each run, IF NOT EXISTS or not
+        folder = write_folder(tmp_path / "p", [("c", "SELECT k FROM o WHERE k < 3")])
+        (folder / "00_c.sql").write_text("CREATE TABLE IF NOT EXISTS c AS SELECT k FROM o WHERE k < 3;\n")
+        for _ in range(2):
+            assert dltrace.pipeline(folder, session=s).lineage("c", 1) == {"o": [1]}
     finally:
         s.close()
 

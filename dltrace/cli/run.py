@@ -31,6 +31,9 @@ def main(args: argparse.Namespace) -> int:
     s = common.session(args)
     lineage = None if args.lineage == "none" else args.lineage
     r = s.run(sql, lineage=lineage, dialect=args.dialect, semantics=args.semantics)
+    if r is None:  # CREATE ... IF NOT EXISTS over a name that exists: nothing ran, as on the engine
+        print("dltrace: the relation exists already: nothing done (CREATE ... IF NOT EXISTS)", file=sys.stderr)
+        return 0
     if args.save:  # before printing: a reader that stops early (| head) must not lose the save
         folder = r.save(args.save)
         what = "rows and lineage" if r.lineage_columns else "rows (no lineage)"

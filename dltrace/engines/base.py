@@ -42,9 +42,15 @@ class ParquetSource:
 
 @dataclass(frozen=True)
 class ArrowSource:
-    """An in-memory table; rids are row positions (it already carries the ``dl_rid`` column)."""
+    """An in-memory table; rids are row positions (it already carries the ``dl_rid`` column).
+
+    ``typed_by``: the engine's SQL of the query these rows are the result of (a step), or None. An engine's
+    Arrow form of a result loses some of its types (DuckDB: HUGEINT comes as DECIMAL(38,0), an ENUM as strings,
+    a collation is dropped; Spark: a collation), so the engine stores the rows with the types it gives that
+    query: a step reads as the same query inlined would."""
 
     table: pa.Table
+    typed_by: str | None = None
 
     @property
     def num_rows(self) -> int:
@@ -54,6 +60,11 @@ class ArrowSource:
     def private(self) -> tuple[str, ...]:
         """Columns besides ``dl_rid`` that only the rows relation shows (the user's relation leaves them out)."""
         return ()
+
+    @property
+    def own_columns(self) -> list[str]:
+        """The columns the user's relation shows: all but ``dl_rid`` and the private ones, in order."""
+        return [c for c in self.table.column_names if c != RID and c not in self.private]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines import duckdb_udfs
+from dltrace.engines import duckdb_types, duckdb_udfs
 from dltrace.engines.base import (
     RID,
     ArrowSource,
@@ -114,21 +114,11 @@ class DuckDBEngine:
         if isinstance(source, ArrowSource) and RID not in source.table.column_names:
             self._register_arrow(name, source.table)
             return
+        if isinstance(source, ArrowSource):
+            self._register_arrow_rows(name, source, storage)
+            return
         self.drop(name)  # a registration replaced by one of another storage: a view may become a table
         rows = self.made.new_rows_name(name)
-        if isinstance(source, ArrowSource):
-            if storage == "source":
-                self._register_arrow(rows, source.table)
-                self._user_view(name, source.private)
-                return
-            staging = self.fresh_name(f"_dl_arrow_{name}")
-            self.con.register(staging, source.table)
-            try:
-                self._load_memory(rows, exp.select("*").from_(_table(staging)), source.num_rows)
-            finally:
-                self.con.unregister(staging)
-            self._user_view(name, source.private)
-            return
         assert isinstance(source, ParquetSource)
         # The rid of a row is its position in the source: file offset + row number within the file,
         # files in sorted name order. One scan per file keeps the offset a constant per scan. A 4-byte INTEGER
@@ -160,6 +150,43 @@ class DuckDBEngine:
         except duckdb.Error as e:
             self.drop(name)
             raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
+
+    def _register_arrow_rows(self, name: str, source: ArrowSource, storage: str) -> None:
+        """``name`` and its rows relation over an Arrow table with ``dl_rid``: scanned in place (``"source"``),
+        copied (``"memory"``), or copied into the types DuckDB gives the rows themselves (a step's query, a pandas
+        categorical: :mod:`~dltrace.engines.duckdb_types`), which their Arrow form lost."""
+        staging = self.fresh_name(f"_dl_arrow_{name}")
+        self.con.register(staging, source.table)
+        try:
+            # (before the old registration goes: a step's query may read the table it replaces)
+            shape = duckdb_types.shape(self, name, staging, source)
+            try:
+                self.drop(name)  # a registration replaced by one of another storage: a view may become a table
+                if shape is not None and self._load_typed(self.made.new_rows_name(name), shape, staging, source):
+                    pass
+                elif storage == "memory":
+                    self._load_memory(self.made.new_rows_name(name), exp.select("*").from_(_table(staging)),
+                                      source.num_rows)
+                else:
+                    self._register_arrow(self.made.new_rows_name(name), source.table)
+            finally:
+                if shape is not None:
+                    self.drop(shape)
+        finally:
+            self.con.unregister(staging)
+        self._user_view(name, source.private)
+
+    def _load_typed(self, rows: str, shape: str, staging: str, source: ArrowSource) -> bool:
+        """Copy the rows of ``staging`` into the temporary table ``rows`` whose own columns are as in ``shape``
+        (:mod:`~dltrace.engines.duckdb_types`); False, with nothing made, when a value does not cast (a query
+        that binds otherwise now than when it ran: the rows then keep their Arrow types)."""
+        try:
+            self.materialize(rows, duckdb_types.empty_rows(shape, staging, source).sql(self.name))
+            self.con.execute(duckdb_types.insert_rows(self, rows, shape, staging, source).sql(self.name))
+        except (duckdb.Error, QueryError):
+            self.drop(rows)
+            return False
+        return True
 
     def _register_arrow(self, name: str, table: pa.Table) -> None:
         self.made.check_free(name)

@@ -31,7 +31,7 @@ from dltrace.engines.base import (
 )
 from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
-from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame
+from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame, typed_frame
 from dltrace.errors import QueryError, SourceError
 
 
@@ -132,6 +132,8 @@ class SparkEngine:
                 df = parquet_frame(self.spark, name, source)
             elif isinstance(source, ArrowSource):
                 df = arrow_frame(self.spark, name, source.table)
+                if source.typed_by is not None:
+                    df = typed_frame(self.spark, df, source.typed_by, source.own_columns)
             elif isinstance(source, NativeSource):
                 df = native_frame(name, source.obj)
             else:  # pragma: no cover - resolve_source only builds the three kinds

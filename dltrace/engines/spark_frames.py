@@ -64,6 +64,28 @@ def arrow_frame(spark: Any, name: str, table: pa.Table) -> Any:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
 
 
+def typed_frame(spark: Any, df: Any, query: str, own: list[str]) -> Any:
+    """``df`` (rows read from Arrow) with its own columns ``own`` in the types Spark gives ``query``, the query
+    the rows are the result of: the Arrow form of a result loses a string's collation (``UTF8_LCASE``: 'a' and
+    'A' grouped apart) and an interval's fields (``INTERVAL DAY`` came back ``DAY TO SECOND``). Only columns
+    whose type differs are cast (nullability aside: Spark casts no nullable element to a non-nullable one); as
+    they are when the query no longer binds as it did (a table it read was registered again since)."""
+    from pyspark.sql import functions as F
+
+    try:
+        wanted = [f.dataType for f in spark.sql(query).schema.fields]  # by position: the rows' names are the run's
+        if len(wanted) != len(own):
+            return df
+        current = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        cols = [F.col(_quote(c)).cast(t).alias(c) if t.simpleString() != current[c] else F.col(_quote(c))
+                for c, t in zip(own, wanted)]
+        typed = df.select(*cols, *[F.col(_quote(c)) for c in df.columns if c not in own])
+        typed.schema  # noqa: B018 - analyse now: a cast Spark refuses leaves the Arrow types
+        return typed
+    except spark_errors():
+        return df
+
+
 def native_frame(name: str, df: Any) -> Any:
     """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
     from pyspark.sql import functions as F

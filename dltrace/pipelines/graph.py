@@ -24,6 +24,7 @@ from dltrace.compose import definition
 from dltrace.errors import DltraceError, PipelineError
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import not_a_query, parse_error_text
+from dltrace.rewriter.shape import engine_reads
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 SDP_DIALECT = "spark"  # Spark Declarative Pipelines' SQL
@@ -194,9 +195,8 @@ def _file_steps(path: Path, rel: str, dialect: str) -> list[Step]:
 
 
 def _reads(query: exp.Expression) -> tuple[str, ...]:
-    ctes = {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
-    names = [t.name.lower() for t in query.find_all(exp.Table)
-             if t.name and isinstance(t.this, exp.Identifier) and t.name.lower() not in ctes]
+    """The relations ``query`` reads (a step or source read inside a CTE of its own name too)."""
+    names = [t.name.lower() for t in engine_reads(query) if t.name and isinstance(t.this, exp.Identifier)]
     return tuple(dict.fromkeys(names))
 
 

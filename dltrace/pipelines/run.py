@@ -23,7 +23,7 @@ from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with
 from dltrace.errors import ArgumentError, DltraceError, PipelineError, check_mapping, check_path, check_text
 from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.pipelines.graph import Pipeline, read_pipeline
-from dltrace.result import BackwardResult, LineageResult
+from dltrace.result import BackwardResult, LineageResult, rows_query
 from dltrace.session import Session, connect
 
 METHODS = ("forward", "backward")
@@ -188,9 +188,10 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     return result
 
 
-def _plain(table: pa.Table) -> LineageSource:
-    """A dataset of a run without lineage: its rows and row ids, no lineage columns (yet a pipeline's own)."""
-    return LineageSource(with_rid(table), lineage=(), strategy="set")
+def _plain(session: Session, result: LineageResult) -> LineageSource:
+    """A dataset of a run without lineage: its rows (in its query's types) and row ids, no lineage columns (yet
+    a pipeline's own)."""
+    return LineageSource(with_rid(result.table), typed_by=rows_query(session, result), lineage=(), strategy="set")
 
 
 def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str) -> PipelineResult:
@@ -211,7 +212,7 @@ def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str)
                 r: LineageResult = session.trace(step.query, dialect=step.dialect)
             else:
                 r = session.run(step.query, lineage=lineage, dialect=step.dialect)
-            session.register(step.name, r if lineage is not None else _plain(r.table), replace=True)
+            session.register(step.name, r if lineage is not None else _plain(session, r), replace=True)
         except DltraceError as e:
             text = " ".join(str(e).split())
             raise PipelineError(f"{step.where} failed: {text}") from None

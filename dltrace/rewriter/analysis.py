@@ -53,7 +53,7 @@ from dltrace.rewriter.passes.union_by_name import union_by_name
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
 from dltrace.rewriter.shape import negated as negated
-from dltrace.rewriter.shape import random_call_read
+from dltrace.rewriter.shape import engine_reads, random_call_read
 
 SEMANTICS = ("witness", "control")
 USED_POSITIVELY = "dl_used_positively"  # meta key of a decorrelated subquery: some use of it is not negated
@@ -200,10 +200,9 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
 
 
 def base_tables(tree: exp.Expression) -> list[str]:
-    """Every base table the query reads, in order of appearance (CTE references excluded)."""
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = [t.name.lower() for t in tree.find_all(exp.Table) if t.name not in ctes]
-    return list(dict.fromkeys(names))
+    """Every base table the query reads, in order of appearance (references of a CTE in scope excluded, a table
+    read inside a CTE of its own name included: :func:`~dltrace.rewriter.shape.engine_reads`)."""
+    return list(dict.fromkeys(t.name.lower() for t in engine_reads(tree)))
 
 
 # -- facts both directions read ------------------------------------------------------------------------

@@ -76,6 +76,13 @@ def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
     return out
 
 
+def engine_reads(tree: exp.Expression) -> list[exp.Table]:
+    """The table references of ``tree`` that read a relation of the engine, in order: every one but those of a
+    CTE in scope (:func:`defining_cte`). In ``WITH t AS (SELECT * FROM t) SELECT ... FROM t`` the ``t`` inside
+    the CTE reads the table, the one outside the CTE: a test of the name alone took both for the CTE."""
+    return [t for t in tree.find_all(exp.Table) if defining_cte(t) is None]
+
+
 def defining_cte(table: exp.Table, root: exp.Expression | None = None) -> exp.CTE | None:
     """The CTE that ``table`` reads, when a WITH of an enclosing query (up to ``root``) defines its name.
 
