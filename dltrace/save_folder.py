@@ -329,8 +329,8 @@ def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
             raise DltraceError(f"no saved lineage at {str(folder)!r} (no {MANIFEST})")
         folder = old
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except ValueError as e:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # (a UnicodeDecodeError is a ValueError)
         raise DltraceError(f"unreadable manifest in {str(folder)!r}: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DltraceError(f"{str(folder)!r} is not a dltrace lineage save")

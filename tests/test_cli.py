@@ -427,3 +427,20 @@ def test_a_table_name_sqlglot_reads_as_sql_works_from_the_command_line(files, tm
     (tmp_path / "odd.sql").write_text('SELECT grp, count(*) AS n FROM "x;y--z" GROUP BY grp ORDER BY grp')
     out = ok(cli("run", tmp_path / "odd.sql", "--table", f"x;y--z={files / 'sales.parquet'}", "--json"))
     assert json_lines(out)[0]["lineage"] == {"x;y--z": list(range(0, 40, 4))}
+
+
+def test_a_file_that_is_not_utf8_is_one_line_naming_where(files, tmp_path):
+    """A Latin-1 step file or spark-pipeline.yml was an "unexpected" UnicodeDecodeError (exit 1); every file the
+    user names is read as UTF-8 (a byte order mark dropped), and one that is not says where its first bad byte is."""
+    steps, sdp = tmp_path / "steps", tmp_path / "sdp"
+    steps.mkdir()
+    sdp.mkdir()
+    (steps / "01.sql").write_bytes(b"CREATE TABLE a AS\nSELECT 'caf\xe9' AS x;\n")
+    (sdp / "spark-pipeline.yml").write_bytes(b"name: caf\xe9\nlibraries: []\n")
+    where = "it is not UTF-8 text (byte 0xe9 at line 2, col 12)"
+    fails(cli("pipeline", steps), "cannot read step file", "01.sql", where)
+    fails(cli("run", steps / "01.sql"), "cannot read SQL file", where)
+    fails(cli("pipeline", sdp), "cannot read pipeline spec", "(byte 0xe9 at line 1, col 10)")
+    fails(cli("run", steps), "is a folder, not a SQL file")
+    (tmp_path / "bom.sql").write_bytes(b"\xef\xbb\xbfSELECT 'caf\xc3\xa9' AS x")
+    assert json_lines(ok(cli("run", tmp_path / "bom.sql", "--json")))[0]["row"] == {"x": "café"}

@@ -338,6 +338,17 @@ def test_sdp_python_library_is_refused(tmp_path):
         read_pipeline(tmp_path)
 
 
+def test_a_file_that_is_not_utf8_is_a_pipeline_error(tmp_path):
+    """A raw UnicodeDecodeError came out of dltrace.pipeline for a Latin-1 step file or spec."""
+    (tmp_path / "01.sql").write_bytes(b"CREATE TABLE a AS SELECT 'caf\xe9' AS x")
+    with pytest.raises(PipelineError, match=r"cannot read step file .*01.sql'.*not UTF-8 text \(byte 0xe9 at line 1, "
+                                            r"col 30\)"):
+        read_pipeline(tmp_path)
+    (tmp_path / "spark-pipeline.yml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(PipelineError, match=r"cannot read pipeline spec .*not UTF-8 text"):
+        dltrace.pipeline(tmp_path)
+
+
 def test_cli_pipeline(tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "dltrace.cli", "pipeline", *args], capture_output=True,

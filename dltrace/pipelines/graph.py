@@ -21,7 +21,7 @@ import yaml
 from sqlglot import exp
 
 from dltrace.compose import definition
-from dltrace.errors import DltraceError, PipelineError
+from dltrace.errors import DltraceError, PipelineError, read_user_text
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import not_a_query, parse_error_text
 
@@ -111,9 +111,10 @@ def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:
 
 
 def _sdp_files(spec: Path) -> tuple[str, list[Path]]:
+    text = read_user_text(spec, "pipeline spec", PipelineError)
     try:
-        data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, OSError) as e:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
         raise PipelineError(f"cannot read pipeline spec {spec.name}: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict) or not isinstance(data.get("libraries", []), list):
         raise PipelineError(f"pipeline spec {spec.name}: expected a mapping with a 'libraries' list")
@@ -163,7 +164,7 @@ def _build(pipeline: Pipeline, files: list[Path], dialect: str) -> Pipeline:
 
 
 def _file_steps(path: Path, rel: str, dialect: str) -> list[Step]:
-    text = path.read_text(encoding="utf-8")
+    text = read_user_text(path, "step file", PipelineError)
     try:
         trees = [t for t in parse_plain(text, dialect) if t is not None]
     except sqlglot.errors.ParseError as e:
