@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, folder_problem
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
@@ -192,7 +192,7 @@ def save(result: LineageData, path: str | os.PathLike) -> Path:
     try:
         return _save(result, target)
     except OSError as e:  # a folder that cannot be made or written (no such parent, no permission, disk full)
-        raise DltraceError(f"cannot save lineage to {str(target)!r}: {e.strerror or e}") from None
+        raise DltraceError(f"cannot save lineage to {str(target)!r}: {folder_problem(target, e)}") from None
 
 
 def _save(result: LineageData, target: Path) -> Path:
