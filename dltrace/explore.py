@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
 from dltrace.errors import DltraceError, check_mapping, check_names
-from dltrace.fetch import as_rids, fetch
+from dltrace.fetch import as_rids, fetch, table_rids
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
 from dltrace.udafs.bitmap import load as load_bitmap
@@ -188,11 +188,7 @@ def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndar
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
     key = result.table_key(table)
-    q = as_rids(rids)
-    if q.size and key in result.session.tables:
-        n = result.session.num_rows(key)
-        if q[0] < 0 or q[-1] >= n:
-            raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {key!r} (it has {n} rows)")
+    q = table_rids(rids, key, result.session.num_rows(key) if key in result.session.tables else None)
     if q.size == 0 or result.num_rows == 0:
         return []
     shared = result.shared_ids(key) if result.shared_lineage else ()

@@ -83,7 +83,7 @@ def test_a_table_backward_columns_names_must_be_in_the_lineage(s):
 def _pipeline(tmp_path):
     pq.write_table(pa.table({"a": [1, 2, None, 4], "b": ["x", "y", "x", "y"]}), tmp_path / "t.parquet")
     folder = tmp_path / "pipe"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / "01.sql").write_text("CREATE TABLE s1 AS SELECT a, b FROM t WHERE a IS NOT NULL")
     (folder / "02.sql").write_text("CREATE VIEW s2 AS SELECT b, count(*) AS n FROM s1 GROUP BY b")
     return folder, {"t": str(tmp_path / "t.parquet")}
@@ -150,3 +150,23 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
     # the filter was the parse's only: sqlglot's logger is as the user configured it
     assert not logging.getLogger("sqlglot").filters
+
+
+def test_a_range_of_rids_is_checked_by_its_ends_before_it_is_expanded(s, tmp_path):
+    """r.forward(t, range(10**12)) made the list of every id first (a MemoryError, or gigabytes and seconds before
+    "rid ... is outside"); a rid beyond 64 bits said "rids must be integers"."""
+    sql = "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY a"
+    r = s.run(sql)
+    folder, tables = _pipeline(tmp_path)
+    p = dltrace.pipeline(folder, tables=tables)
+    for call in (lambda: r.forward("t", range(10**12)), lambda: s.impact(sql, "t", range(10**12)),
+                 lambda: s.impact(sql, "t", range(10**12), saved=r), lambda: p.impact("t", range(10**12))):
+        with pytest.raises(dltrace.DltraceError, match=r"rid 999999999999 is outside table 't' \(it has \d rows\)"):
+            call()
+    assert r.forward("t", range(1, 3)) == [1] == s.impact(sql, "t", range(1, 3)).rows
+    assert p.impact("t", range(0, 4, 3)) == {"s1": [0, 2], "s2": [0, 1]}
+    with pytest.raises(dltrace.DltraceError, match="rids must be 64-bit integers, got 100000000000000000000"):
+        r.forward("t", 10**20)
+    with pytest.raises(dltrace.DltraceError, match=r"rids must be 64-bit integers, got \[100000000000000000000\]"):
+        r.forward("t", [10**20])
+    p.close()
