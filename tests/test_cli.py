@@ -445,3 +445,42 @@ def test_a_file_that_is_not_utf8_is_one_line_naming_where(files, tmp_path):
     fails(cli("run", steps), "is a folder, not a SQL file")
     (tmp_path / "bom.sql").write_bytes(b"\xef\xbb\xbfSELECT 'caf\xc3\xa9' AS x")
     assert json_lines(ok(cli("run", tmp_path / "bom.sql", "--json")))[0]["row"] == {"x": "café"}
+
+
+def _two_steps(tmp_path) -> Path:
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01.sql").write_text("CREATE TABLE s1 AS SELECT grp, price FROM sales WHERE grp < 2")
+    (steps / "02.sql").write_text("CREATE VIEW s2 AS SELECT grp, count(*) AS n FROM s1 GROUP BY grp")
+    return steps
+
+
+def test_forward_ranges_are_checked_by_their_ends(files, tmp_path):
+    """--forward t:0-999999999999 built the list of every id before it checked them (gigabytes, then a
+    MemoryError); a reversed range said "no rids", a rid beyond 64 bits "rids must be integers"."""
+    t = sales(files)
+    saved = tmp_path / "saved"
+    ok(cli("run", files / "groups.sql", "--table", t, "--save", saved))
+    steps = _two_steps(tmp_path)
+    for command in (["lineage", saved], ["pipeline", steps]):
+        fails(cli(*command, "--table", t, "--forward", "sales:0-999999999999"),
+              "rid 999999999999 is outside table 'sales' (it has 40 rows)")
+        fails(cli(*command, "--table", t, "--forward", "sales:99999999999999999999"),
+              "rid 99999999999999999999 is outside table 'sales'")
+        fails(cli(*command, "--table", t, "--forward", "sales:3-1"), "the range '3-1' runs backwards: write 1-3")
+    out = ok(cli("lineage", saved, "--table", t, "--forward", "sales:4-6,5-9,12,39"))  # merged, counted
+    assert "4 of 4 output rows depend on sales rids {4-9, 12, 39} (8 ids): [0-3]" in out
+
+
+def test_pipeline_forward_prints_the_rows_it_reaches(files, tmp_path):
+    """--forward printed only the reached rows' indexes in a table; each call runs the pipeline again and a
+    GROUP BY without ORDER BY may number its rows otherwise at the next call, so an index alone could name another
+    row at the next --row: the rows are printed with their values and lineage."""
+    out = ok(cli("pipeline", _two_steps(tmp_path), "--table", sales(files), "--forward", "sales:1"))
+    lines = out.splitlines()
+    assert lines[0] == "sales rids {1} reach:" and "  s2: 1 of 2 rows [" in out
+    s2 = lines.index(next(line for line in lines if line.startswith("  s2: ")))
+    assert lines[s2 + 1].split() == ["#", "grp", "n", "dl_sales"]
+    assert lines[s2 + 3].split()[1:3] == ["1", "10"]  # the row itself: grp 1, 10 rows
+    assert lines[s2 + 3].endswith("1, 5, 9, 13, 17, 21, … (10 ids)")
+    assert "is its position in that call's run" in " ".join(ok(cli("pipeline", "--help")).split())
