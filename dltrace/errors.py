@@ -137,6 +137,19 @@ def check_names(value: object, what: str) -> list[str] | None:
     raise ArgumentError(f"{what} must be a name or a list of names, got {got(value)}")
 
 
+def check_count(value: object, what: str, least: int = 0) -> int:
+    """``value`` as an int of at least ``least`` (a count, a limit, a number of threads: numpy's integers too, but
+    not a float, which would be truncated, nor True), else the one-line error naming ``what``."""
+    try:
+        count = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        count = None
+    if count is None or count < least:
+        kind = "a positive int" if least == 1 else f"an int >= {least}"
+        raise ArgumentError(f"{what} must be {kind}, got {got(value)}")
+    return count
+
+
 def check_mapping(value: object, what: str, of: str = "") -> Mapping[Any, Any]:
     """``value`` if it is a mapping (a dict); ``of`` says what it maps, for the message."""
     if not isinstance(value, Mapping):

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError, check_mapping, check_names
+from dltrace.errors import DltraceError, check_count, check_mapping, check_names
 from dltrace.fetch import as_rids, fetch, table_rids
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
@@ -102,9 +102,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     for t in keys:
         ids = row_rids(result, t, i)
         if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
-                raise DltraceError(f"limit must be an int >= 0, got {limit!r}")
-            ids = ids[:int(limit)]
+            ids = ids[:check_count(limit, "limit")]
         out[t] = fetch(result.session, t, ids, wanted.get(t))
     return out
 
@@ -291,8 +289,7 @@ def plain_table(table: pa.Table, width: int = 30) -> str:
 
 def explain(result: LineageData, i: int, samples: int = 3) -> str:
     """A readable summary of row ``i``'s lineage: per table the count, the rid ranges and a few tuples."""
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
-        raise DltraceError(f"samples must be an int >= 0, got {samples!r}")
+    check_count(samples, "samples")
     i = result.row_index(i)
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())

@@ -61,6 +61,13 @@ def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
         (lambda: dltrace.pipeline(None), "path must be a str or os.PathLike"),
         (lambda: dltrace.pipeline(tmp_path, tables=["t"]), "tables must be a dict .* got list"),
         (lambda: dltrace.pipeline(tmp_path, session="s"), "session must be a dltrace session"),
+        # DuckDB's SET took int(1.5) as 1 and True as 1; "x" was a raw ValueError and -1 DuckDB's syntax error
+        (lambda: dltrace.connect("duckdb", threads="x"), "threads must be a positive int, got str 'x'"),
+        (lambda: dltrace.connect("duckdb", threads=1.5), "threads must be a positive int, got float 1.5"),
+        (lambda: dltrace.connect("duckdb", threads=-1), "threads must be a positive int, got int -1"),
+        (lambda: dltrace.connect("duckdb", threads=True), "threads must be a positive int, got bool True"),
+        (lambda: dltrace.connect("spark", master=2), "master must be a string such as 'local\\[2\\]', got int 2"),
+        (lambda: r.backward(0, limit=1.5), "limit must be an int >= 0, got float 1.5"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.ArgumentError, match=needle) as info:
