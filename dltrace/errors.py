@@ -75,6 +75,16 @@ def row_index(i: object, n: int) -> int:
     return index % n
 
 
+def row_indexes(rows: object, n: int) -> list[int] | None:
+    """``rows`` -- None (every row) or an iterable of row indexes, each checked as :func:`row_index` checks one --
+    as the sorted distinct indexes of a result of ``n`` rows: every ``rows=`` argument is checked here."""
+    if rows is None:
+        return None
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+        raise ArgumentError(f"rows must be a list of row indexes or None, got {got(rows)}")
+    return sorted({row_index(i, n) for i in rows})
+
+
 class SessionClosed(DltraceError):
     """The session was closed: nothing more runs on it."""
 

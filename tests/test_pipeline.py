@@ -338,6 +338,34 @@ def test_sdp_python_library_is_refused(tmp_path):
         read_pipeline(tmp_path)
 
 
+def test_trace_finds_the_run_s_rows_holding_nan_lists_and_structs(tmp_path):
+    """p.trace matched the run's rows with the traced ones by Python equality in a dict: a row holding a NaN never
+    matched ("the sources changed" while stale() was {}), a LIST or STRUCT column was a raw TypeError."""
+    src = pa.table({"k": [1, 2, 1, 3], "v": [0.0, 1.0, 0.0, 2.0], "w": [0.0, 2.0, 0.0, 4.0]})
+    (tmp_path / "01.sql").write_text("CREATE TABLE ratio AS SELECT k, sum(v) / sum(w) AS r, list(w ORDER BY w) AS ws, "
+                                     "{'k': k, 'r': sum(v) / sum(w)} AS st FROM src GROUP BY k")
+    p = dltrace.pipeline(tmp_path, tables={"src": src})
+    assert p.stale() == {} and sum(r != r for r in p["ratio"].table.column("r").to_pylist()) == 1  # one NaN
+    traced = p.trace("ratio")
+    assert [traced.lineage(i) for i in range(3)] == [p.lineage("ratio", i) for i in range(3)]
+    with pytest.raises(dltrace.ArgumentError, match="rows must be a list of row indexes or None, got int 0"):
+        p.trace("ratio", rows=0)  # (a raw TypeError: 'int' object is not iterable)
+    assert p.trace("ratio", rows=[-1]).lineage(2) == p.lineage("ratio", 2)
+    p.close()
+
+
+def test_row_keys_compare_values_as_a_rerun_gives_them():
+    """NaN is NaN (Python's NaN != NaN), -0.0 is not 0.0 (Python's -0.0 == 0.0 could pair two rows' lineage
+    crosswise), lists, structs and maps are keys."""
+    from dltrace.names import row_key
+
+    nan = float("nan")
+    assert row_key((1, nan)) == row_key((1, float("nan"))) != row_key((1, 0.0))
+    assert row_key((-0.0,)) != row_key((0.0,)) and row_key((-0.0,)) == row_key((-0.0,))
+    assert row_key(([1.0, nan], {"a": [nan]}, [("k", nan)])) == row_key(([1.0, nan], {"a": [nan]}, [("k", nan)]))
+    assert len({row_key(([1], {"a": None})), row_key(([1], {"a": None}))}) == 1
+
+
 def test_a_file_that_is_not_utf8_is_a_pipeline_error(tmp_path):
     """A raw UnicodeDecodeError came out of dltrace.pipeline for a Latin-1 step file or spec."""
     (tmp_path / "01.sql").write_bytes(b"CREATE TABLE a AS SELECT 'caf\xe9' AS x")

@@ -10,6 +10,7 @@ registers plain rows: what the lineage costs is measured against it.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,18 @@ import pyarrow as pa
 from dltrace.compose import composed_sources
 from dltrace.engines import STRATEGIES, resolve_source
 from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
-from dltrace.errors import ArgumentError, DltraceError, PipelineError, check_mapping, check_path, check_text
+from dltrace.errors import (
+    ArgumentError,
+    DltraceError,
+    PipelineError,
+    check_mapping,
+    check_path,
+    check_text,
+    row_indexes,
+)
 from dltrace.fingerprints import arrow_hash, file_hash
-from dltrace.pipelines.graph import Pipeline, read_pipeline
+from dltrace.names import row_key
+from dltrace.pipelines.graph import Pipeline, Step, read_pipeline
 from dltrace.result import BackwardResult, LineageResult
 from dltrace.session import Session, connect
 
@@ -69,19 +79,9 @@ class PipelineResult:
         ``i`` as this run stored it."""
         step = self.pipeline.step(dataset)
         stored = self[dataset]
+        wanted = row_indexes(rows, stored.num_rows)  # (checked before the step runs again)
         traced = self.session.trace(step.query, dialect=step.dialect)
-        # the reverse queries run the step again: its rows may come in another order than the stored ones
-        where: dict[tuple, list[int]] = {}
-        for j, values in enumerate(zip(*[c.to_pylist() for c in traced.table.columns])):
-            where.setdefault(values, []).append(j)
-        order = []
-        for values in zip(*[c.to_pylist() for c in stored.table.columns]):
-            if not where.get(values):
-                raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
-                                    "changed (see stale())")
-            order.append(where[values].pop(0))
-        take = pa.array(order, type=pa.int64())
-        wanted = None if rows is None else sorted({stored.check_row(i) for i in rows})
+        take = pa.array(_same_rows(stored.table, traced.table, step), type=pa.int64())
         lineage = {}
         for t, col in traced.lineage_columns.items():
             col = col.take(take)
@@ -127,6 +127,26 @@ class PipelineResult:
         """Close the session when the run opened it."""
         if self.owns_session:
             self.session.close()
+
+
+def _same_rows(stored: pa.Table, again: pa.Table, step: Step) -> list[int]:
+    """For each row of ``stored``, the position of the same row in ``again``, the step's rows from another run (the
+    engine may give them in another order), or a :class:`PipelineError` when the two runs gave other rows."""
+    where: dict[tuple, deque[int]] = {}
+    for j, values in enumerate(_value_rows(again)):
+        where.setdefault(row_key(values), deque()).append(j)
+    order = []
+    for values in _value_rows(stored):
+        found = where.get(row_key(values))
+        if not found:
+            raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
+                                "changed (see stale())")
+        order.append(found.popleft())
+    return order
+
+
+def _value_rows(table: pa.Table):
+    return zip(*[c.to_pylist() for c in table.columns])
 
 
 def source_fingerprint(session: Session, table: str) -> str:
