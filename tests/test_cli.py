@@ -484,3 +484,28 @@ def test_pipeline_forward_prints_the_rows_it_reaches(files, tmp_path):
     assert lines[s2 + 3].split()[1:3] == ["1", "10"]  # the row itself: grp 1, 10 rows
     assert lines[s2 + 3].endswith("1, 5, 9, 13, 17, 21, … (10 ids)")
     assert "is its position in that call's run" in " ".join(ok(cli("pipeline", "--help")).split())
+
+
+def test_a_folder_of_csv_files_is_one_table(tmp_path):
+    """--help says "a parquet or CSV file, a folder of them", and a folder of CSV files was refused: "holds no
+    .parquet files". Its files are read as one table, in sorted path order, like a glob of them."""
+    sales = tmp_path / "sales"
+    (sales / "2024").mkdir(parents=True)
+    (sales / "2024" / "01.csv").write_text("region,amount\nn,10\ns,5\n")
+    (sales / "2024" / "02.csv").write_text("region,amount\ns,20.5\n")  # (integers, then a decimal: DOUBLE)
+    (tmp_path / "q.sql").write_text("SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY 1")
+    out = json_lines(ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}", "--json")))
+    assert [(line["row"], line["lineage"]) for line in out] == \
+        [({"region": "n", "total": 10.0}, {"sales": [0]}), ({"region": "s", "total": 25.5}, {"sales": [1, 2]})]
+    assert ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}/*/*.csv", "--json")) == \
+        ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}", "--json"))
+    (sales / "03.csv").write_text("region,amount\nn,oops\n")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), f"CSV {str(sales / '2024' / '01.csv')!r} "
+          f"cannot be read as one table with {str(sales / '03.csv')!r}", "incompatible types")
+    (sales / "03.csv").write_text("region,total\nn,1\n")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "has columns region, amount where",
+          "has region, total: CSV files read as one table must have the same columns")
+    (sales / "03.csv").unlink()
+    (sales / "t.parquet").write_bytes(b"")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "holds both .parquet and CSV files")
+    assert "a parquet or CSV file, a folder of them or a glob" in " ".join(ok(cli("run", "--help")).split())

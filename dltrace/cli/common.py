@@ -89,7 +89,7 @@ def add_sources(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tpch", type=scale_factor, metavar="SF", help="register the TPC-H tables at scale factor SF "
                    "(generated once into the cache)")
     p.add_argument("--table", action="append", default=[], metavar="NAME=PATH",
-                   help="register a table from a parquet/CSV file or folder (repeatable)")
+                   help="register a table from a parquet or CSV file, a folder of them or a glob (repeatable)")
 
 
 def add_output(p: argparse.ArgumentParser, what: str = "rows") -> None:
