@@ -509,3 +509,11 @@ def test_a_folder_of_csv_files_is_one_table(tmp_path):
     (sales / "t.parquet").write_bytes(b"")
     fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "holds both .parquet and CSV files")
     assert "a parquet or CSV file, a folder of them or a glob" in " ".join(ok(cli("run", "--help")).split())
+
+
+def test_one_sql_file_is_a_pipeline(tmp_path):
+    """`dltrace pipeline steps.sql` said "pipeline spec steps.sql: expected a mapping with a 'libraries' list"."""
+    (tmp_path / "steps.sql").write_text("CREATE TABLE a AS SELECT 1 AS x;\nCREATE TABLE b AS SELECT x + 1 AS y FROM a;\n")
+    lines = ok(cli("pipeline", tmp_path / "steps.sql")).splitlines()
+    assert lines[0] == "pipeline 'steps' (folder), 2 steps over no source table; lineage set (forward)"
+    assert [line.split()[0] for line in lines[1:]] == ["a", "b"]

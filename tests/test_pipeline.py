@@ -366,6 +366,21 @@ def test_row_keys_compare_values_as_a_rerun_gives_them():
     assert len({row_key(([1], {"a": None})), row_key(([1], {"a": None}))}) == 1
 
 
+def test_one_sql_file_is_a_pipeline(tmp_path):
+    """A .sql file given as the pipeline was read as a spark-pipeline.yml: "expected a mapping with a 'libraries'
+    list"; it is a pipeline of its CREATE ... AS statements (in dependency order), and a file of another kind is
+    named as no pipeline."""
+    (tmp_path / "steps.sql").write_text("-- two steps, the second first\nCREATE TABLE b AS SELECT x + 1 AS y FROM a;\n"
+                                        "CREATE TABLE a AS SELECT k AS x FROM src;\n")
+    p = dltrace.pipeline(tmp_path / "steps.sql", tables={"src": pa.table({"k": [1, 2]})})
+    assert p.pipeline.names == ["a", "b"] and p.sources == ["src"] and p.lineage("b", 1) == {"src": [1]}
+    assert p.pipeline.steps[0].file == "steps.sql"
+    p.close()
+    (tmp_path / "notes.txt").write_text("CREATE TABLE a AS SELECT 1 AS x")
+    with pytest.raises(PipelineError, match=r"notes.txt' is not a pipeline: give a folder of .sql files, a .sql file"):
+        read_pipeline(tmp_path / "notes.txt")
+
+
 def test_a_file_that_is_not_utf8_is_a_pipeline_error(tmp_path):
     """A raw UnicodeDecodeError came out of dltrace.pipeline for a Latin-1 step file or spec."""
     (tmp_path / "01.sql").write_bytes(b"CREATE TABLE a AS SELECT 'caf\xe9' AS x")

@@ -21,7 +21,8 @@ def add_parser(sub) -> None:
                        "row's index (--row, --show, --forward) is its position in that call's run: a dataset "
                        "without ORDER BY may come in another order at the next call, so every row is printed "
                        "with its values.")
-    p.add_argument("path", help="folder with a spark-pipeline.yml, the spec file itself, or a folder of .sql files")
+    p.add_argument("path", help="folder with a spark-pipeline.yml, the spec file itself, a folder of .sql files, or "
+                   "one .sql file of CREATE ... AS statements")
     common.add_sources(p)
     p.add_argument("--lineage", choices=[*common.STRATEGIES, "none"], default="set",
                    help="how lineage is computed: set (default), bitmap, or none for the plain pipeline")
@@ -87,7 +88,8 @@ def _row_spec(spec: str) -> tuple[str, int]:
 def _summary(p: output.Printer, result) -> None:
     pipe = result.pipeline
     p.line(f"pipeline {pipe.name!r} ({'Spark Declarative Pipelines' if pipe.layout == 'sdp' else 'folder'}), "
-           f"{len(pipe.steps)} steps over {', '.join(pipe.sources)}; lineage {result.strategy or 'none'} "
+           f"{output.count(len(pipe.steps), 'step')} over {', '.join(pipe.sources) or 'no source table'}; "
+           f"lineage {result.strategy or 'none'} "
            f"({result.method})")
     for step in pipe.steps:
         r = result[step.name]

@@ -3,7 +3,7 @@
 Two layouts: a Spark Declarative Pipelines project (``spark-pipeline.yml`` / ``.yaml``: its ``libraries`` globs
 name ``.sql`` files of ``CREATE MATERIALIZED VIEW ... AS`` / ``CREATE TEMPORARY VIEW ... AS``; Spark SQL), or a
 plain folder of ``.sql`` files of ``CREATE [OR REPLACE] [TEMPORARY] TABLE|VIEW name AS SELECT ...``, in the
-engine's dialect. Each definition is a :class:`Step`; the names a step reads that no step defines are the
+engine's dialect (or one such file). Each definition is a :class:`Step`; the names a step reads that no step defines are the
 pipeline's sources (tables registered in the session). Steps are put in dependency order (file order among
 independent ones). What dltrace cannot run as batch lineage is refused with one line naming the step and
 file: streaming tables, flows and ``STREAM(...)`` reads, Python libraries, other statements, a cycle, a name
@@ -26,6 +26,7 @@ from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import not_a_query, parse_error_text
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
+SPEC_SUFFIXES = (".yml", ".yaml")
 SDP_DIALECT = "spark"  # Spark Declarative Pipelines' SQL
 
 
@@ -93,17 +94,20 @@ class Pipeline:
 
 
 def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:
-    """Read the pipeline at ``path``: a Spark Declarative Pipelines spec file or the folder holding one, or a
-    folder of ``.sql`` files in ``dialect`` (read in name order)."""
+    """Read the pipeline at ``path``: a Spark Declarative Pipelines spec file (``.yml`` / ``.yaml``) or the
+    folder holding one, a folder of ``.sql`` files in ``dialect`` (read in name order), or one ``.sql`` file."""
     root = Path(path)
     if not root.exists():
         raise PipelineError(f"pipeline not found: {str(root)!r}")
+    if root.is_file() and root.suffix.lower() == ".sql":  # its CREATE ... AS statements, a pipeline of one file
+        return _build(Pipeline(root.parent, "folder", root.stem), [root], dialect)
+    if root.is_file() and root.suffix.lower() not in SPEC_SUFFIXES:
+        raise PipelineError(f"{str(root)!r} is not a pipeline: give a folder of .sql files, a .sql file of "
+                            "CREATE ... AS statements, or a spark-pipeline.yml (or the folder holding one)")
     spec = root if root.is_file() else next((root / n for n in SPEC_NAMES if (root / n).is_file()), None)
     if spec is not None:
         name, files = _sdp_files(spec)
         return _build(Pipeline(spec.parent, "sdp", name), files, SDP_DIALECT)
-    if root.is_file():
-        return _build(Pipeline(root.parent, "folder", root.stem), [root], dialect)
     files = sorted(p for p in root.rglob("*.sql") if p.is_file())
     if not files:
         raise PipelineError(f"{str(root)!r} holds no spark-pipeline.yml and no .sql files")
