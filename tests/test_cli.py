@@ -517,3 +517,18 @@ def test_one_sql_file_is_a_pipeline(tmp_path):
     lines = ok(cli("pipeline", tmp_path / "steps.sql")).splitlines()
     assert lines[0] == "pipeline 'steps' (folder), 2 steps over no source table; lineage set (forward)"
     assert [line.split()[0] for line in lines[1:]] == ["a", "b"]
+
+
+def test_parse_errors_are_in_sql_s_words(files, tmp_path):
+    """A parse error named sqlglot's classes ("Required keyword: 'expression' missing for <class
+    'sqlglot.expressions.core.Mul'>"), and VALUES, which DuckDB runs, "does not parse as a statement"."""
+    t = sales(files)
+    cases = {"SELEC * FROM sales": "SQL does not parse: `*` without its right operand at line 1, col 12 "
+                                   "(near `SELEC * FROM`)",
+             "SELECT grp FROM sales WHERE": "SQL does not parse: WHERE with nothing after it at line 1, col 27",
+             "SELECT grp FROM sales WHERE grp > 1 AND": "`AND` without its right operand",
+             "SELECT grp FROM sales ORDER BY": "ORDER BY with nothing after it",
+             "VALUES (1), (2)": "a VALUES statement is not a query dltrace traces (it reads no table)"}
+    for k, (sql, message) in enumerate(cases.items()):
+        (tmp_path / f"{k}.sql").write_text(sql)
+        assert "<class" not in fails(cli("run", tmp_path / f"{k}.sql", "--table", t), message)
