@@ -300,7 +300,8 @@ BAD = {
     "cycle": ({"a.sql": "CREATE TABLE a AS SELECT * FROM b", "b.sql": "CREATE TABLE b AS SELECT * FROM a"},
               r"step 'a' \(a.sql\): cycle a -> b -> a \(files a.sql, b.sql\)"),
     "unknown": ({"a.sql": "CREATE TABLE a AS SELECT * FROM nowhere"},
-                r"step 'a' \(a.sql\) reads unknown dataset 'nowhere'"),
+                r"step 'a' \(a.sql\) reads 'nowhere', which no step defines: unknown table 'nowhere'; registered: "
+                r"p_items, p_regions, p_sales"),
     "streaming": ({"s.sql": "CREATE STREAMING TABLE s AS SELECT * FROM STREAM(p_sales)"},
                   r"step 's' \(s.sql\): streaming tables are not supported"),
     "stream read": ({"s.sql": "CREATE MATERIALIZED VIEW s AS SELECT * FROM STREAM(p_sales)"},
@@ -328,6 +329,25 @@ def test_bad_pipelines_are_one_line_errors(tmp_path, case):
         assert "\n" not in str(e.value)
     finally:
         s.close()
+
+
+def test_a_step_reading_a_relation_not_adopted_says_adopt_it(tmp_path):
+    """On the user's own connection, a step reading their table 'sales' said "no table of that name is registered
+    (sources: none)", where s.run says to adopt it."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE sales AS SELECT * FROM (VALUES ('n', 10), ('s', 20)) AS v(region, amount)")
+    (tmp_path / "01.sql").write_text("CREATE TABLE agg AS SELECT region, sum(amount) AS total FROM sales GROUP BY 1")
+    s = dltrace.connect("duckdb", connection=con)
+    with pytest.raises(PipelineError, match=r"step 'agg' \(01.sql\) reads 'sales', which no step defines: table "
+                                            r"'sales' is on the engine but dltrace does not trace it yet: "
+                                            r"s.adopt\('sales'\) it \(or register it\) first"):
+        dltrace.pipeline(tmp_path, session=s)
+    s.adopt("sales")
+    assert dltrace.pipeline(tmp_path, session=s)["agg"].num_rows == 2
+    s.close()
+    con.close()
 
 
 def test_sdp_python_library_is_refused(tmp_path):

@@ -13,6 +13,7 @@ defined twice, a step reading a name that is neither a step nor a registered tab
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,14 +84,15 @@ class Pipeline:
                 todo += by_name[n].reads if n in by_name else []
         return seen
 
-    def check_sources(self, known: set[str] | list[str]) -> None:
-        """Raise :class:`PipelineError` for the first step reading a name that is neither a step nor in ``known``."""
+    def check_sources(self, known: set[str] | list[str], why: Callable[[str], str] | None = None) -> None:
+        """Raise :class:`PipelineError` for the first step reading a name that is neither a step nor in ``known``;
+        ``why(name)`` says why the session cannot give it (the user's relation not adopted yet...)."""
         defined, known = set(self.names), {k.lower() for k in known}
         for s in self.steps:
             for r in s.reads:
                 if r not in defined and r not in known:
-                    raise PipelineError(f"{s.where} reads unknown dataset {r!r}: no step defines it and no table "
-                                        f"of that name is registered (sources: {', '.join(sorted(known)) or 'none'})")
+                    reason = why(r) if why else f"unknown table {r!r}; registered: {', '.join(sorted(known)) or 'none'}"
+                    raise PipelineError(f"{s.where} reads {r!r}, which no step defines: {reason}")
 
 
 def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:

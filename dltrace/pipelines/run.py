@@ -216,7 +216,7 @@ def _plain(table: pa.Table) -> LineageSource:
 def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str) -> PipelineResult:
     ours = set(composed_sources(session))  # an earlier run's datasets (a plain run's carry no lineage columns)
     known = {t for t in session.tables if t not in pipeline.names}
-    pipeline.check_sources(known)
+    pipeline.check_sources(known, session.not_registered)
     for s in pipeline.steps:  # a step must not replace a table the user registered as a source
         if s.name in session.tables and s.name not in ours or s.name in session.adopted:
             raise PipelineError(f"{s.where} defines {s.name!r}, a table registered in the session: rename the "
