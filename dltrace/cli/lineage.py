@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 import dltrace
 from dltrace.cli import common, output
@@ -119,6 +120,22 @@ def _rid_range(part: str) -> range:
     return range(first, last + 1)
 
 
+def ranges_text(ranges: Sequence[range], max_parts: int = 6, noun: str = "id", counted: bool = True) -> str:
+    """:func:`output.rids_text` of the ids of ascending, disjoint, non-adjacent ``ranges``, without listing them (a
+    ``--forward`` range may span billions of ids)."""
+    if not ranges:
+        return "-"
+    parts = [p for r in ranges for p in (output.rid_parts(r) if len(r) < 3 else [f"{r[0]}-{r[-1]}"])]
+    return output.parts_text(parts, sum(len(r) for r in ranges), max_parts, noun, counted)
+
+
+def rid_set_text(ranges: Sequence[range], max_parts: int = 10) -> str:
+    """``{0-99, 150, …} (1,234 ids)``: the rids a ``--forward`` asks about, their count when not all are spelled
+    out."""
+    body = ranges_text(ranges, max_parts, counted=False)
+    return "{" + body + "}" + ranges_text(ranges, max_parts)[len(body):]
+
+
 def _reach(r, spec: str) -> tuple[str, list[range], list[int]]:
     """``--forward TABLE:RIDS``: the table, the rids, and the output rows they reach."""
     table, text = forward_spec(spec)
@@ -133,7 +150,7 @@ def _reach(r, spec: str) -> tuple[str, list[range], list[int]]:
 
 def _forward(p: output.Printer, r, spec: str, table: str, ranges: list[range], rows: list[int]) -> None:
     hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
-    p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {output.rid_set_text(ranges)}: {hits}")
+    p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {rid_set_text(ranges)}: {hits}")
     if rows:
         p.rows(r, rows, question=f"--forward {spec}")
     p.line()

@@ -134,29 +134,14 @@ def rids_text(rids: Sequence[int], max_parts: int = 6, noun: str = "id", counted
     spelled out (unless ``counted`` is false)."""
     if not len(rids):
         return "-"
-    return _parts_text(rid_parts(rids), len(rids), max_parts, noun, counted)
+    return parts_text(rid_parts(rids), len(rids), max_parts, noun, counted)
 
 
-def ranges_text(ranges: Sequence[range], max_parts: int = 6, noun: str = "id", counted: bool = True) -> str:
-    """:func:`rids_text` of the ids of ascending, disjoint, non-adjacent ``ranges``, without listing them (a
-    ``--forward`` range may span billions of ids)."""
-    if not ranges:
-        return "-"
-    parts = [p for r in ranges for p in (rid_parts(r) if len(r) < 3 else [f"{r[0]}-{r[-1]}"])]
-    return _parts_text(parts, sum(len(r) for r in ranges), max_parts, noun, counted)
-
-
-def _parts_text(parts: list[str], total: int, max_parts: int, noun: str, counted: bool) -> str:
+def parts_text(parts: list[str], total: int, max_parts: int, noun: str, counted: bool) -> str:
+    """``parts`` (of ``total`` ids) joined, cut after ``max_parts``, counted when not every id is spelled out."""
     cut = len(parts) > max_parts
     body = ", ".join(parts[:max_parts] + (["…"] if cut else []))
     return f"{body} ({count(total, noun)})" if counted and (cut or len(parts) < total) else body
-
-
-def rid_set_text(ranges: Sequence[range], max_parts: int = 10) -> str:
-    """``{0-99, 150, …} (1,234 ids)``: the rids a ``--forward`` asks about, their count when not all are spelled
-    out."""
-    body = ranges_text(ranges, max_parts, counted=False)
-    return "{" + body + "}" + ranges_text(ranges, max_parts)[len(body):]
 
 
 def tuples_text(tuples: Sequence[tuple], max_parts: int = 4) -> str:

@@ -8,7 +8,7 @@ import argparse
 
 import dltrace
 from dltrace.cli import common, output
-from dltrace.cli.lineage import forward_spec, parse_rids
+from dltrace.cli.lineage import forward_spec, parse_rids, rid_set_text
 from dltrace.pipelines import METHODS
 
 HELP = "run a pipeline of SQL steps (a Spark Declarative Pipelines project or a folder of CREATE ... AS files) " \
@@ -112,7 +112,7 @@ def _reach(result, spec: str) -> tuple[str, list[range], dict[str, list[int]]]:
 
 def _forward(p: output.Printer, result, spec: str, table: str, ranges: list[range],
              hits: dict[str, list[int]]) -> None:
-    p.line(f"{table} rids {output.rid_set_text(ranges)} reach:")
+    p.line(f"{table} rids {rid_set_text(ranges)} reach:")
     for name, rows in hits.items():
         r = result[name]
         at = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
