@@ -102,6 +102,8 @@ def test_a_pipeline_without_lineage_refuses_impact(tmp_path):
     p = dltrace.pipeline(folder, lineage=None, tables=tables)
     with pytest.raises(dltrace.DltraceError, match="impact needs lineage: this pipeline ran with lineage=None"):
         p.impact("t", [0])
+    with pytest.raises(dltrace.DltraceError, match="trace needs lineage: this pipeline ran with lineage=None"):
+        p.trace("s2")  # (its lineage came back empty: the earlier step's rows hold none to compose with)
     with pytest.raises(dltrace.ArgumentError, match="a dataset name must be a string, got int 5"):
         p[5]
     p.close()

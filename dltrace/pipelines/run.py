@@ -77,6 +77,7 @@ class PipelineResult:
         """Backward tracing by reverse queries of ``dataset``'s step, composed with the stored lineage of the
         earlier steps' rows it reaches: lineage in the sources' row ids, row ``i`` being ``dataset``'s row
         ``i`` as this run stored it."""
+        self._needs_lineage("trace")  # (the earlier steps' rows hold none: an empty lineage would be a wrong one)
         step = self.pipeline.step(dataset)
         stored = self[dataset]
         wanted = row_indexes(rows, stored.num_rows)  # (checked before the step runs again)
@@ -99,9 +100,7 @@ class PipelineResult:
     def impact(self, table: str, rids: int | Iterable[int]) -> dict[str, list[int]]:
         """``{dataset: [row, ...]}``: the rows of every dataset whose lineage holds any of ``rids`` of source
         ``table`` (datasets not reading it, directly or through other steps, map to ``[]``)."""
-        if self.strategy is None:  # no dataset holds lineage: "reaches nothing" would be a wrong answer
-            raise DltraceError("impact needs lineage: this pipeline ran with lineage=None; run it with "
-                               "lineage='set' or 'bitmap'")
+        self._needs_lineage("impact")  # (no dataset holds lineage: "reaches nothing" would be a wrong answer)
         key = check_text(table, "table").lower()
         if key not in self.sources:
             raise DltraceError(f"{table!r} is not a source of the pipeline; its sources: {', '.join(self.sources)}")
@@ -109,6 +108,11 @@ class PipelineResult:
         for name, r in self.datasets.items():
             out[name] = r.forward(key, rids) if key in r.lineage_columns else []
         return out
+
+    def _needs_lineage(self, what: str) -> None:
+        if self.strategy is None:
+            raise DltraceError(f"{what} needs lineage: this pipeline ran with lineage=None; run it with "
+                               "lineage='set' or 'bitmap'")
 
     # -- what changed downstream after a source changes (stale datasets) -----------------------------------
     def stale(self) -> dict[str, list[str]]:
@@ -146,6 +150,7 @@ def _same_rows(stored: pa.Table, again: pa.Table, step: Step) -> list[int]:
 
 
 def _value_rows(table: pa.Table):
+    """The rows of ``table`` as tuples of Python values (by position: a query may repeat a column name)."""
     return zip(*[c.to_pylist() for c in table.columns])
 
 
