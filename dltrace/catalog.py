@@ -362,10 +362,15 @@ class Catalog:
                 raise UnknownTable(f"{table.name!r} is a lineage view: query it with s.sql(...); lineage is traced "
                                    "through registered tables only")
             if isinstance(table.this, exp.Identifier):
-                if self.engine.exists(table.name):
-                    raise UnknownTable(f"table {table.name!r} is on the engine but dltrace does not trace it yet: "
-                                       f"s.adopt({table.name!r}) it (or register it) first")
-                raise UnknownTable(f"unknown table {table.name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
+                raise UnknownTable(self.not_registered(table.name))
+
+    def not_registered(self, name: str) -> str:
+        """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
+        it is the user's own relation on the engine, else register it (naming the tables there are)."""
+        if self.engine.exists(name):
+            return f"table {name!r} is on the engine but dltrace does not trace it yet: s.adopt({name!r}) it (or " \
+                   "register it) first"
+        return f"unknown table {name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}"
 
     def rows_relations(self) -> dict[str, str]:
         """Each registered table's rows relation (the rewriter reads row ids there)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
 import operator
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -73,6 +75,16 @@ def row_index(i: object, n: int) -> int:
     return index % n
 
 
+def row_indexes(rows: object, n: int) -> list[int] | None:
+    """``rows`` -- None (every row) or an iterable of row indexes, each checked as :func:`row_index` checks one --
+    as the sorted distinct indexes of a result of ``n`` rows: every ``rows=`` argument is checked here."""
+    if rows is None:
+        return None
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+        raise ArgumentError(f"rows must be a list of row indexes or None, got {got(rows)}")
+    return sorted({row_index(i, n) for i in rows})
+
+
 class SessionClosed(DltraceError):
     """The session was closed: nothing more runs on it."""
 
@@ -135,8 +147,58 @@ def check_names(value: object, what: str) -> list[str] | None:
     raise ArgumentError(f"{what} must be a name or a list of names, got {got(value)}")
 
 
+def check_count(value: object, what: str, least: int = 0) -> int:
+    """``value`` as an int of at least ``least`` (a count, a limit, a number of threads: numpy's integers too, but
+    not a float, which would be truncated, nor True), else the one-line error naming ``what``."""
+    try:
+        count = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        count = None
+    if count is None or count < least:
+        kind = "a positive int" if least == 1 else f"an int >= {least}"
+        raise ArgumentError(f"{what} must be {kind}, got {got(value)}")
+    return count
+
+
 def check_mapping(value: object, what: str, of: str = "") -> Mapping[Any, Any]:
     """``value`` if it is a mapping (a dict); ``of`` says what it maps, for the message."""
     if not isinstance(value, Mapping):
         raise ArgumentError(f"{what} must be a dict{' of ' + of if of else ''}, got {got(value)}")
     return value
+
+
+# -- files and folders the user names ---------------------------------------------------------------------------
+# Python's own errors for them name a byte offset ("can't decode byte 0xe9 in position 29") or the OS's word for
+# a path one of whose parents is a file ("File exists", "Not a directory"), and neither says what to fix.
+
+
+def read_user_text(path: str | os.PathLike, what: str, error: type[DltraceError] = DltraceError) -> str:
+    """The text of the user's file ``path`` (a SQL file, a pipeline spec), read as UTF-8 (a leading byte order
+    mark dropped), or ``error`` naming ``what`` and the problem: a file that is not UTF-8 is named with the line
+    and column of its first bad byte."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise error(f"cannot read {what} {str(path)!r}: {e.strerror or e}") from None
+    data = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"cannot read {what} {str(path)!r}: it is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                    f"{text_position(data, e.start)}); save it as UTF-8") from None
+
+
+def text_position(data: bytes, offset: int) -> str:
+    """``line L, col C`` of byte ``offset`` of ``data`` (both from 1; the column counts bytes)."""
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - data.rfind(b"\n", 0, offset)
+    return f"line {line}, col {column}"
+
+
+def folder_problem(path: str | os.PathLike, e: OSError) -> str:
+    """Why folder ``path`` could not be made or written, in the user's terms: a path on the way that is a file is
+    named, where the OS says only "File exists" or "Not a directory"."""
+    for p in (Path(path).absolute(), *Path(path).absolute().parents):
+        if p.exists():
+            return f"{str(p)!r} is a file, not a folder" if not p.is_dir() else (e.strerror or str(e))
+    return e.strerror or str(e)

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap, BitMap64
 
-from dltrace.errors import DltraceError, check_mapping, check_names
-from dltrace.fetch import as_rids, fetch
+from dltrace.errors import DltraceError, check_count, check_mapping, check_names
+from dltrace.fetch import as_rids, fetch, table_rids
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
 from dltrace.udafs.bitmap import load as load_bitmap
@@ -102,9 +102,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     for t in keys:
         ids = row_rids(result, t, i)
         if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 0:
-                raise DltraceError(f"limit must be an int >= 0, got {limit!r}")
-            ids = ids[:int(limit)]
+            ids = ids[:check_count(limit, "limit")]
         out[t] = fetch(result.session, t, ids, wanted.get(t))
     return out
 
@@ -188,11 +186,8 @@ def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndar
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
     key = result.table_key(table)
-    q = as_rids(rids)
-    n = result.table_rows(key)  # (the table as the ids name it: registered again since, it may be smaller)
-    if q.size and n is not None:
-        if q[0] < 0 or q[-1] >= n:
-            raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {key!r} (it has {n} rows)")
+    q = table_rids(rids, key, result.table_rows(key))  # (the table as the ids name it: registered again
+    # since, it may be smaller)
     if q.size == 0 or result.num_rows == 0:
         return []
     shared = result.shared_ids(key) if result.shared_lineage else ()
@@ -295,8 +290,7 @@ def plain_table(table: pa.Table, width: int = 30) -> str:
 
 def explain(result: LineageData, i: int, samples: int = 3) -> str:
     """A readable summary of row ``i``'s lineage: per table the count, the rid ranges and a few tuples."""
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
-        raise DltraceError(f"samples must be an int >= 0, got {samples!r}")
+    check_count(samples, "samples")
     i = result.row_index(i)
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())

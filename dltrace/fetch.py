@@ -45,12 +45,17 @@ ENGINE_RANGES = 16
 
 
 def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
-    """Sorted distinct int64 rids from an int, an iterable or an array."""
-    if isinstance(rids, (int, np.integer)):
-        return np.array([int(rids)], dtype=np.int64)
+    """Sorted distinct int64 rids from an int, an iterable (a range without a Python list) or an array."""
+    try:
+        if isinstance(rids, (int, np.integer)) and not isinstance(rids, bool):
+            return np.array([int(rids)], dtype=np.int64)
+        if isinstance(rids, range):
+            return as_sorted(np.arange(rids.start, rids.stop, rids.step, dtype=np.int64))
+    except OverflowError:
+        raise DltraceError(f"rids must be 64-bit integers, got {rids!r:.60}") from None
     if isinstance(rids, (pa.Array, pa.ChunkedArray)):
         rids = rids.to_numpy(zero_copy_only=False)
-    if isinstance(rids, (str, bytes, float)) or (
+    if isinstance(rids, (str, bytes, float, bool)) or (
             isinstance(rids, np.ndarray) and rids.size and rids.dtype.kind not in "iu"):
         raise DltraceError(f"rids must be integers, got {type(rids).__name__} {rids!r:.60}")
     try:
@@ -60,9 +65,28 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
         if any(isinstance(v, (bool, str, bytes, float)) for v in values):
             raise TypeError
         arr = np.asarray(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
+    except OverflowError:  # beyond int64: no table has such a row
+        raise DltraceError(f"rids must be 64-bit integers, got {rids!r:.60}") from None
+    except (TypeError, ValueError):
         raise DltraceError(f"rids must be integers, got {rids!r:.60}") from None
     return as_sorted(arr)
+
+
+def table_rids(rids: int | Iterable[int] | np.ndarray, table: str, n: int | None) -> np.ndarray:
+    """``rids`` (see :func:`as_rids`) as rows of ``table``, which has ``n`` rows (None: not known here), or the
+    error naming the first one outside it. A range is checked by its ends before it is expanded: ``range(10**9)``
+    over a small table took gigabytes before it was refused, or failed with a MemoryError."""
+    if isinstance(rids, range) and len(rids) and n is not None:
+        _check_inside(min(rids[0], rids[-1]), max(rids[0], rids[-1]), table, n)
+    q = as_rids(rids)
+    if q.size and n is not None:
+        _check_inside(int(q[0]), int(q[-1]), table, n)
+    return q
+
+
+def _check_inside(lo: int, hi: int, table: str, n: int) -> None:
+    if lo < 0 or hi >= n:
+        raise DltraceError(f"rid {lo if lo < 0 else hi} is outside table {table!r} (it has {n} rows)")
 
 
 def as_sorted(arr: np.ndarray) -> np.ndarray:
@@ -175,11 +199,7 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
     name = table.lower()
     if name not in catalog.tables:
         raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
-    ids = as_rids(rids)
-    n = catalog.num_rows(name)
-    if ids.size and (ids[0] < 0 or ids[-1] >= n):
-        bad = int(ids[0]) if ids[0] < 0 else int(ids[-1])
-        raise DltraceError(f"rid {bad} is outside table {name!r} (it has {n} rows)")
+    ids = table_rids(rids, name, catalog.num_rows(name))
     if columns is not None:
         known = catalog.engine.columns(name)
         lower = {c.lower(): c for c in known}

@@ -19,7 +19,7 @@ from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource, LineageSource
 from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import forward, is_bitmap_type
-from dltrace.fetch import as_rids
+from dltrace.fetch import as_rids, table_rids
 from dltrace.names import RID
 from dltrace.result import LineageResult, run_forward
 from dltrace.rewriter.grammar import LineageOn, generate
@@ -69,18 +69,20 @@ def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
     non-empty are the impacted ones.
     """
     name = table.lower()
-    q = as_rids(rids)
+    if not isinstance(rids, range):
+        rids = as_rids(rids)  # (a bad one named before anything runs; a range is checked against the table first)
     read = dialect or catalog.dialect
     if saved is not None:
         r = saved if isinstance(saved, LineageResult) else load(saved, catalog)
         r.check_fresh("impact")  # ``rids`` are rows of the table as registered now: the lineage's must be too
         if not _same_query(sql, r.sql, read, r.dialect):
             raise DltraceError("the saved lineage is for a different query than the one given")
-        return Impact(forward(r, name, q), r, name, q.tolist(), "saved")
-    return _impact_run(catalog, sql, name, q, lineage, read, semantics)
+        rows = forward(r, name, rids)
+        return Impact(rows, r, name, as_rids(rids).tolist(), "saved")
+    return _impact_run(catalog, sql, name, rids, lineage, read, semantics)
 
 
-def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: str, read: str,
+def _impact_run(catalog: Catalog, sql: str, name: str, rids: range | np.ndarray, lineage: str, read: str,
                 semantics: str) -> Impact:
     if name not in catalog.tables:
         raise UnknownTable(f"unknown table {name!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
@@ -89,9 +91,7 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
     if tree.find(LineageOn):
         raise UnsupportedQuery("impact chooses the lineage itself: leave LINEAGE ON out of the query")
     catalog.check_numbering([name])  # (read below through its rows relation, which the run's own check misses)
-    n = catalog.num_rows(name)
-    if q.size and (q[0] < 0 or q[-1] >= n):
-        raise DltraceError(f"rid {int(q[0] if q[0] < 0 else q[-1])} is outside table {name!r} (it has {n} rows)")
+    q = table_rids(rids, name, catalog.num_rows(name))
     reads = engine_reads(tree)  # (a table read inside a CTE of its own name too)
     steps = {t.name.lower() for t in reads if isinstance(catalog.tables.get(t.name.lower()), LineageSource)}
     if steps:

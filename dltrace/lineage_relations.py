@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError, UnknownTable, check_flag, check_text
+from dltrace.errors import DltraceError, UnknownTable, check_count, check_flag, check_text
 from dltrace.explore import is_bitmap_type
 from dltrace.lineage_data import LineageData
 from dltrace.rewriter.build import add_join
@@ -83,8 +83,7 @@ def lineage_batches(data: LineageData, table: str | None = None,
     ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid."""
     _check(data, "lineage_table")
     tables = _tables(data, table)
-    if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
-        raise DltraceError(f"batch_rows must be a positive int, got {batch_rows!r}")
+    batch_rows = check_count(batch_rows, "batch_rows", least=1)
     columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
     for start in range(0, data.num_rows, batch_rows):
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]

@@ -1,6 +1,8 @@
-"""Names dltrace reserves in the user's SQL and schemas, and how values sort (the foundation layer)."""
+"""Names dltrace reserves in the user's SQL and schemas, and how values sort and compare (the foundation layer)."""
 
 from __future__ import annotations
+
+import math
 
 RESERVED_PREFIX = "dl_"  # lineage columns and the row id: every name dltrace adds to a result or a table
 # ... and every name the rewriter and backward tracing use inside the SQL they generate (sqlglot's
@@ -34,3 +36,28 @@ def one_zero(values: tuple) -> tuple:
 def value_order(values: tuple) -> tuple:
     """A sort key for value tuples that may hold NULLs (None sorts last)."""
     return tuple((v is None, v) for v in values)
+
+
+# what a NaN and a -0.0 stand for in a row key (objects equal only to themselves)
+_NAN, _NEGATIVE_ZERO = object(), object()
+
+
+def row_key(values: tuple) -> tuple:
+    """A row's values (Arrow's Python values) as a dict key that finds the same row in another run of its query.
+
+    A NaN equals a NaN (as SQL groups them; Python's NaN != NaN found no row: "the sources changed"), -0.0 is
+    apart from 0.0 (a rerun gives each row its own value again; Python took them for one, which could pair two
+    rows' lineage crosswise), and lists, structs and maps are tuples (a list is no key: "unhashable type")."""
+    return tuple(_value_key(v) for v in values)
+
+
+def _value_key(v: object) -> object:
+    if isinstance(v, float):
+        if v != v:
+            return _NAN
+        return _NEGATIVE_ZERO if v == 0.0 and math.copysign(1.0, v) < 0 else v
+    if isinstance(v, (list, tuple)):
+        return tuple(_value_key(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _value_key(x)) for k, x in v.items())
+    return v

@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
-from dltrace.errors import DltraceError, StaleLineage
+from dltrace.errors import DltraceError, StaleLineage, folder_problem
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
@@ -198,7 +198,7 @@ def save(result: LineageData, path: str | os.PathLike) -> Path:
     try:
         return _save(result, target)
     except OSError as e:  # a folder that cannot be made or written (no such parent, no permission, disk full)
-        raise DltraceError(f"cannot save lineage to {str(target)!r}: {e.strerror or e}") from None
+        raise DltraceError(f"cannot save lineage to {str(target)!r}: {folder_problem(target, e)}") from None
 
 
 def _save(result: LineageData, target: Path) -> Path:
@@ -335,8 +335,8 @@ def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
             raise DltraceError(f"no saved lineage at {str(folder)!r} (no {MANIFEST})")
         folder = old
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except ValueError as e:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # (a UnicodeDecodeError is a ValueError)
         raise DltraceError(f"unreadable manifest in {str(folder)!r}: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DltraceError(f"{str(folder)!r} is not a dltrace lineage save")

@@ -61,6 +61,13 @@ def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
         (lambda: dltrace.pipeline(None), "path must be a str or os.PathLike"),
         (lambda: dltrace.pipeline(tmp_path, tables=["t"]), "tables must be a dict .* got list"),
         (lambda: dltrace.pipeline(tmp_path, session="s"), "session must be a dltrace session"),
+        # DuckDB's SET took int(1.5) as 1 and True as 1; "x" was a raw ValueError and -1 DuckDB's syntax error
+        (lambda: dltrace.connect("duckdb", threads="x"), "threads must be a positive int, got str 'x'"),
+        (lambda: dltrace.connect("duckdb", threads=1.5), "threads must be a positive int, got float 1.5"),
+        (lambda: dltrace.connect("duckdb", threads=-1), "threads must be a positive int, got int -1"),
+        (lambda: dltrace.connect("duckdb", threads=True), "threads must be a positive int, got bool True"),
+        (lambda: dltrace.connect("spark", master=2), "master must be a string such as 'local\\[2\\]', got int 2"),
+        (lambda: r.backward(0, limit=1.5), "limit must be an int >= 0, got float 1.5"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.ArgumentError, match=needle) as info:
@@ -83,7 +90,7 @@ def test_a_table_backward_columns_names_must_be_in_the_lineage(s):
 def _pipeline(tmp_path):
     pq.write_table(pa.table({"a": [1, 2, None, 4], "b": ["x", "y", "x", "y"]}), tmp_path / "t.parquet")
     folder = tmp_path / "pipe"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / "01.sql").write_text("CREATE TABLE s1 AS SELECT a, b FROM t WHERE a IS NOT NULL")
     (folder / "02.sql").write_text("CREATE VIEW s2 AS SELECT b, count(*) AS n FROM s1 GROUP BY b")
     return folder, {"t": str(tmp_path / "t.parquet")}
@@ -95,6 +102,8 @@ def test_a_pipeline_without_lineage_refuses_impact(tmp_path):
     p = dltrace.pipeline(folder, lineage=None, tables=tables)
     with pytest.raises(dltrace.DltraceError, match="impact needs lineage: this pipeline ran with lineage=None"):
         p.impact("t", [0])
+    with pytest.raises(dltrace.DltraceError, match="trace needs lineage: this pipeline ran with lineage=None"):
+        p.trace("s2")  # (its lineage came back empty: the earlier step's rows hold none to compose with)
     with pytest.raises(dltrace.ArgumentError, match="a dataset name must be a string, got int 5"):
         p[5]
     p.close()
@@ -150,3 +159,23 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
     # the filter was the parse's only: sqlglot's logger is as the user configured it
     assert not logging.getLogger("sqlglot").filters
+
+
+def test_a_range_of_rids_is_checked_by_its_ends_before_it_is_expanded(s, tmp_path):
+    """r.forward(t, range(10**12)) made the list of every id first (a MemoryError, or gigabytes and seconds before
+    "rid ... is outside"); a rid beyond 64 bits said "rids must be integers"."""
+    sql = "SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY a"
+    r = s.run(sql)
+    folder, tables = _pipeline(tmp_path)
+    p = dltrace.pipeline(folder, tables=tables)
+    for call in (lambda: r.forward("t", range(10**12)), lambda: s.impact(sql, "t", range(10**12)),
+                 lambda: s.impact(sql, "t", range(10**12), saved=r), lambda: p.impact("t", range(10**12))):
+        with pytest.raises(dltrace.DltraceError, match=r"rid 999999999999 is outside table 't' \(it has \d rows\)"):
+            call()
+    assert r.forward("t", range(1, 3)) == [1] == s.impact(sql, "t", range(1, 3)).rows
+    assert p.impact("t", range(0, 4, 3)) == {"s1": [0, 2], "s2": [0, 1]}
+    with pytest.raises(dltrace.DltraceError, match="rids must be 64-bit integers, got 100000000000000000000"):
+        r.forward("t", 10**20)
+    with pytest.raises(dltrace.DltraceError, match=r"rids must be 64-bit integers, got \[100000000000000000000\]"):
+        r.forward("t", [10**20])
+    p.close()

@@ -245,7 +245,8 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(real_cli(), "required")
     fails(cli("frobnicate"), "invalid choice")
     fails(cli("lineage", files / "nowhere"), "no saved lineage")
-    fails(cli("run", groups, "--table", t, "--save", files / "bad.sql" / "saved"), "cannot save lineage to")
+    fails(cli("run", groups, "--table", t, "--save", files / "bad.sql" / "saved"), "cannot save lineage to",
+          f"{str(files / 'bad.sql')!r} is a file, not a folder")  # (the OS says "File exists")
 
 
 def test_unexpected_error_is_one_line_with_debug_hint(files, monkeypatch, capsys):
@@ -435,3 +436,107 @@ def test_a_table_name_sqlglot_reads_as_sql_works_from_the_command_line(files, tm
     (tmp_path / "odd.sql").write_text('SELECT grp, count(*) AS n FROM "x;y--z" GROUP BY grp ORDER BY grp')
     out = ok(cli("run", tmp_path / "odd.sql", "--table", f"x;y--z={files / 'sales.parquet'}", "--json"))
     assert json_lines(out)[0]["lineage"] == {"x;y--z": list(range(0, 40, 4))}
+
+
+def test_a_file_that_is_not_utf8_is_one_line_naming_where(files, tmp_path):
+    """A Latin-1 step file or spark-pipeline.yml was an "unexpected" UnicodeDecodeError (exit 1); every file the
+    user names is read as UTF-8 (a byte order mark dropped), and one that is not says where its first bad byte is."""
+    steps, sdp = tmp_path / "steps", tmp_path / "sdp"
+    steps.mkdir()
+    sdp.mkdir()
+    (steps / "01.sql").write_bytes(b"CREATE TABLE a AS\nSELECT 'caf\xe9' AS x;\n")
+    (sdp / "spark-pipeline.yml").write_bytes(b"name: caf\xe9\nlibraries: []\n")
+    where = "it is not UTF-8 text (byte 0xe9 at line 2, col 12)"
+    fails(cli("pipeline", steps), "cannot read step file", "01.sql", where)
+    fails(cli("run", steps / "01.sql"), "cannot read SQL file", where)
+    fails(cli("pipeline", sdp), "cannot read pipeline spec", "(byte 0xe9 at line 1, col 10)")
+    fails(cli("run", steps), "is a folder, not a SQL file")
+    (tmp_path / "bom.sql").write_bytes(b"\xef\xbb\xbfSELECT 'caf\xc3\xa9' AS x")
+    assert json_lines(ok(cli("run", tmp_path / "bom.sql", "--json")))[0]["row"] == {"x": "café"}
+
+
+def _two_steps(tmp_path) -> Path:
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01.sql").write_text("CREATE TABLE s1 AS SELECT grp, price FROM sales WHERE grp < 2")
+    (steps / "02.sql").write_text("CREATE VIEW s2 AS SELECT grp, count(*) AS n FROM s1 GROUP BY grp")
+    return steps
+
+
+def test_forward_ranges_are_checked_by_their_ends(files, tmp_path):
+    """--forward t:0-999999999999 built the list of every id before it checked them (gigabytes, then a
+    MemoryError); a reversed range said "no rids", a rid beyond 64 bits "rids must be integers"."""
+    t = sales(files)
+    saved = tmp_path / "saved"
+    ok(cli("run", files / "groups.sql", "--table", t, "--save", saved))
+    steps = _two_steps(tmp_path)
+    for command in (["lineage", saved], ["pipeline", steps]):
+        fails(cli(*command, "--table", t, "--forward", "sales:0-999999999999"),
+              "rid 999999999999 is outside table 'sales' (it has 40 rows)")
+        fails(cli(*command, "--table", t, "--forward", "sales:99999999999999999999"),
+              "rid 99999999999999999999 is outside table 'sales'")
+        fails(cli(*command, "--table", t, "--forward", "sales:3-1"), "the range '3-1' runs backwards: write 1-3")
+    out = ok(cli("lineage", saved, "--table", t, "--forward", "sales:4-6,5-9,12,39"))  # merged, counted
+    assert "4 of 4 output rows depend on sales rids {4-9, 12, 39} (8 ids): [0-3]" in out
+
+
+def test_pipeline_forward_prints_the_rows_it_reaches(files, tmp_path):
+    """--forward printed only the reached rows' indexes in a table; each call runs the pipeline again and a
+    GROUP BY without ORDER BY may number its rows otherwise at the next call, so an index alone could name another
+    row at the next --row: the rows are printed with their values and lineage."""
+    out = ok(cli("pipeline", _two_steps(tmp_path), "--table", sales(files), "--forward", "sales:1"))
+    lines = out.splitlines()
+    assert lines[0] == "sales rids {1} reach:" and "  s2: 1 of 2 rows [" in out
+    s2 = lines.index(next(line for line in lines if line.startswith("  s2: ")))
+    assert lines[s2 + 1].split() == ["#", "grp", "n", "dl_sales"]
+    assert lines[s2 + 3].split()[1:3] == ["1", "10"]  # the row itself: grp 1, 10 rows
+    assert lines[s2 + 3].endswith("1, 5, 9, 13, 17, 21, … (10 ids)")
+    assert "is its position in that call's run" in " ".join(ok(cli("pipeline", "--help")).split())
+
+
+def test_a_folder_of_csv_files_is_one_table(tmp_path):
+    """--help says "a parquet or CSV file, a folder of them", and a folder of CSV files was refused: "holds no
+    .parquet files". Its files are read as one table, in sorted path order, like a glob of them."""
+    sales = tmp_path / "sales"
+    (sales / "2024").mkdir(parents=True)
+    (sales / "2024" / "01.csv").write_text("region,amount\nn,10\ns,5\n")
+    (sales / "2024" / "02.csv").write_text("region,amount\ns,20.5\n")  # (integers, then a decimal: DOUBLE)
+    (tmp_path / "q.sql").write_text("SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY 1")
+    out = json_lines(ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}", "--json")))
+    assert [(line["row"], line["lineage"]) for line in out] == \
+        [({"region": "n", "total": 10.0}, {"sales": [0]}), ({"region": "s", "total": 25.5}, {"sales": [1, 2]})]
+    assert ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}/*/*.csv", "--json")) == \
+        ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}", "--json"))
+    (sales / "03.csv").write_text("region,amount\nn,oops\n")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), f"CSV {str(sales / '2024' / '01.csv')!r} "
+          f"cannot be read as one table with {str(sales / '03.csv')!r}", "incompatible types")
+    (sales / "03.csv").write_text("region,total\nn,1\n")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "has columns region, amount where",
+          "has region, total: CSV files read as one table must have the same columns")
+    (sales / "03.csv").unlink()
+    (sales / "t.parquet").write_bytes(b"")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "holds both .parquet and CSV files")
+    assert "a parquet or CSV file, a folder of them or a glob" in " ".join(ok(cli("run", "--help")).split())
+
+
+def test_one_sql_file_is_a_pipeline(tmp_path):
+    """`dltrace pipeline steps.sql` said "pipeline spec steps.sql: expected a mapping with a 'libraries' list"."""
+    (tmp_path / "steps.sql").write_text("CREATE TABLE a AS SELECT 1 AS x;\nCREATE TABLE b AS SELECT x + 1 AS y FROM a;\n")
+    lines = ok(cli("pipeline", tmp_path / "steps.sql")).splitlines()
+    assert lines[0] == "pipeline 'steps' (folder), 2 steps over no source table; lineage set (forward)"
+    assert [line.split()[0] for line in lines[1:]] == ["a", "b"]
+
+
+def test_parse_errors_are_in_sql_s_words(files, tmp_path):
+    """A parse error named sqlglot's classes ("Required keyword: 'expression' missing for <class
+    'sqlglot.expressions.core.Mul'>"), and VALUES, which DuckDB runs, "does not parse as a statement"."""
+    t = sales(files)
+    cases = {"SELEC * FROM sales": "SQL does not parse: `*` without its right operand at line 1, col 12 "
+                                   "(near `SELEC * FROM`)",
+             "SELECT grp FROM sales WHERE": "SQL does not parse: WHERE with nothing after it at line 1, col 27",
+             "SELECT grp FROM sales WHERE grp > 1 AND": "`AND` without its right operand",
+             "SELECT grp FROM sales ORDER BY": "ORDER BY with nothing after it",
+             "VALUES (1), (2)": "a VALUES statement is not a query dltrace traces (it reads no table)"}
+    for k, (sql, message) in enumerate(cases.items()):
+        (tmp_path / f"{k}.sql").write_text(sql)
+        assert "<class" not in fails(cli("run", tmp_path / f"{k}.sql", "--table", t), message)

@@ -397,7 +397,8 @@ BAD = {
     "cycle": ({"a.sql": "CREATE TABLE a AS SELECT * FROM b", "b.sql": "CREATE TABLE b AS SELECT * FROM a"},
               r"step 'a' \(a.sql\): cycle a -> b -> a \(files a.sql, b.sql\)"),
     "unknown": ({"a.sql": "CREATE TABLE a AS SELECT * FROM nowhere"},
-                r"step 'a' \(a.sql\) reads unknown dataset 'nowhere'"),
+                r"step 'a' \(a.sql\) reads 'nowhere', which no step defines: unknown table 'nowhere'; registered: "
+                r"p_items, p_regions, p_sales"),
     "streaming": ({"s.sql": "CREATE STREAMING TABLE s AS SELECT * FROM STREAM(p_sales)"},
                   r"step 's' \(s.sql\): streaming tables are not supported"),
     "stream read": ({"s.sql": "CREATE MATERIALIZED VIEW s AS SELECT * FROM STREAM(p_sales)"},
@@ -427,12 +428,85 @@ def test_bad_pipelines_are_one_line_errors(tmp_path, case):
         s.close()
 
 
+def test_a_step_reading_a_relation_not_adopted_says_adopt_it(tmp_path):
+    """On the user's own connection, a step reading their table 'sales' said "no table of that name is registered
+    (sources: none)", where s.run says to adopt it."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE sales AS SELECT * FROM (VALUES ('n', 10), ('s', 20)) AS v(region, amount)")
+    (tmp_path / "01.sql").write_text("CREATE TABLE agg AS SELECT region, sum(amount) AS total FROM sales GROUP BY 1")
+    s = dltrace.connect("duckdb", connection=con)
+    with pytest.raises(PipelineError, match=r"step 'agg' \(01.sql\) reads 'sales', which no step defines: table "
+                                            r"'sales' is on the engine but dltrace does not trace it yet: "
+                                            r"s.adopt\('sales'\) it \(or register it\) first"):
+        dltrace.pipeline(tmp_path, session=s)
+    s.adopt("sales")
+    assert dltrace.pipeline(tmp_path, session=s)["agg"].num_rows == 2
+    s.close()
+    con.close()
+
+
 def test_sdp_python_library_is_refused(tmp_path):
     (tmp_path / "spark-pipeline.yml").write_text("name: x\nstorage: s\nlibraries:\n  - glob:\n      include: t/**\n")
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "a.py").write_text("")
     with pytest.raises(PipelineError, match=r"t/a.py: Python pipeline libraries are not supported"):
         read_pipeline(tmp_path)
+
+
+def test_trace_finds_the_run_s_rows_holding_nan_lists_and_structs(tmp_path):
+    """p.trace matched the run's rows with the traced ones by Python equality in a dict: a row holding a NaN never
+    matched ("the sources changed" while stale() was {}), a LIST or STRUCT column was a raw TypeError."""
+    src = pa.table({"k": [1, 2, 1, 3], "v": [0.0, 1.0, 0.0, 2.0], "w": [0.0, 2.0, 0.0, 4.0]})
+    (tmp_path / "01.sql").write_text("CREATE TABLE ratio AS SELECT k, sum(v) / sum(w) AS r, list(w ORDER BY w) AS ws, "
+                                     "{'k': k, 'r': sum(v) / sum(w)} AS st FROM src GROUP BY k")
+    p = dltrace.pipeline(tmp_path, tables={"src": src})
+    assert p.stale() == {} and sum(r != r for r in p["ratio"].table.column("r").to_pylist()) == 1  # one NaN
+    traced = p.trace("ratio")
+    assert [traced.lineage(i) for i in range(3)] == [p.lineage("ratio", i) for i in range(3)]
+    with pytest.raises(dltrace.ArgumentError, match="rows must be a list of row indexes or None, got int 0"):
+        p.trace("ratio", rows=0)  # (a raw TypeError: 'int' object is not iterable)
+    assert p.trace("ratio", rows=[-1]).lineage(2) == p.lineage("ratio", 2)
+    p.close()
+
+
+def test_row_keys_compare_values_as_a_rerun_gives_them():
+    """NaN is NaN (Python's NaN != NaN), -0.0 is not 0.0 (Python's -0.0 == 0.0 could pair two rows' lineage
+    crosswise), lists, structs and maps are keys."""
+    from dltrace.names import row_key
+
+    nan = float("nan")
+    assert row_key((1, nan)) == row_key((1, float("nan"))) != row_key((1, 0.0))
+    assert row_key((-0.0,)) != row_key((0.0,)) and row_key((-0.0,)) == row_key((-0.0,))
+    assert row_key(([1.0, nan], {"a": [nan]}, [("k", nan)])) == row_key(([1.0, nan], {"a": [nan]}, [("k", nan)]))
+    assert len({row_key(([1], {"a": None})), row_key(([1], {"a": None}))}) == 1
+
+
+def test_one_sql_file_is_a_pipeline(tmp_path):
+    """A .sql file given as the pipeline was read as a spark-pipeline.yml: "expected a mapping with a 'libraries'
+    list"; it is a pipeline of its CREATE ... AS statements (in dependency order), and a file of another kind is
+    named as no pipeline."""
+    (tmp_path / "steps.sql").write_text("-- two steps, the second first\nCREATE TABLE b AS SELECT x + 1 AS y FROM a;\n"
+                                        "CREATE TABLE a AS SELECT k AS x FROM src;\n")
+    p = dltrace.pipeline(tmp_path / "steps.sql", tables={"src": pa.table({"k": [1, 2]})})
+    assert p.pipeline.names == ["a", "b"] and p.sources == ["src"] and p.lineage("b", 1) == {"src": [1]}
+    assert p.pipeline.steps[0].file == "steps.sql"
+    p.close()
+    (tmp_path / "notes.txt").write_text("CREATE TABLE a AS SELECT 1 AS x")
+    with pytest.raises(PipelineError, match=r"notes.txt' is not a pipeline: give a folder of .sql files, a .sql file"):
+        read_pipeline(tmp_path / "notes.txt")
+
+
+def test_a_file_that_is_not_utf8_is_a_pipeline_error(tmp_path):
+    """A raw UnicodeDecodeError came out of dltrace.pipeline for a Latin-1 step file or spec."""
+    (tmp_path / "01.sql").write_bytes(b"CREATE TABLE a AS SELECT 'caf\xe9' AS x")
+    with pytest.raises(PipelineError, match=r"cannot read step file .*01.sql'.*not UTF-8 text \(byte 0xe9 at line 1, "
+                                            r"col 30\)"):
+        read_pipeline(tmp_path)
+    (tmp_path / "spark-pipeline.yml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(PipelineError, match=r"cannot read pipeline spec .*not UTF-8 text"):
+        dltrace.pipeline(tmp_path)
 
 
 def test_cli_pipeline(tmp_path):

@@ -163,3 +163,34 @@ def test_lineage_on_clause_goes_before_the_outer_order_by():
     sql = "SELECT a FROM t\nWHERE x IN (SELECT y FROM u ORDER BY y)\nORDER BY a\n"
     assert lineage_on_sql(sql).splitlines()[-2].startswith("LINEAGE ON")
     assert lineage_on_sql("SELECT sum(a) FROM t;").endswith("LINEAGE ON (year(l_shipdate), week(l_shipdate), l_shipmode)")
+
+
+def test_a_bad_out_folder_is_one_line_before_any_run(tmp_path, capsys, monkeypatch):
+    """--out naming a file, a path under a file, a read-only folder or a folder with a corrupt results.json was a raw
+    FileExistsError / NotADirectoryError / PermissionError / JSONDecodeError (exit 1); --report-only created a
+    missing folder before it said there was nothing to report."""
+    from dltrace.cli import main as cli
+
+    run = ["tpch", "--sf", SF, "--engines", "duckdb", "--queries", "6", "--strategies", "original", "--repeat", "1"]
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "sub"):
+        assert cli([*run, "--out", str(out)]) == 2
+        assert capsys.readouterr().err == \
+            f"dltrace: error: cannot use --out {str(out)!r}: {str(afile)!r} is a file, not a folder\n"
+    with monkeypatch.context() as m:  # (the tests may run as root, who writes anywhere)
+        m.setattr("dltrace.tpch.runner.os.access", lambda *a: False)
+        assert cli([*run, "--out", str(tmp_path / "ro")]) == 2
+        assert capsys.readouterr().err.endswith(": the folder is not writable\n")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "results.json").write_text("{")
+    assert cli(["tpch", "--report-only", "--out", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dltrace: error: cannot read {str(broken / 'results.json')!r}: it is not valid JSON (")
+    (broken / "results.json").write_text('{"not": "a list"}')
+    assert cli(["tpch", "--report-only", "--out", str(broken)]) == 2
+    assert "a run writes a JSON list, this holds a dict" in capsys.readouterr().err
+    missing = tmp_path / "missing"
+    assert cli(["tpch", "--report-only", "--out", str(missing)]) == 2
+    assert "no results.json in" in capsys.readouterr().err and not missing.exists()

@@ -14,7 +14,6 @@ all its derivations -- the paper's section 2.1, Table 5).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +28,7 @@ from dltrace.backward.segments import expand_group_by_all, number_nodes
 from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
-from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_index
+from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_indexes
 from dltrace.rewriter import rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
@@ -177,12 +176,8 @@ def _key_positions(root, width: int) -> list[int]:
 
 
 def _rows(rows: list[int] | None, n: int) -> np.ndarray:
-    if rows is None:
-        return np.arange(n, dtype=np.int64)
-    if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
-        raise DltraceError(f"rows must be a list of row indexes or None, got {type(rows).__name__} {rows!r}")
-    # (each checked as every reader of a row checks it: an int, a negative one counting from the end)
-    return np.asarray(sorted({row_index(i, n) for i in rows}), dtype=np.int64)
+    wanted = row_indexes(rows, n)
+    return np.arange(n, dtype=np.int64) if wanted is None else np.asarray(wanted, dtype=np.int64)
 
 
 __all__ = ["trace", "BackwardTrace", "RowOutOfRange", "SEMANTICS"]

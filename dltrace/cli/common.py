@@ -14,7 +14,7 @@ from sqlglot.dialects.dialect import Dialect
 import dltrace
 from dltrace.cli.output import Printer
 from dltrace.engines import ENGINES, command_line_options, starts_slowly
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, read_user_text
 from dltrace.rewriter.analysis import SEMANTICS  # noqa: F401 - the subcommands read it from here
 from dltrace.tpch import TABLES as TPCH_TABLES
 
@@ -89,7 +89,7 @@ def add_sources(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tpch", type=scale_factor, metavar="SF", help="register the TPC-H tables at scale factor SF "
                    "(generated once into the cache)")
     p.add_argument("--table", action="append", default=[], metavar="NAME=PATH",
-                   help="register a table from a parquet/CSV file or folder (repeatable)")
+                   help="register a table from a parquet or CSV file, a folder of them or a glob (repeatable)")
 
 
 def add_output(p: argparse.ArgumentParser, what: str = "rows") -> None:
@@ -165,13 +165,11 @@ def read_sql(path: str) -> str:
             return sys.stdin.read()
         except UnicodeDecodeError as e:
             raise CliError(f"cannot read SQL from stdin: {e}") from None
-    p = Path(path)
-    if not p.is_file():
+    if Path(path).is_dir():
+        raise CliError(f"{path!r} is a folder, not a SQL file")
+    if not Path(path).is_file():
         raise CliError(f"SQL file not found: {path!r}")
-    try:
-        return p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise CliError(f"cannot read SQL file {path!r}: {e}") from None
+    return read_user_text(path, "SQL file", CliError)
 
 
 def check_rows(rows: list[int], n: int) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 import dltrace
 from dltrace.cli import common, output
@@ -93,40 +94,63 @@ def forward_spec(spec: str) -> tuple[str, str]:
     return table, text
 
 
-def parse_rids(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            if sep:
-                out.extend(range(int(lo), int(hi) + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got a bad rid {part!r}") from None
-    if not out:
+def parse_rids(text: str) -> list[range]:
+    """``--forward``'s rids (``1,5,10-20``) as ascending, disjoint ranges, never expanded: each is checked against
+    the table by its ends (``0-999999999`` over a 10-row table took gigabytes before it was refused)."""
+    parts = [_rid_range(part.strip()) for part in text.split(",") if part.strip()]
+    if not parts:
         raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got no rids in {text!r}")
-    return sorted(set(out))
+    merged: list[range] = []
+    for r in sorted(parts, key=lambda r: r.start):
+        if merged and r.start <= merged[-1].stop:  # overlapping or adjacent: one range
+            merged[-1] = range(merged[-1].start, max(merged[-1].stop, r.stop))
+        else:
+            merged.append(r)
+    return merged
 
 
-def _reach(r, spec: str) -> tuple[str, list[int], list[int]]:
+def _rid_range(part: str) -> range:
+    lo, sep, hi = part.partition("-")
+    try:
+        first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
+    except ValueError:
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got a bad rid {part!r}") from None
+    if first > last:
+        raise common.CliError(f"--forward: the range {part!r} runs backwards: write {last}-{first}")
+    return range(first, last + 1)
+
+
+def ranges_text(ranges: Sequence[range], max_parts: int = 6, noun: str = "id", counted: bool = True) -> str:
+    """:func:`output.rids_text` of the ids of ascending, disjoint, non-adjacent ``ranges``, without listing them (a
+    ``--forward`` range may span billions of ids)."""
+    if not ranges:
+        return "-"
+    parts = [p for r in ranges for p in (output.rid_parts(r) if len(r) < 3 else [f"{r[0]}-{r[-1]}"])]
+    return output.parts_text(parts, sum(len(r) for r in ranges), max_parts, noun, counted)
+
+
+def rid_set_text(ranges: Sequence[range], max_parts: int = 10) -> str:
+    """``{0-99, 150, …} (1,234 ids)``: the rids a ``--forward`` asks about, their count when not all are spelled
+    out."""
+    body = ranges_text(ranges, max_parts, counted=False)
+    return "{" + body + "}" + ranges_text(ranges, max_parts)[len(body):]
+
+
+def _reach(r, spec: str) -> tuple[str, list[range], list[int]]:
     """``--forward TABLE:RIDS``: the table, the rids, and the output rows they reach."""
     table, text = forward_spec(spec)
     if not r.lineage_columns:
         raise common.CliError("--forward needs lineage: this save has none (it was run with --lineage none or LINEAGE ON ())")
     if r.on_values is not None:
         raise common.CliError("--forward needs row ids: this save holds LINEAGE ON values (use --row N to see them)")
-    rids = parse_rids(text)
-    return table, rids, r.forward(table, rids)
+    ranges = parse_rids(text)
+    rows = set().union(*(r.forward(table, rids) for rids in ranges))  # (one per range: each checked by its ends)
+    return table, ranges, sorted(rows)
 
 
-def _forward(p: output.Printer, r, spec: str, table: str, rids: list[int], rows: list[int]) -> None:
-    ids = "{" + output.rids_text(rids, 10, counted=False) + "}" + output.rids_count(rids, 10)
+def _forward(p: output.Printer, r, spec: str, table: str, ranges: list[range], rows: list[int]) -> None:
     hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
-    p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {ids}: {hits}")
+    p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {rid_set_text(ranges)}: {hits}")
     if rows:
         p.rows(r, rows, question=f"--forward {spec}")
     p.line()

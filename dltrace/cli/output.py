@@ -134,16 +134,14 @@ def rids_text(rids: Sequence[int], max_parts: int = 6, noun: str = "id", counted
     spelled out (unless ``counted`` is false)."""
     if not len(rids):
         return "-"
-    parts = rid_parts(rids)
+    return parts_text(rid_parts(rids), len(rids), max_parts, noun, counted)
+
+
+def parts_text(parts: list[str], total: int, max_parts: int, noun: str, counted: bool) -> str:
+    """``parts`` (of ``total`` ids) joined, cut after ``max_parts``, counted when not every id is spelled out."""
     cut = len(parts) > max_parts
     body = ", ".join(parts[:max_parts] + (["…"] if cut else []))
-    return f"{body} ({count(len(rids), noun)})" if counted and (cut or len(parts) < len(rids)) else body
-
-
-def rids_count(rids: Sequence[int], max_parts: int = 6, noun: str = "id") -> str:
-    """`` (1,234 ids)`` when :func:`rids_text` does not spell out every id, else nothing."""
-    full = rids_text(rids, max_parts, noun)
-    return full[len(rids_text(rids, max_parts, noun, counted=False)):]
+    return f"{body} ({count(total, noun)})" if counted and (cut or len(parts) < total) else body
 
 
 def tuples_text(tuples: Sequence[tuple], max_parts: int = 4) -> str:

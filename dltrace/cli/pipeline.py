@@ -8,7 +8,7 @@ import argparse
 
 import dltrace
 from dltrace.cli import common, output
-from dltrace.cli.lineage import forward_spec, parse_rids
+from dltrace.cli.lineage import forward_spec, parse_rids, rid_set_text
 from dltrace.pipelines import METHODS
 
 HELP = "run a pipeline of SQL steps (a Spark Declarative Pipelines project or a folder of CREATE ... AS files) " \
@@ -17,17 +17,23 @@ HELP = "run a pipeline of SQL steps (a Spark Declarative Pipelines project or a 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("pipeline", help=HELP, description=HELP + ". Lineage of every dataset is in the source "
-                       "tables' row ids (dl_rid), through every step.")
-    p.add_argument("path", help="folder with a spark-pipeline.yml, the spec file itself, or a folder of .sql files")
+                       "tables' row ids (dl_rid), through every step. Each call runs the pipeline again, and a "
+                       "row's index (--row, --show, --forward) is its position in that call's run: a dataset "
+                       "without ORDER BY may come in another order at the next call, so every row is printed "
+                       "with its values.")
+    p.add_argument("path", help="folder with a spark-pipeline.yml, the spec file itself, a folder of .sql files, or "
+                   "one .sql file of CREATE ... AS statements")
     common.add_sources(p)
     p.add_argument("--lineage", choices=[*common.STRATEGIES, "none"], default="set",
                    help="how lineage is computed: set (default), bitmap, or none for the plain pipeline")
     p.add_argument("--method", choices=METHODS, default="forward",
                    help="forward (rewritten queries, default) or backward (reverse queries per step, composed)")
     p.add_argument("--row", action="append", metavar="DATASET:N",
-                   help="row N of DATASET: its source rows through every step, and their tuples (repeatable)")
+                   help="row N of DATASET (its index in this call's run): its values, its source rows through "
+                        "every step, and their tuples (repeatable)")
     p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
-                   help="the rows of every dataset these source rows reach, e.g. orders:42 or orders:10-20 (repeatable)")
+                   help="the rows of every dataset these source rows reach, with their values and lineage, e.g. "
+                        "orders:42 or orders:10-20 (repeatable)")
     p.add_argument("--show", metavar="DATASET", help="print DATASET's rows with their lineage")
     p.add_argument("--tuples", type=common.whole_number, default=5, metavar="K",
                    help="source tuples to print per table with --row (default 5)")
@@ -82,7 +88,8 @@ def _row_spec(spec: str) -> tuple[str, int]:
 def _summary(p: output.Printer, result) -> None:
     pipe = result.pipeline
     p.line(f"pipeline {pipe.name!r} ({'Spark Declarative Pipelines' if pipe.layout == 'sdp' else 'folder'}), "
-           f"{len(pipe.steps)} steps over {', '.join(pipe.sources)}; lineage {result.strategy or 'none'} "
+           f"{output.count(len(pipe.steps), 'step')} over {', '.join(pipe.sources) or 'no source table'}; "
+           f"lineage {result.strategy or 'none'} "
            f"({result.method})")
     for step in pipe.steps:
         r = result[step.name]
@@ -93,21 +100,23 @@ def _summary(p: output.Printer, result) -> None:
         p.rows(last, range(last.num_rows), dataset=pipe.steps[-1].name)
 
 
-def _reach(result, spec: str) -> tuple[str, list[int], dict[str, list[int]]]:
+def _reach(result, spec: str) -> tuple[str, list[range], dict[str, list[int]]]:
     """``--forward TABLE:RIDS``: the table, the rids, and the rows of every dataset they reach."""
     table, text = forward_spec(spec)
     if result.strategy is None:
         raise common.CliError("--forward needs lineage: run with --lineage set or bitmap")
-    rids = parse_rids(text)
-    return table, rids, result.impact(table, rids)
+    ranges = parse_rids(text)
+    answers = [result.impact(table, rids) for rids in ranges]  # (one per range: each checked by its ends)
+    return table, ranges, {name: sorted(set().union(*(a[name] for a in answers))) for name in answers[0]}
 
 
-def _forward(p: output.Printer, result, spec: str, table: str, rids: list[int], hits: dict[str, list[int]]) -> None:
-    ids = "{" + output.rids_text(rids, 10, counted=False) + "}"
-    p.line(f"{table} rids {ids} reach:")
+def _forward(p: output.Printer, result, spec: str, table: str, ranges: list[range],
+             hits: dict[str, list[int]]) -> None:
+    p.line(f"{table} rids {rid_set_text(ranges)} reach:")
     for name, rows in hits.items():
         r = result[name]
-        hits = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
-        p.line(f"  {name}: {len(rows):,} of {r.num_rows:,} rows{hits}")
-        if rows and not p.is_table:  # JSON / CSV: the rows themselves
+        at = f" [{output.rids_text(rows, 10, counted=False)}]" if rows else ""
+        p.line(f"  {name}: {len(rows):,} of {r.num_rows:,} rows{at}")
+        if rows:  # the rows themselves: their indexes are this run's (see --help)
             p.rows(r, rows, dataset=name, question=f"--forward {spec}")
+            p.line()

@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     common.add_sources(p)
     p.add_argument("--dialect", type=common.dialect_name, help="dialect the SQL is written in (default: the engine's)")
     p.add_argument("--row", type=common.whole_number, action="append", metavar="N",
-                   help="output row to trace (repeatable; default: every row)")
+                   help="output row to trace, as this call's run numbers the rows (without ORDER BY another run "
+                        "may number them otherwise; each is printed with its values); repeatable, default: every row")
     p.add_argument("--semantics", choices=common.SEMANTICS, default="witness", help="lineage semantics (default witness)")
     p.add_argument("--tuples", type=common.whole_number, default=0, metavar="K",
                    help="also print each row's first K base tuples per table (in JSON: under \"tuples\")")

@@ -29,7 +29,7 @@ from dltrace.engines.lineage_sql import (
     LineageFunctions,
 )
 from dltrace.engines.spark_sql import SparkFunctions
-from dltrace.errors import DltraceError
+from dltrace.errors import ArgumentError, DltraceError, check_count, got
 
 ENGINES = ("duckdb", "spark")
 
@@ -47,6 +47,7 @@ def make_engine(kind: str, **options: Any) -> Engine:
     unknown = sorted(set(options) - set(takes)) if kind == "duckdb" else []  # (Spark takes any spark.* setting)
     if unknown:
         raise DltraceError(f"connect({kind!r}) takes no option {unknown[0]!r}: it takes {', '.join(takes)}")
+    _check_numbers(kind, options)
     if kind == "duckdb":
         connection = options.get("connection")
         if connection is not None and not duckdb_adapter.owns(connection):
@@ -60,6 +61,15 @@ def make_engine(kind: str, **options: Any) -> Engine:
 
 # the options each engine's constructor names (Spark's others are spark.* settings of a session it builds)
 _OPTIONS = {"duckdb": ("connection", "threads"), "spark": ("spark", "master")}
+
+
+def _check_numbers(kind: str, options: dict[str, Any]) -> None:
+    """Refuse an option of the wrong type before the engine reads it: DuckDB's ``SET threads`` took int(1.5) as 1,
+    int("x") raised a ValueError and -1 DuckDB's own syntax error."""
+    if kind == "duckdb" and options.get("threads") is not None:
+        check_count(options["threads"], "threads", least=1)
+    if kind == "spark" and not isinstance(options.get("master", ""), str):
+        raise ArgumentError(f"master must be a string such as 'local[2]', got {got(options['master'])}")
 
 
 # What a command line may set when it opens each engine, and which engines take long enough to start that a

@@ -111,13 +111,20 @@ def check_storage(storage: str) -> str:
     return storage
 
 
-def _parquet_files(path: Path) -> list[str]:
-    if path.is_dir():
-        files = sorted(str(p) for p in path.rglob("*.parquet") if p.is_file())
-        if not files:
-            raise SourceError(f"folder {str(path)!r} holds no .parquet files")
-        return files
-    return [str(path)]
+CSV_SUFFIXES = (".csv", ".tsv")
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """A folder's data files, in sorted path order, searched in its subfolders too: its parquet files, or its CSV
+    files (a folder of both is refused: which one the user means is not known)."""
+    parquet = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
+    csv = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in CSV_SUFFIXES)
+    if parquet and csv:
+        raise SourceError(f"folder {str(folder)!r} holds both .parquet and CSV files: register one kind with a "
+                          f"glob, e.g. {str(folder / '*.parquet')!r}")
+    if not parquet and not csv:
+        raise SourceError(f"folder {str(folder)!r} holds no .parquet, .csv or .tsv files")
+    return parquet or csv
 
 
 def resolve_source(source: Any) -> Source:
@@ -147,11 +154,10 @@ def resolve_source(source: Any) -> Source:
             if not os.path.exists(text):
                 raise SourceError(f"file not found: {text!r}")
             paths = [Path(text)]
-        suffixes = {p.suffix.lower() for p in paths if p.is_file()}
-        if suffixes <= {".csv", ".tsv"} and suffixes:
-            return ArrowSource(with_rid(_read_csv(paths)))
-        files = [f for p in paths for f in _parquet_files(p)]
-        return _parquet_source(files)
+        files = [f for p in paths for f in (_folder_files(p) if p.is_dir() else [p])]
+        if all(f.suffix.lower() in CSV_SUFFIXES for f in files):
+            return ArrowSource(with_rid(_read_csv(files)))
+        return _parquet_source([str(f) for f in files])
     raise SourceError(
         f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table or "
         "RecordBatchReader, a pandas DataFrame, a DuckDB relation or a Spark DataFrame"
@@ -165,20 +171,41 @@ _CSV_NULLS = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True, qu
 
 def _read_csv(paths: list[Path]) -> pa.Table:
     # CSV is read once in Python so both engines see the same rows in the same order (same rids).
-    tables = []
-    for p in paths:
-        opts = pacsv.ParseOptions(delimiter="\t" if p.suffix.lower() == ".tsv" else ",")
-        try:
-            table = pacsv.read_csv(p, parse_options=opts, convert_options=_CSV_NULLS)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise SourceError(f"cannot read CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
-        check_columns(table.column_names, f"CSV {str(p)!r}")
-        if table.num_rows == 0 and table.num_columns and all(pa.types.is_null(t) for t in table.schema.types):
-            # every column would be typed NULL: comparisons and joins with it would silently match nothing
-            raise SourceError(f"CSV {str(p)!r} has a header but no rows: its column types cannot be inferred; "
-                              "register an empty pyarrow Table with the types instead")
-        tables.append(table)
-    return pa.concat_tables(tables, promote_options="default")
+    tables = [_read_one_csv(p) for p in paths]
+    schema = tables[0].schema
+    for p, table in zip(paths[1:], tables[1:]):
+        schema = _one_schema(schema, paths[0], table.schema, p)
+    table = pa.concat_tables(tables, promote_options="permissive")
+    if table.num_rows == 0 and table.num_columns and all(pa.types.is_null(t) for t in table.schema.types):
+        # every column would be typed NULL: comparisons and joins with it would silently match nothing
+        where = f"CSV {str(paths[0])!r} has" if len(paths) == 1 else f"the CSV files {str(paths[0])!r} ... have"
+        raise SourceError(f"{where} a header but no rows: the column types cannot be inferred; register an empty "
+                          "pyarrow Table with the types instead")
+    return table
+
+
+def _read_one_csv(path: Path) -> pa.Table:
+    opts = pacsv.ParseOptions(delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    try:
+        table = pacsv.read_csv(path, parse_options=opts, convert_options=_CSV_NULLS)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise SourceError(f"cannot read CSV {str(path)!r}: {str(e).splitlines()[0]}") from None
+    check_columns(table.column_names, f"CSV {str(path)!r}")
+    return table
+
+
+def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) -> pa.Schema:
+    """The schema of CSV files read as one table (a folder, a glob), with one more file's: the same columns, a
+    type both read as (a column of integers in one file and decimals in another is DOUBLE; one of empty fields
+    only takes the others' type), or the error naming the file that does not fit."""
+    if other.names != schema.names:
+        raise SourceError(f"CSV {str(path)!r} has columns {', '.join(other.names)} where {str(first)!r} has "
+                          f"{', '.join(schema.names)}: CSV files read as one table must have the same columns")
+    try:
+        return pa.unify_schemas([schema, other], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SourceError(f"CSV {str(path)!r} cannot be read as one table with {str(first)!r}: "
+                          f"{str(e).splitlines()[0]}") from None
 
 
 def _parquet_source(files: list[str]) -> ParquetSource:

@@ -3,7 +3,7 @@
 Two layouts: a Spark Declarative Pipelines project (``spark-pipeline.yml`` / ``.yaml``: its ``libraries`` globs
 name ``.sql`` files of ``CREATE MATERIALIZED VIEW ... AS`` / ``CREATE TEMPORARY VIEW ... AS``; Spark SQL), or a
 plain folder of ``.sql`` files of ``CREATE [OR REPLACE] [TEMPORARY] TABLE|VIEW name AS SELECT ...``, in the
-engine's dialect. Each definition is a :class:`Step`; the names a step reads that no step defines are the
+engine's dialect (or one such file). Each definition is a :class:`Step`; the names a step reads that no step defines are the
 pipeline's sources (tables registered in the session). Steps are put in dependency order (file order among
 independent ones). What dltrace cannot run as batch lineage is refused with one line naming the step and
 file: streaming tables, flows and ``STREAM(...)`` reads, Python libraries, other statements, a cycle, a name
@@ -13,6 +13,7 @@ defined twice, a step reading a name that is neither a step nor a registered tab
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,12 +22,13 @@ import yaml
 from sqlglot import exp
 
 from dltrace.compose import definition
-from dltrace.errors import DltraceError, PipelineError
+from dltrace.errors import DltraceError, PipelineError, read_user_text
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import not_a_query, parse_error_text
 from dltrace.rewriter.shape import engine_reads
 
 SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
+SPEC_SUFFIXES = (".yml", ".yaml")
 SDP_DIALECT = "spark"  # Spark Declarative Pipelines' SQL
 
 
@@ -83,28 +85,32 @@ class Pipeline:
                 todo += by_name[n].reads if n in by_name else []
         return seen
 
-    def check_sources(self, known: set[str] | list[str]) -> None:
-        """Raise :class:`PipelineError` for the first step reading a name that is neither a step nor in ``known``."""
+    def check_sources(self, known: set[str] | list[str], why: Callable[[str], str] | None = None) -> None:
+        """Raise :class:`PipelineError` for the first step reading a name that is neither a step nor in ``known``;
+        ``why(name)`` says why the session cannot give it (the user's relation not adopted yet...)."""
         defined, known = set(self.names), {k.lower() for k in known}
         for s in self.steps:
             for r in s.reads:
                 if r not in defined and r not in known:
-                    raise PipelineError(f"{s.where} reads unknown dataset {r!r}: no step defines it and no table "
-                                        f"of that name is registered (sources: {', '.join(sorted(known)) or 'none'})")
+                    reason = why(r) if why else f"unknown table {r!r}; registered: {', '.join(sorted(known)) or 'none'}"
+                    raise PipelineError(f"{s.where} reads {r!r}, which no step defines: {reason}")
 
 
 def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:
-    """Read the pipeline at ``path``: a Spark Declarative Pipelines spec file or the folder holding one, or a
-    folder of ``.sql`` files in ``dialect`` (read in name order)."""
+    """Read the pipeline at ``path``: a Spark Declarative Pipelines spec file (``.yml`` / ``.yaml``) or the
+    folder holding one, a folder of ``.sql`` files in ``dialect`` (read in name order), or one ``.sql`` file."""
     root = Path(path)
     if not root.exists():
         raise PipelineError(f"pipeline not found: {str(root)!r}")
+    if root.is_file() and root.suffix.lower() == ".sql":  # its CREATE ... AS statements, a pipeline of one file
+        return _build(Pipeline(root.parent, "folder", root.stem), [root], dialect)
+    if root.is_file() and root.suffix.lower() not in SPEC_SUFFIXES:
+        raise PipelineError(f"{str(root)!r} is not a pipeline: give a folder of .sql files, a .sql file of "
+                            "CREATE ... AS statements, or a spark-pipeline.yml (or the folder holding one)")
     spec = root if root.is_file() else next((root / n for n in SPEC_NAMES if (root / n).is_file()), None)
     if spec is not None:
         name, files = _sdp_files(spec)
         return _build(Pipeline(spec.parent, "sdp", name), files, SDP_DIALECT)
-    if root.is_file():
-        return _build(Pipeline(root.parent, "folder", root.stem), [root], dialect)
     files = sorted(p for p in root.rglob("*.sql") if p.is_file())
     if not files:
         raise PipelineError(f"{str(root)!r} holds no spark-pipeline.yml and no .sql files")
@@ -112,9 +118,10 @@ def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:
 
 
 def _sdp_files(spec: Path) -> tuple[str, list[Path]]:
+    text = read_user_text(spec, "pipeline spec", PipelineError)
     try:
-        data = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, OSError) as e:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
         raise PipelineError(f"cannot read pipeline spec {spec.name}: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict) or not isinstance(data.get("libraries", []), list):
         raise PipelineError(f"pipeline spec {spec.name}: expected a mapping with a 'libraries' list")
@@ -164,7 +171,7 @@ def _build(pipeline: Pipeline, files: list[Path], dialect: str) -> Pipeline:
 
 
 def _file_steps(path: Path, rel: str, dialect: str) -> list[Step]:
-    text = path.read_text(encoding="utf-8")
+    text = read_user_text(path, "step file", PipelineError)
     try:
         trees = [t for t in parse_plain(text, dialect) if t is not None]
     except sqlglot.errors.ParseError as e:

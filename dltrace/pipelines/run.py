@@ -10,6 +10,7 @@ registers plain rows: what the lineage costs is measured against it.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,18 @@ import pyarrow as pa
 from dltrace.compose import composed_sources
 from dltrace.engines import STRATEGIES, resolve_source
 from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
-from dltrace.errors import ArgumentError, DltraceError, PipelineError, check_mapping, check_path, check_text
+from dltrace.errors import (
+    ArgumentError,
+    DltraceError,
+    PipelineError,
+    check_mapping,
+    check_path,
+    check_text,
+    row_indexes,
+)
 from dltrace.fingerprints import arrow_hash, file_hash
-from dltrace.pipelines.graph import Pipeline, read_pipeline
+from dltrace.names import row_key
+from dltrace.pipelines.graph import Pipeline, Step, read_pipeline
 from dltrace.result import BackwardResult, LineageResult, rows_query
 from dltrace.session import Session, connect
 
@@ -67,21 +77,12 @@ class PipelineResult:
         """Backward tracing by reverse queries of ``dataset``'s step, composed with the stored lineage of the
         earlier steps' rows it reaches: lineage in the sources' row ids, row ``i`` being ``dataset``'s row
         ``i`` as this run stored it."""
+        self._needs_lineage("trace")  # (the earlier steps' rows hold none: an empty lineage would be a wrong one)
         step = self.pipeline.step(dataset)
         stored = self[dataset]
+        wanted = row_indexes(rows, stored.num_rows)  # (checked before the step runs again)
         traced = self.session.trace(step.query, dialect=step.dialect)
-        # the reverse queries run the step again: its rows may come in another order than the stored ones
-        where: dict[tuple, list[int]] = {}
-        for j, values in enumerate(zip(*[c.to_pylist() for c in traced.table.columns])):
-            where.setdefault(values, []).append(j)
-        order = []
-        for values in zip(*[c.to_pylist() for c in stored.table.columns]):
-            if not where.get(values):
-                raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
-                                    "changed (see stale())")
-            order.append(where[values].pop(0))
-        take = pa.array(order, type=pa.int64())
-        wanted = None if rows is None else sorted({stored.check_row(i) for i in rows})
+        take = pa.array(_same_rows(stored.table, traced.table, step), type=pa.int64())
         lineage = {}
         for t, col in traced.lineage_columns.items():
             col = col.take(take)
@@ -99,9 +100,7 @@ class PipelineResult:
     def impact(self, table: str, rids: int | Iterable[int]) -> dict[str, list[int]]:
         """``{dataset: [row, ...]}``: the rows of every dataset whose lineage holds any of ``rids`` of source
         ``table`` (datasets not reading it, directly or through other steps, map to ``[]``)."""
-        if self.strategy is None:  # no dataset holds lineage: "reaches nothing" would be a wrong answer
-            raise DltraceError("impact needs lineage: this pipeline ran with lineage=None; run it with "
-                               "lineage='set' or 'bitmap'")
+        self._needs_lineage("impact")  # (no dataset holds lineage: "reaches nothing" would be a wrong answer)
         key = check_text(table, "table").lower()
         if key not in self.sources:
             raise DltraceError(f"{table!r} is not a source of the pipeline; its sources: {', '.join(self.sources)}")
@@ -109,6 +108,11 @@ class PipelineResult:
         for name, r in self.datasets.items():
             out[name] = r.forward(key, rids) if key in r.lineage_columns else []
         return out
+
+    def _needs_lineage(self, what: str) -> None:
+        if self.strategy is None:
+            raise DltraceError(f"{what} needs lineage: this pipeline ran with lineage=None; run it with "
+                               "lineage='set' or 'bitmap'")
 
     # -- what changed downstream after a source changes (stale datasets) -----------------------------------
     def stale(self) -> dict[str, list[str]]:
@@ -127,6 +131,27 @@ class PipelineResult:
         """Close the session when the run opened it."""
         if self.owns_session:
             self.session.close()
+
+
+def _same_rows(stored: pa.Table, again: pa.Table, step: Step) -> list[int]:
+    """For each row of ``stored``, the position of the same row in ``again``, the step's rows from another run (the
+    engine may give them in another order), or a :class:`PipelineError` when the two runs gave other rows."""
+    where: dict[tuple, deque[int]] = {}
+    for j, values in enumerate(_value_rows(again)):
+        where.setdefault(row_key(values), deque()).append(j)
+    order = []
+    for values in _value_rows(stored):
+        found = where.get(row_key(values))
+        if not found:
+            raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
+                                "changed (see stale())")
+        order.append(found.popleft())
+    return order
+
+
+def _value_rows(table: pa.Table):
+    """The rows of ``table`` as tuples of Python values (by position: a query may repeat a column name)."""
+    return zip(*[c.to_pylist() for c in table.columns])
 
 
 def source_fingerprint(session: Session, table: str) -> str:
@@ -197,7 +222,7 @@ def _plain(session: Session, result: LineageResult) -> LineageSource:
 def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str) -> PipelineResult:
     ours = set(composed_sources(session))  # an earlier run's datasets (a plain run's carry no lineage columns)
     known = {t for t in session.tables if t not in pipeline.names}
-    pipeline.check_sources(known)
+    pipeline.check_sources(known, session.not_registered)
     for s in pipeline.steps:  # a step must not replace a table the user registered as a source
         if s.name in session.tables and s.name not in ours or s.name in session.adopted:
             raise PipelineError(f"{s.where} defines {s.name!r}, a table registered in the session: rename the "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
@@ -35,13 +37,46 @@ def position(node: exp.Expression) -> str:
 
 
 def parse_error_text(e: sqlglot.errors.ParseError) -> str:
-    """sqlglot's first parse error as one readable line (without its token dump)."""
-    if e.errors:
-        err = e.errors[0]
-        desc = str(err.get("description", "")).split(". Line")[0]
-        desc = desc.split(" but got <Token")[0]
-        return f"{desc} at line {err.get('line')}, col {err.get('col')}"
-    return str(e).splitlines()[0]
+    """sqlglot's first parse error as one readable line: in SQL's words rather than sqlglot's class names (without
+    its token dump), where, and the text just before that point."""
+    if not e.errors:
+        return str(e).splitlines()[0]
+    err = e.errors[0]
+    desc = str(err.get("description", "")).split(". Line")[0]
+    desc = _REQUIRED.sub(lambda m: _incomplete(m.group(2).rsplit(".", 1)[-1], m.group(1)), desc)
+    desc = desc.split(" but got <Token")[0]
+    near = " ".join((str(err.get("start_context") or "") + str(err.get("highlight") or "")).split())[-40:]
+    return f"{desc} at line {err.get('line')}, col {err.get('col')}" + (f" (near `{near}`)" if near else "")
+
+
+#: sqlglot's "an expression lacks a part" error, which names the part and the expression's Python class
+_REQUIRED = re.compile(r"Required keyword: '(\w+)' missing for <class '([\w.]+)'>")
+
+
+def _incomplete(class_name: str, part: str) -> str:
+    """``Mul``, ``expression`` -> "`*` without its right operand"; ``Where``, ``this`` -> "WHERE with nothing after
+    it"."""
+    cls = getattr(exp, class_name, None)
+    if isinstance(cls, type) and issubclass(cls, exp.Binary):
+        operator = _operator(cls)
+        side = "right" if part == "expression" else "left"
+        return f"`{operator}` without its {side} operand" if operator else f"an operator without its {side} operand"
+    words = _CLAUSES.get(class_name) or re.sub(r"(?<=[a-z])(?=[A-Z])", " ", class_name).upper()
+    return f"{words} with nothing after it" if part in ("this", "expressions") else f"{words} without its {part}"
+
+
+#: sqlglot's classes of clauses whose keyword is not their name
+_CLAUSES = {"Order": "ORDER BY", "Group": "GROUP BY", "Cluster": "CLUSTER BY", "Distribute": "DISTRIBUTE BY",
+            "Sort": "SORT BY", "Qualify": "QUALIFY"}
+
+
+def _operator(cls: type) -> str | None:
+    """A binary expression class's operator as SQL writes it (``Mul`` -> ``*``), or None."""
+    try:
+        text = cls(this=exp.column("a"), expression=exp.column("b")).sql()
+    except Exception:  # noqa: BLE001 - only a nicer message is at stake
+        return None
+    return text[2:-2] if text.startswith("a ") and text.endswith(" b") else None
 
 
 def parse_query(sql: str, dialect: str) -> exp.Expression:
@@ -72,6 +107,9 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
     for cls, name in _UNSUPPORTED.items():  # DuckDB's PIVOT ... statement: the same refusal as inside FROM
         if isinstance(tree, cls):
             return UnsupportedQuery(f"{name} is not supported, at {position(tree)}")
+    if isinstance(tree, exp.Values):  # DuckDB runs it; it reads no table, so there is no lineage to trace
+        return UnsupportedQuery("a VALUES statement is not a query dltrace traces (it reads no table); select from "
+                                "it if it is part of one: SELECT ... FROM (VALUES ...) AS v(c, ...)")
     if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
         return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
     return UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {tree.key.upper()} "

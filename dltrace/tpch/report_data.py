@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from dltrace.errors import DltraceError, read_user_text
+
 FORWARD = ("set", "bitmap")
 BACKWARD = ("reverse-one", "reverse-all")
 LARGE_LINEAGE = 1000  # average ids per output row from which a query counts as "large lineage" (paper 4.1)
@@ -31,8 +33,19 @@ def storages(records, meta) -> list[str]:
 
 
 def load_json(out: Path, name: str, default: Any) -> Any:
+    """The JSON file ``name`` a run wrote into ``out`` (``default`` when there is none), of ``default``'s type,
+    or one line naming the file that is not what a run writes (a truncated or hand-edited one)."""
     p = out / name
-    return json.loads(p.read_text()) if p.is_file() else default
+    if not p.is_file():
+        return default
+    try:
+        data = json.loads(read_user_text(p, "results file"))
+    except ValueError as e:
+        raise DltraceError(f"cannot read {str(p)!r}: it is not valid JSON ({e})") from None
+    if not isinstance(data, type(default)):
+        raise DltraceError(f"cannot read {str(p)!r}: a run writes a JSON {type(default).__name__}, this holds a "
+                           f"{type(data).__name__}")
+    return data
 
 
 def geomean(values) -> float | None:

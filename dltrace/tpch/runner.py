@@ -36,7 +36,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, folder_problem
 from dltrace.tpch import procmon, report
 from dltrace.tpch.isolation import WorkerFailed, WorkerHandle, failure
 from dltrace.tpch.options import add_arguments, debug_sleeps, parse_queries, worker_options
@@ -160,12 +160,11 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
 def main(args: argparse.Namespace) -> int:
     """Run ``dltrace tpch`` with parsed ``args``; returns the exit code (130 when interrupted)."""
     console = Console()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_folder(args.out, made=not args.report_only)
     if args.report_only:
         if not (out / "results.json").is_file():
             raise DltraceError(f"no results.json in {out} to build a report from")
-        path = report.write_report(out)
+        path = _write_report(out)
         console.print(f"report: {path}")
         return 0
 
@@ -193,10 +192,33 @@ def main(args: argparse.Namespace) -> int:
         own = os.times()
         output.meta["cpu_seconds"]["runner"] = round(own.user + own.system, 1)
         output.save()
-    path = report.write_report(out)
+    path = _write_report(out)
     report.print_summary(output.records, console, output.meta)
     console.print(f"\n{len(output.records)} runs in {output.meta['wall_seconds']:.0f} s · report: {path}")
     return 130 if interrupted else 0
+
+
+def _out_folder(path: str, made: bool) -> Path:
+    """The ``--out`` folder (``made``: created if missing, for a run; a report is only rebuilt from one that
+    exists), or one line saying why it cannot be used: checked before the first run, which found a file or a
+    read-only folder there only when it wrote its results."""
+    out = Path(path)
+    if not made:
+        return out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DltraceError(f"cannot use --out {path!r}: {folder_problem(out, e)}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise DltraceError(f"cannot use --out {path!r}: the folder is not writable")
+    return out
+
+
+def _write_report(out: Path) -> Path:
+    try:
+        return report.write_report(out)
+    except OSError as e:
+        raise DltraceError(f"cannot write the report into {str(out)!r}: {folder_problem(out, e)}") from None
 
 
 def _raise_interrupt(signum, frame):  # noqa: ARG001
