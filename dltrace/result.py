@@ -34,6 +34,7 @@ from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.slots import KeptRids
 
 
 @dataclass
@@ -196,17 +197,19 @@ class BackwardResult(LineageResult):
 
 
 def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect: str | None = None,
-                semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+                semantics: str = "witness", end_to_end: bool = True,
+                kept_rids: KeptRids | None = None) -> LineageResult:
     """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
     A source registered from a result with lineage (an earlier step) contributes its rows' stored lineage when
     ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step).
     The rewrite is kept with the catalog and used again for the same query on the same tables
-    (:mod:`dltrace.plans`)."""
+    (:mod:`dltrace.plans`), except impact's (``kept_rids``: lineage of one table, of some of its rows only)."""
     read = dialect or catalog.dialect
     engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
-    plan = catalog.plans.get(key, catalog.source_columns) if lineage is not None else None
+    reuse = lineage is not None and kept_rids is None  # (a plan kept with the catalog)
+    plan = catalog.plans.get(key, catalog.source_columns) if reuse else None
     if plan is None:
         tree = parse_query(sql, read)
         catalog.check_known_tables(tree)
@@ -217,8 +220,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps)
-        if not composed:  # reading a composed source may convert and register it: not kept
+        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids)
+        if reuse and not composed:  # reading a composed source may convert and register it: not kept
             catalog.plans.put(key, plan)
     else:
         composed = {}
@@ -292,7 +295,7 @@ def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) ->
 
 
 def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
-          engine_bitmaps: bool) -> tuple[ForwardPlan, dict[str, LineageSource]]:
+          engine_bitmaps: bool, kept_rids: KeptRids | None) -> tuple[ForwardPlan, dict[str, LineageSource]]:
     """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads
     (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
     bitmaps)."""
@@ -308,7 +311,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              # parquet read in place: its files may be rewritten with more rows than counted
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),
-                             read_in_place=read_in_place)
+                             read_in_place=read_in_place, kept_rids=kept_rids)
     rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
     in_place = sorted(t for t in schema if t in read_in_place)
