@@ -187,6 +187,7 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
 def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
+    result.check_every_row("forward")
     key = result.table_key(table)
     q = as_rids(rids)
     if q.size and key in result.session.tables:

@@ -86,6 +86,7 @@ def _impact_saved(catalog: Catalog, sql: str, name: str, q: np.ndarray,
     r.check_fresh("impact")  # ``rids`` are rows of the table as registered now: the lineage's must be too
     if not _same_query(sql, r.sql, read, r.dialect):
         raise DltraceError("the saved lineage is for a different query than the one given")
+    r.check_every_row("impact")  # (a trace of some rows: an untraced row would read as reached by nothing)
     return Impact(forward(r, name, q), r, name, q.tolist(), "saved")
 
 

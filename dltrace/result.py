@@ -163,36 +163,32 @@ class BackwardResult(LineageResult):
 
     # What reads every row's lineage: over a trace of some rows an untraced row would read as having none (a
     # forward question answered "nothing reaches", a saved lineage of empty sets), so it is refused.
-    def _every_row(self, what: str) -> None:
+    def check_every_row(self, what: str) -> None:
         if self._traced is not None:
             shown = ", ".join(map(str, sorted(self._traced)[:10]))
             raise DltraceError(f"{what} reads every row's lineage, and this trace holds rows {shown} only: trace "
                                f"with rows=None")
 
-    def forward(self, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
-        self._every_row("forward")
-        return super().forward(table, rids)
-
     def save(self, path: str | os.PathLike) -> Path:
-        self._every_row("save")
+        self.check_every_row("save")
         return super().save(path)
 
     def lineage_batches(self, table: str | None = None,
                         batch_rows: int = lineage_relations.BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        self._every_row("lineage_batches")
+        self.check_every_row("lineage_batches")
         return super().lineage_batches(table, batch_rows)
 
     def lineage_table(self, table: str | None = None) -> pa.Table:
-        self._every_row("lineage_table")
+        self.check_every_row("lineage_table")
         return super().lineage_table(table)
 
     def to_pandas(self, lineage: str | None = "count") -> Any:
         if lineage is not None:
-            self._every_row(f"to_pandas(lineage={lineage!r})")
+            self.check_every_row(f"to_pandas(lineage={lineage!r})")
         return super().to_pandas(lineage)
 
     def register(self, name: str, replace: bool = False) -> dict[str, str]:
-        self._every_row("register")
+        self.check_every_row("register")
         return super().register(name, replace)
 
 

@@ -406,6 +406,14 @@ def test_impact_runs_the_query_as_written(small, name):
         assert set(rows.result.lineage(i)["sales"]) == set(few) & set(r.lineage(i)["sales"])
 
 
+def test_impact_from_saved_lineage_refuses_what_it_cannot_answer(small):
+    """From saved lineage, impact answered [] for the rows a trace of some rows left untraced (forward refuses)."""
+    sql = SMALL_QUERIES["group"]
+    part = small.trace(sql, rows=[1])
+    with pytest.raises(dltrace.DltraceError, match="impact reads every row's lineage.*rows 1 only"):
+        small.impact(sql, "sales", part.lineage(1)["sales"][:1], saved=part)
+
+
 def test_impact_self_join_and_errors(duck):
     sql = query_sql(21)  # lineitem three times (l1, l2, l3)
     r = duck.run(sql, lineage="set")
