@@ -23,6 +23,7 @@ from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
 from dltrace.explore import forward
 from dltrace.fetch import as_rids
 from dltrace.result import LineageResult, run_forward
+from dltrace.rewriter.analysis import SEMANTICS
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.slots import KeptRids
@@ -65,27 +66,35 @@ def _same_query(a: str, b: str, dialect_a: str, dialect_b: str) -> bool:
 
 def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
            saved: str | os.PathLike | LineageResult | None = None,
-           lineage: str = "set", dialect: str | None = None, semantics: str = "witness") -> Impact:
+           lineage: str = "set", dialect: str | None = None, semantics: str | None = None) -> Impact:
     """Which output rows of ``sql`` depend on rows ``rids`` of ``table``: ``forward`` of the query's lineage.
 
-    With ``saved`` (a folder written by ``r.save`` or a :class:`LineageResult`), answered on that lineage;
-    otherwise the query runs with lineage for ``table`` only, in which only the given rows carry their id.
+    With ``saved`` (a folder written by ``r.save`` or a :class:`LineageResult`), answered on that lineage, which
+    must be of every row of ``sql`` with the ``semantics`` asked (None: the saved lineage's); otherwise the query
+    runs with lineage for ``table`` only, in which only the given rows carry their id (``semantics`` None:
+    witness).
     """
     name = table.lower()
     q = as_rids(rids)
     read = dialect or catalog.dialect
+    if semantics is not None and semantics not in SEMANTICS:
+        raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
     if saved is not None:
-        return _impact_saved(catalog, sql, name, q, saved, read)
+        return _impact_saved(catalog, sql, name, q, saved, read, semantics)
     # (a run without lineage would answer nothing: None reads as the default strategy)
-    return _impact_run(catalog, sql, name, q, lineage or "set", read, semantics)
+    return _impact_run(catalog, sql, name, q, lineage or "set", read, semantics or "witness")
 
 
 def _impact_saved(catalog: Catalog, sql: str, name: str, q: np.ndarray,
-                  saved: str | os.PathLike | LineageResult, read: str) -> Impact:
+                  saved: str | os.PathLike | LineageResult, read: str, semantics: str | None) -> Impact:
     r = saved if isinstance(saved, LineageResult) else load(saved, catalog)
     r.check_fresh("impact")  # ``rids`` are rows of the table as registered now: the lineage's must be too
     if not _same_query(sql, r.sql, read, r.dialect):
         raise DltraceError("the saved lineage is for a different query than the one given")
+    if semantics is not None and semantics != r.semantics:
+        # control lineage holds every predicate subquery's rows, witness lineage those that made it true
+        raise DltraceError(f"the saved lineage has {r.semantics} semantics, not the {semantics} asked for: run the "
+                           f"query with semantics={semantics!r}, or leave semantics out to read the saved lineage's")
     r.check_every_row("impact")  # (a trace of some rows: an untraced row would read as reached by nothing)
     return Impact(forward(r, name, q), r, name, q.tolist(), "saved")
 

@@ -407,11 +407,22 @@ def test_impact_runs_the_query_as_written(small, name):
 
 
 def test_impact_from_saved_lineage_refuses_what_it_cannot_answer(small):
-    """From saved lineage, impact answered [] for the rows a trace of some rows left untraced (forward refuses)."""
+    """From saved lineage, impact answered [] for the rows a trace of some rows left untraced (forward refuses),
+    and a witness question from a control-semantics result."""
     sql = SMALL_QUERIES["group"]
     part = small.trace(sql, rows=[1])
     with pytest.raises(dltrace.DltraceError, match="impact reads every row's lineage.*rows 1 only"):
         small.impact(sql, "sales", part.lineage(1)["sales"][:1], saved=part)
+    q = "SELECT id FROM items WHERE id NOT IN (SELECT item FROM sales WHERE qty = 9 AND item IS NOT NULL) ORDER BY id"
+    control = small.run(q, semantics="control")
+    rid = control.lineage(0)["sales"][0]
+    with pytest.raises(dltrace.DltraceError, match="saved lineage has control semantics, not the witness asked"):
+        small.impact(q, "sales", [rid], semantics="witness", saved=control)
+    assert small.impact(q, "sales", [rid], saved=control).rows == list(range(control.num_rows))  # its semantics
+    assert small.impact(q, "sales", [rid], semantics="control", saved=control).rows == list(range(control.num_rows))
+    assert small.impact(q, "sales", [rid]).rows == small.run(q).forward("sales", [rid]) == []  # NOT IN: none
+    with pytest.raises(dltrace.DltraceError, match="unknown semantics 'both'"):
+        small.impact(q, "sales", [rid], semantics="both", saved=control)
 
 
 def test_impact_self_join_and_errors(duck):
