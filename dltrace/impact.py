@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import LineageSource
-from dltrace.errors import DltraceError, UnknownTable, UnsupportedQuery
+from dltrace.errors import ArgumentError, DltraceError, UnknownTable, UnsupportedQuery, got
 from dltrace.explore import forward
 from dltrace.fetch import as_rids
 from dltrace.result import LineageResult, run_forward
@@ -85,9 +85,14 @@ def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
     return _impact_run(catalog, sql, name, q, lineage or "set", read, semantics or "witness")
 
 
-def _impact_saved(catalog: Catalog, sql: str, name: str, q: np.ndarray,
-                  saved: str | os.PathLike | LineageResult, read: str, semantics: str | None) -> Impact:
-    r = saved if isinstance(saved, LineageResult) else load(saved, catalog)
+def _impact_saved(catalog: Catalog, sql: str, name: str, q: np.ndarray, saved: object, read: str,
+                  semantics: str | None) -> Impact:
+    if isinstance(saved, LineageResult):
+        r = saved
+    elif isinstance(saved, (str, os.PathLike)):
+        r = load(saved, catalog)
+    else:
+        raise ArgumentError(f"saved must be a result (s.run(...)) or the folder r.save wrote, got {got(saved)}")
     r.check_fresh("impact")  # ``rids`` are rows of the table as registered now: the lineage's must be too
     if not _same_query(sql, r.sql, read, r.dialect):
         raise DltraceError("the saved lineage is for a different query than the one given")
