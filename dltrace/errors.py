@@ -108,8 +108,9 @@ class PipelineError(DltraceError):
 
 
 def got(value: object) -> str:
-    """``value`` as an error message shows what was passed: its type and a short repr."""
-    text = repr(value)
+    """``value`` as an error message shows what was passed: its type and a short repr, on one line (a pyarrow
+    Table's repr has a line per column)."""
+    text = " ".join(repr(value).splitlines())
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 

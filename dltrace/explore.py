@@ -185,6 +185,7 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
 def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
     _check_rids_lineage(result, "forward")
+    result.check_every_row("forward")
     key = result.table_key(table)
     q = table_rids(rids, key, result.table_rows(key))  # (the table as the ids name it: registered again
     # since, it may be smaller)

@@ -125,6 +125,10 @@ class LineageData:
         if self.base_snapshot is None:
             self.base_snapshot = self.session.snapshot([*self.lineage_columns, *self.shared_lineage])
 
+    def check_every_row(self, what: str) -> None:
+        """Refuse ``what``, which reads every row's lineage, when some rows' lineage is unknown (a backward trace
+        of some rows: an untraced row would read as having none). Every row's was computed here."""
+
     def check_fresh(self, what: str) -> None:
         """Raise :class:`dltrace.StaleLineage` when a table this result's ids name changed since it was computed
         (registered again, its parquet files rewritten): ``what`` would read other rows than the lineage's."""

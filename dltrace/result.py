@@ -35,6 +35,7 @@ from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.slots import KeptRids
 
 
 @dataclass
@@ -163,51 +164,49 @@ class BackwardResult(LineageResult):
 
     # What reads every row's lineage: over a trace of some rows an untraced row would read as having none (a
     # forward question answered "nothing reaches", a saved lineage of empty sets), so it is refused.
-    def _every_row(self, what: str) -> None:
+    def check_every_row(self, what: str) -> None:
         if self._traced is not None:
             shown = ", ".join(map(str, sorted(self._traced)[:10]))
             raise DltraceError(f"{what} reads every row's lineage, and this trace holds rows {shown} only: trace "
                                f"with rows=None")
 
-    def forward(self, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
-        self._every_row("forward")
-        return super().forward(table, rids)
-
     def save(self, path: str | os.PathLike) -> Path:
-        self._every_row("save")
+        self.check_every_row("save")
         return super().save(path)
 
     def lineage_batches(self, table: str | None = None,
                         batch_rows: int = lineage_relations.BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        self._every_row("lineage_batches")
+        self.check_every_row("lineage_batches")
         return super().lineage_batches(table, batch_rows)
 
     def lineage_table(self, table: str | None = None) -> pa.Table:
-        self._every_row("lineage_table")
+        self.check_every_row("lineage_table")
         return super().lineage_table(table)
 
     def to_pandas(self, lineage: str | None = "count") -> Any:
         if lineage is not None:
-            self._every_row(f"to_pandas(lineage={lineage!r})")
+            self.check_every_row(f"to_pandas(lineage={lineage!r})")
         return super().to_pandas(lineage)
 
     def register(self, name: str, replace: bool = False) -> dict[str, str]:
-        self._every_row("register")
+        self.check_every_row("register")
         return super().register(name, replace)
 
 
 def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect: str | None = None,
-                semantics: str = "witness", end_to_end: bool = True) -> LineageResult:
+                semantics: str = "witness", end_to_end: bool = True,
+                kept_rids: KeptRids | None = None) -> LineageResult:
     """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
     A source registered from a result with lineage (an earlier step) contributes its rows' stored lineage when
     ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step).
     The rewrite is kept with the catalog and used again for the same query on the same tables
-    (:mod:`dltrace.plans`)."""
+    (:mod:`dltrace.plans`), except impact's (``kept_rids``: lineage of one table, of some of its rows only)."""
     read = dialect or catalog.dialect
     engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
-    plan = catalog.plans.get(key, catalog.source_columns) if lineage is not None else None
+    reuse = lineage is not None and kept_rids is None  # (a plan kept with the catalog)
+    plan = catalog.plans.get(key, catalog.source_columns) if reuse else None
     if plan is None:
         tree = parse_query(sql, read)
         catalog.check_known_tables(tree)
@@ -220,8 +219,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps)
-        if not composed:  # reading a composed source may convert and register it: not kept
+        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids)
+        if reuse and not composed:  # reading a composed source may convert and register it: not kept
             catalog.plans.put(key, plan)
     else:
         composed = {}
@@ -295,7 +294,7 @@ def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) ->
 
 
 def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
-          engine_bitmaps: bool) -> tuple[ForwardPlan, dict[str, LineageSource]]:
+          engine_bitmaps: bool, kept_rids: KeptRids | None) -> tuple[ForwardPlan, dict[str, LineageSource]]:
     """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads
     (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
     bitmaps)."""
@@ -311,7 +310,7 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              # parquet read in place: its files may be rewritten with more rows than counted
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),
-                             read_in_place=read_in_place)
+                             read_in_place=read_in_place, kept_rids=kept_rids)
     rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
     in_place = sorted(t for t in schema if t in read_in_place)

@@ -127,11 +127,12 @@ class Session(Catalog):
 
     def impact(self, sql: str, table: str, rids: int | Iterable[int],
                saved: str | os.PathLike | LineageResult | None = None, lineage: str = "set",
-               dialect: str | None = None, semantics: str = "witness") -> Impact:
+               dialect: str | None = None, semantics: str | None = None) -> Impact:
         """Which output rows of ``sql`` depend on rows ``rids`` of ``table`` (e.g. faulty input rows).
 
-        From ``saved`` lineage (a folder written by ``r.save`` or a result) when given; otherwise by running
-        the query with lineage for ``table`` only, where only those rows carry a rid. Returns an
+        From ``saved`` lineage (a folder written by ``r.save`` or a result, of every row, with the ``semantics``
+        asked; None: the saved lineage's) when given; otherwise by running the query with lineage for ``table``
+        only, where only those rows carry a rid (``semantics`` None: witness). Returns an
         :class:`dltrace.impact.Impact`: ``.rows`` (output row indices) and ``.result`` (``rows, r = ...``).
         """
         check_text(sql, "the SQL text")

@@ -34,6 +34,8 @@ def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
         (lambda: s.sql(None), "the SQL text must be a string"),
         (lambda: s.impact(None, "t", [0]), "the SQL text must be a string"),
         (lambda: s.impact("SELECT a FROM t", 5, [0]), "table must be a string, got int 5"),
+        (lambda: s.impact("SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b", "t", [0], saved=r.table),
+         r"saved must be a result \(s.run\(...\)\) or the folder r.save wrote, got Table pyarrow.Table b: string"),
         (lambda: s.run("SELECT a FROM t", end_to_end="x"), "end_to_end must be True or False, got str 'x'"),
         (lambda: s.trace("SELECT a FROM t", end_to_end=1), "end_to_end must be True or False, got int 1"),
         (lambda: s.adopt(None), "a table name must be a string, got NoneType None"),

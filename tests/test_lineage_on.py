@@ -40,6 +40,34 @@ def test_round_trip(dialect, clause):
     assert generate(parse(out, dialect)[0], dialect) == out
 
 
+@pytest.mark.parametrize("before,after", [
+    ("GROUP BY ALL", ""), ("GROUP BY ALL", "ORDER BY ALL"), ("GROUP BY ALL HAVING sum(v) > 1", "ORDER BY ALL LIMIT 1"),
+    ("GROUP BY ALL", "LIMIT 2 OFFSET 1"), ("GROUP BY ALL WINDOW w AS (ORDER BY g)", "ORDER BY ALL DESC"),
+    ("GROUP BY ALL HAVING sum(v) > 1 QUALIFY row_number() OVER (ORDER BY g) = 1", "ORDER BY 1"),
+])
+@pytest.mark.parametrize("clause", ["LINEAGE ON (v)", "LINEAGE ON TABLES (t)", "LINEAGE ON ()"])
+def test_the_clause_follows_group_by_all(before, after, clause):
+    """sqlglot reads keys after GROUP BY ALL too and took the clause's LINEAGE for one: a ParseError at ON (and
+    impact, which asks for LINEAGE ON TABLES, failed on every GROUP BY ALL query)."""
+    sql = f"SELECT g, sum(v) AS total FROM t {before} {clause} {after}".strip()
+    tree = parse(sql, "duckdb")[0]
+    assert isinstance(tree.args["lineage_on"], LineageOn) and tree.args["group"].args.get("all")
+    out = generate(tree, "duckdb")
+    assert clause in out and generate(parse(out, "duckdb")[0], "duckdb") == out
+    tree.set("lineage_on", None)
+    assert generate(tree, "duckdb") == generate(parse(f"SELECT g, sum(v) AS total FROM t {before} {after}",
+                                                      "duckdb")[0], "duckdb")
+
+
+def test_group_by_all_runs_with_the_clause():
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"g": ["a", "b", "a"], "v": [1, 2, 3]}))
+    q = "SELECT g, sum(v) AS total FROM t GROUP BY ALL {} ORDER BY ALL"
+    assert s.run(q.format("LINEAGE ON (v)")).lineage(0) == {"t": [(1,), (3,)]}
+    assert s.run(q.format("LINEAGE ON TABLES (t)")).lineage(0) == {"t": [0, 2]}
+    s.close()
+
+
 def test_engine_transforms_only_in_the_engine_dialect():
     # sqlglot leaves DuckDB's week() as WEEK; Spark's engine module adds its WEEKOFYEAR to Spark's generator
     tree = parse("SELECT week(d) FROM t LINEAGE ON (week(d))", "duckdb")[0]

@@ -336,10 +336,6 @@ class Engine(Protocol):
     def rows_name(self, name: str) -> str:
         """The relation holding registered ``name``'s rows with ``dl_rid`` (named when it was made)."""
 
-    def register_view(self, name: str, query: Any, columns: list[str]) -> None:
-        """Expose the rows of ``query`` (``columns`` plus ``dl_rid``) as table ``name``: its rows relation is a
-        view over ``query``, ``name`` the view of ``columns``."""
-
     def create_view(self, name: str, query: Any) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot expression), owned by the adapter."""
 

@@ -228,11 +228,6 @@ class DuckDBEngine:
         self.create_view(name, view)
 
     @_engine_errors(QueryError)
-    def register_view(self, name: str, query: exp.Expression, columns: list[str]) -> None:
-        rows = self.made.new_rows_name(name)
-        self.create_view(rows, query)
-        self.create_view(name, exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(_table(rows)))
-
     # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
     @_engine_errors(QueryError)
     def exists(self, name: str) -> bool:

@@ -183,12 +183,6 @@ class SparkEngine:
     def rows_name(self, name: str) -> str:
         return self.made.rows_name(name)
 
-    def register_view(self, name: str, query: exp.Expression, columns: list[str]) -> None:
-        rows = self.made.new_rows_name(name)
-        self.create_view(rows, query)
-        self.create_view(name, exp.select(*[exp.column(c, quoted=True) for c in columns]).from_(
-            exp.Table(this=exp.to_identifier(rows, quoted=True))))
-
     # -- the user's relations: dltrace is a guest on a SparkSession passed in -----------------------------
     def exists(self, name: str) -> bool:
         """Is there a temp view or table ``name`` in this SparkSession, whoever made it?"""

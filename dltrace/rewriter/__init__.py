@@ -23,7 +23,7 @@ from sqlglot import exp
 from dltrace.engines import BITS64, lineage_functions
 from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
-from dltrace.rewriter.grammar import generate
+from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import OnSpec
 from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
@@ -40,6 +40,7 @@ from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
 from dltrace.rewriter.rules.subqueries import PRELUDE
+from dltrace.rewriter.slots import KeptRids
 
 FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read,
                   build_after_limit, pack_ids, add_dictionary, read_rows_relations)
@@ -104,7 +105,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  rows_relations: Mapping[str, str] | frozenset = frozenset(), composed: dict | None = None,
                  shared_lineage: bool = False, finish_on_read: bool = False,
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
-                 mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset()) -> Rewritten:
+                 mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset(),
+                 kept_rids: KeptRids | None = None) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -123,7 +125,12 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     ``mutable_rows``: tables whose row count may grow under a kept plan (their ids are not packed);
     ``read_in_place``: tables scanned from their source at each read, which a rule reading rows twice may write
     once instead (``rules/nested_lineage.py``).
+    ``kept_rids``: impact's run, the lineage of one table only (as under ``LINEAGE ON TABLES``), in which only the
+    asked rows carry their id (:class:`.slots.KeptRids`); the query has no clause of its own.
     """
+    if kept_rids is not None:
+        tree = tree.copy()
+        tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(kept_rids.table, quoted=True))]))
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
                           wide=wide, rows_relations=rows_relations, late_witnesses=not composed)
@@ -136,7 +143,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                           composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
                           table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
                           mutable_rows=frozenset(t.lower() for t in mutable_rows),
-                          read_in_place=frozenset(t.lower() for t in read_in_place))
+                          read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

@@ -1,8 +1,8 @@
 """The SQL dltrace reads: each engine's dialect plus the paper's ``LINEAGE ON`` clause.
 
-    SELECT ... FROM ... [WHERE ...] [GROUP BY ...] [HAVING ...]
+    SELECT ... FROM ... [WHERE ...] [GROUP BY ... | GROUP BY ALL] [HAVING ...] [WINDOW ...] [QUALIFY ...]
         LINEAGE ON (expr, ...) | LINEAGE ON () | LINEAGE ON TABLES (table, ...)
-        [ORDER BY ...] [LIMIT ...]
+        [ORDER BY ... | ORDER BY ALL] [LIMIT ...] [OFFSET ...]
 
 The clause is parsed by a subclass of any sqlglot dialect (its parser and generator), into a :class:`LineageOn`
 node stored as the SELECT's ``lineage_on`` argument, and generated back in place. The generator of an engine's
@@ -76,6 +76,16 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
                 this.set("lineage_on", clause)
                 this = super()._parse_query_modifiers(this)
             return this
+
+        def _parse_group(self, skip_group_by_token: bool = False) -> exp.Group | None:
+            # sqlglot reads keys after GROUP BY ALL too, and took the clause's LINEAGE for one (then failed at ON)
+            index = self._index
+            if skip_group_by_token or self._match(TokenType.GROUP_BY):
+                comments = self._prev_comments if not skip_group_by_token else None
+                if self._match(TokenType.ALL) and _is_clause_start(self):
+                    return self.expression(exp.Group(all=True), comments=comments)
+            self._retreat(index)
+            return super()._parse_group(skip_group_by_token)
 
         def _parse_lineage_on(self) -> LineageOn:
             tables = self._match_text_seq("TABLES")

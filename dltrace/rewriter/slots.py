@@ -45,6 +45,32 @@ class Exported:
         return Slot(self.table, exp.column(self.name, table=alias, quoted=True), self.kind, self.const, self.nullable)
 
 
+#: impact lists up to this many kept ids; beyond, it keeps the ids in their range (see :class:`KeptRids`)
+IN_LIST = 2000
+
+
+@dataclass(frozen=True)
+class KeptRids:
+    """Impact's run (:mod:`dltrace.impact`): of ``table``'s rows only those asked about carry their row id into the
+    lineage, every other row none. Only the lineage slots change: the query reads the table as written (its
+    ``dl_rid`` too), so its rows are the query's own. Up to :data:`IN_LIST` ids are listed; more keep every id in
+    their range, which the reader tells apart (a list of that size costs more to parse than the ids it spares)."""
+
+    table: str  # lower case
+    rids: tuple[int, ...]  # sorted, distinct
+
+    def guard(self, rid: exp.Expression) -> exp.Expression:
+        """``rid`` where it is kept, else NULL (a lineage union ignores NULL ids, as an outer join's padding)."""
+        if not self.rids:
+            kept: exp.Expression = exp.false()
+        elif len(self.rids) <= IN_LIST:
+            kept = exp.In(this=rid.copy(), expressions=[exp.Literal.number(i) for i in self.rids])
+        else:
+            kept = exp.Between(this=rid.copy(), low=exp.Literal.number(self.rids[0]),
+                               high=exp.Literal.number(self.rids[-1]))
+        return exp.Case(ifs=[exp.If(this=kept, true=rid)])
+
+
 @dataclass
 class Context:
     fns: LineageFunctions
@@ -54,6 +80,7 @@ class Context:
     cte_bodies: dict = field(default_factory=dict)  # CTE name -> its query before instrumenting (whole_lineage)
     counter: list = field(default_factory=lambda: [0])
     only_tables: frozenset | None = None  # LINEAGE ON: lineage only for these base tables
+    kept_rids: KeptRids | None = None  # impact: only these rows of one table carry their id
     names: dict = field(default_factory=dict)  # base table -> name of its final lineage column
     composed: dict = field(default_factory=dict)  # source -> ((base table, lineage column), ...): see PassContext
     hoisted: list = field(default_factory=list)  # (table, scalar subquery): lineage of every output row

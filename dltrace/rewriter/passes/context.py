@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from dltrace.engines import LineageFunctions
 from dltrace.rewriter.lineage_on import OnSpec
+from dltrace.rewriter.slots import KeptRids
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class PassContext:
     # tables scanned from their source at each read (parquet files, an Arrow table): reading one twice decodes it
     # twice, which a rule may avoid by writing the rows it reads once (rules/nested_lineage.py)
     read_in_place: frozenset = frozenset()
+    # impact's run: only the asked rows of one table carry their id into the lineage (rules/sources.py)
+    kept_rids: KeptRids | None = None
 
     @property
     def control(self) -> bool:

@@ -67,7 +67,9 @@ def _relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
         if not source.args.get("db") and name.lower() in ctx.composed:
             return [Slot(base, ctx.fns.from_stored(exp.column(column, table=alias, quoted=True)), "set")
                     for base, column in ctx.composed[name.lower()]]
-        return [Slot(name.lower(), exp.column(RID, table=alias, quoted=True), "rid")]
+        rid = exp.column(RID, table=alias, quoted=True)
+        kept = ctx.kept_rids
+        return [Slot(name.lower(), kept.guard(rid) if kept and kept.table == name.lower() else rid, "rid")]
     if isinstance(source, exp.Subquery):
         inner, exported = ctx.instrument(source.this, ctx, final=False)
         source.set("this", inner)
