@@ -17,6 +17,7 @@ from sqlglot import exp
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.shape import engine_reads
 
 ON_COLUMN = "dl_on"
 DICTIONARY = "_dl_on_dict"
@@ -63,11 +64,9 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
     if clause.is_off:
         return OnSpec(off=True)
     aliases = {}
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    for t in tree.find_all(exp.Table):
-        if t.name.lower() not in ctes:
-            aliases[t.alias_or_name.lower()] = t.name.lower()
-            aliases[t.name.lower()] = t.name.lower()
+    for t in engine_reads(tree):  # (a table read inside a CTE of its own name too)
+        aliases[t.alias_or_name.lower()] = t.name.lower()
+        aliases[t.name.lower()] = t.name.lower()
     read = set(aliases.values())
     if clause.args.get("tables"):
         names = frozenset(t.name.lower() for t in clause.args["tables"])
