@@ -370,6 +370,10 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # `*` over a subquery with two columns `a` (the engine names them a, a_1): a crash (KeyError) before
     ("SELECT * FROM (SELECT t.a, u.a FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
     ("SELECT x.* FROM (SELECT * FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
+    # ... read by a position: sqlglot's qualify asserted that ORDER BY 1 names an aliased item (a bare
+    # AssertionError, a tester's finding)
+    ("SELECT * FROM (SELECT t.a, t.a FROM t) ORDER BY 1", r"two columns of the same name.*, at line 1, col 8"),
+    ("SELECT * FROM (SELECT t.a, t.a FROM t) AS x GROUP BY 1", "two columns of the same name"),
     # a correlated scalar that picks one of several rows (no exact lineage: which row is the engine's choice); a
     # plain lookup is read as a count and a MAX, raising the engine's error over two rows (test_scalar_lookups)
     ("SELECT t.b, (SELECT u.c FROM u WHERE u.a = t.a LIMIT 1) FROM t", r"could not be decorrelated \(SCALAR\)"),

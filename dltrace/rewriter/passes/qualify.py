@@ -47,6 +47,13 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
                             or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
+    except AssertionError as e:
+        # sqlglot (30.30) asserts that a position (ORDER BY 1) reads an aliased item; a * it could not expand, over
+        # two columns of the same name, is none: the star's own refusal names what to change (the tree is
+        # qualified up to that SELECT, its star as written)
+        if context.schema is not None:
+            check_stars_expanded(tree)
+        raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
     if context.schema is not None:
         check_stars_expanded(tree)
     return tree
