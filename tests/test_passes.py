@@ -26,6 +26,7 @@ from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
+from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
@@ -78,6 +79,8 @@ PASSES = {
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
+    "group_by_all.sql": (qualify, group_by_all, "duckdb", "set"),
+    "group_by_all_spark.sql": (qualify, group_by_all, "spark", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),

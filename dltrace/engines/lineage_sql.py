@@ -93,6 +93,10 @@ class LineageFunctions:
     #: the engine's function that raises an error with a message when evaluated (a scalar lookup that finds
     #: several rows raises through it: :mod:`dltrace.rewriter.passes.scalar_lookups`); "" for none
     error_function: ClassVar[str] = ""
+    #: ``GROUP BY ALL`` groups by the SELECT items that read no column too (a constant: no row over no rows);
+    #: false: only by those that read a column (one row over no rows, as a global aggregate)
+    #: (:mod:`dltrace.rewriter.passes.group_by_all`)
+    group_by_all_groups_constants: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
