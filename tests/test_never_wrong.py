@@ -374,6 +374,14 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # AssertionError, a tester's finding)
     ("SELECT * FROM (SELECT t.a, t.a FROM t) ORDER BY 1", r"two columns of the same name.*, at line 1, col 8"),
     ("SELECT * FROM (SELECT t.a, t.a FROM t) AS x GROUP BY 1", "two columns of the same name"),
+    # a whole-row reference to a relation whose columns the engine names otherwise than dltrace can tell
+    ("SELECT x FROM (SELECT a, b + 1 FROM t) AS x", r"whole-row reference to x, whose column _col_1 the engine "
+                                                    r"names after its expression.*, at line 1, col 8"),
+    ("SELECT x FROM (SELECT a, a FROM t) AS x", "whole-row reference to x, a relation with two columns of the same"),
+    ("SELECT v FROM (VALUES (1, 2)) AS v(p, q)", "whole-row reference to v, a relation whose columns are not known"),
+    # a star as a function's argument: Spark reads every column of the relations the rewrite reads (dl_rid too)
+    ("SELECT hash(*) AS h FROM t", r"\* inside hash\(\.\.\.\) is not supported \(list the columns\), at line 1, col 13"),
+    ("SELECT count(t.*) AS n FROM t", r"t\.\* inside COUNT"),
     # a correlated scalar that picks one of several rows (no exact lineage: which row is the engine's choice); a
     # plain lookup is read as a count and a MAX, raising the engine's error over two rows (test_scalar_lookups)
     ("SELECT t.b, (SELECT u.c FROM u WHERE u.a = t.a LIMIT 1) FROM t", r"could not be decorrelated \(SCALAR\)"),
@@ -873,3 +881,44 @@ def test_spark_refuses_an_order_by_name_several_columns_have(sql):
         dltrace.rewrite(sql, dialect="spark", schema=schema)
     dltrace.rewrite(sql.replace("ORDER BY b", "ORDER BY 1").replace("ORDER BY c", "ORDER BY 2"), dialect="spark",
                     schema=schema)
+
+
+# -- a whole-row reference reads the relation's own columns (passes/whole_rows.py) ------------------------------
+
+WHOLE_ROWS = [
+    # DuckDB's row of t as a STRUCT read the rows relation's dl_rid too (a derived table's: its lineage column):
+    # every row distinct, so DISTINCT, counts and IN over rows answered otherwise (a tester's finding)
+    ("SELECT count(DISTINCT t) AS n FROM t", [((4,), (("t", (0, 1, 2, 3)),))]),
+    ("SELECT DISTINCT u FROM u WHERE u.a = 2", [(({"a": 2, "c": 7},), (("u", (0,)),)),
+                                               (({"a": 2, "c": 1},), (("u", (3,)),))]),
+    # (t's row 1 is its own witness: the two occurrences of t share one lineage column)
+    ("SELECT a FROM t WHERE t IN (SELECT x FROM t AS x WHERE x.b > 15)", [((2,), (("t", (1,)),)),
+                                                                          ((None,), (("t", (2,)),))]),
+    ("SELECT x FROM (SELECT a, b FROM t WHERE a = 2) AS x", [(({"a": 2, "b": 20},), (("t", (1,)),)),
+                                                             (({"a": 2, "b": None},), (("t", (3,)),))]),
+    ("SELECT to_json(u) AS j FROM u WHERE c > 8", [(('{"a":5,"c":9}',), (("u", (2,)),))]),
+    ("SELECT u, count(*) AS n FROM t LEFT JOIN u ON t.a = u.a AND u.c > 5 GROUP BY u",
+     [(({"a": 2, "c": 7}, 2), L([1, 3], [0])), (({"a": None, "c": None}, 2), L([0, 2]))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", WHOLE_ROWS, ids=[w[0][:60] for w in WHOLE_ROWS])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_whole_row_reference_reads_the_relations_own_columns(s, sql, expected, strategy):
+    def values(table):  # (a struct is a dict: counted by its text)
+        return Counter(repr(tuple(row.values())) for row in table.to_pylist())
+
+    r = s.run(sql, lineage=strategy)
+    assert r.table.schema.types == s.sql(sql).schema.types
+    assert values(r.table) == values(s.sql(sql))
+    assert with_lineage(r) == Counter({(repr(row), lineage): n for row, lineage in expected for n in [1]})
+    assert values(s.trace(sql).table) == values(s.sql(sql))
+
+
+@pytest.mark.parametrize("sql", ["SELECT hash(*) AS h FROM t", "SELECT to_json(struct(t.*)) AS j FROM t",
+                                 "SELECT count(DISTINCT *) AS n FROM t"])
+def test_spark_refuses_a_star_inside_a_function(sql):
+    """Spark has no whole-row reference by name; its ``struct(t.*)``, ``hash(*)`` read every column of the relation
+    the rewrite reads, the rows relation's ``dl_rid`` too: refused, naming it."""
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"\* inside \w+\(\.\.\.\) is not supported"):
+        dltrace.rewrite(sql, dialect="spark", schema={"t": {"a": "BIGINT", "b": "BIGINT"}})

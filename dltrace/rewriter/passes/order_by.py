@@ -35,17 +35,7 @@ from sqlglot.schema import Schema
 from dltrace.engines import LineageFunctions
 from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.parse import position
-
-WRITTEN_ALIAS = "dl_written_alias"  # meta of a SELECT item the query aliases itself (not qualification)
-
-
-def mark_written_aliases(tree: exp.Expression) -> None:
-    """Mark every SELECT item the query aliases itself, before qualification aliases the others."""
-    for select in tree.find_all(exp.Select):
-        for item in select.expressions:
-            if isinstance(item, exp.Alias):
-                item.meta[WRITTEN_ALIAS] = True
-
+from dltrace.rewriter.passes.written_names import written_alias
 
 def is_order_by_all(order: exp.Order | None) -> bool:
     """Is ``order`` DuckDB's / Spark's ``ORDER BY ALL`` (every output column, left to right)?"""
@@ -113,7 +103,7 @@ def _bound_item(owner: exp.Expression, items: list[exp.Expression], key: exp.Col
                                f"{position(key)}")
     if isinstance(owner, exp.SetOperation):
         return matches[0]
-    aliased = [i for i in matches if items[i].meta.get(WRITTEN_ALIAS)]
+    aliased = [i for i in matches if written_alias(items[i]) is not None]
     if aliased:
         return aliased[-1]
     if all(items[i].unalias() == items[matches[0]].unalias() for i in matches):
