@@ -114,6 +114,10 @@ def _bound_item(owner: exp.Expression, items: list[exp.Expression], key: exp.Col
 
 def _read_columns_first(tree: exp.Expression, schema: Schema) -> None:
     """Qualify a bare name inside an ORDER BY expression with the input column the engine reads it as."""
+    if not any(not c.table for s in tree.find_all(exp.Select) if s.args.get("order") is not None
+               for o in s.args["order"].expressions if not isinstance(o.this, exp.Column)
+               for c in o.this.find_all(exp.Column)):
+        return  # (nothing to resolve: no scopes built)
     for scope in traverse_scope(tree):
         select = scope.expression
         order = select.args.get("order") if isinstance(select, exp.Select) else None
