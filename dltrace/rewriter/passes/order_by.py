@@ -7,9 +7,10 @@ other rows. And the passes that re-apply an ORDER BY over the output columns (ba
 the DISTINCT and set operation rules) read a name as the output column of that name. So, after qualification:
 
 - a bare name in ORDER BY that several output columns have is written as the position of the one the engine
-  binds (``LineageFunctions.binds_repeated_order_by_names``; DuckDB: in a SELECT the last item the query aliased
-  so, the input column when none is -- an ambiguity between different columns is the engine's error --; in a
-  set operation the first column of the name). A position names one column to every reader; a name one output
+  binds: the first where they are one expression (``SELECT *, k ... ORDER BY k``), else by the engine's rule
+  (``LineageFunctions.binds_repeated_order_by_names``; DuckDB: in a SELECT the last item the query aliased so --
+  none, an ambiguity between different columns, is the engine's error --; in a set operation the first column
+  of the name). A position names one column to every reader; a name one output
   column has is left as it is (every engine and pass reads it as that column). On an engine whose binding
   dltrace does not follow (Spark resolves some of these to the input column, fails on others) it is refused;
 - a bare name inside an ORDER BY expression (``ORDER BY -v``), which sqlglot leaves bare when an output has the
@@ -97,6 +98,8 @@ def _bound_item(owner: exp.Expression, items: list[exp.Expression], key: exp.Col
     matches = [i for i, item in enumerate(items) if item.alias_or_name.lower() == name]
     if len(matches) < 2:
         return None
+    if all(items[i].unalias() == items[matches[0]].unalias() for i in matches):
+        return matches[0]  # (one value under several names: SELECT *, k ... ORDER BY k)
     if not fns.binds_repeated_order_by_names:
         raise UnsupportedQuery(f"ORDER BY {key.name}, a name {len(matches)} output columns have, is not supported on "
                                f"this engine (order by the position, or give the columns other names), at "
@@ -106,8 +109,6 @@ def _bound_item(owner: exp.Expression, items: list[exp.Expression], key: exp.Col
     aliased = [i for i in matches if written_alias(items[i]) is not None]
     if aliased:
         return aliased[-1]
-    if all(items[i].unalias() == items[matches[0]].unalias() for i in matches):
-        return matches[0]  # (the input column, which each of them is)
     raise UnknownColumn(f"column reference {key.name!r} in ORDER BY is ambiguous: {len(matches)} output columns "
                         f"of different columns have the name; qualify it, at {position(key)}")
 
