@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 RESERVED_PREFIX = "dl_"  # lineage columns and the row id: every name dltrace adds to a result or a table
 # ... and every name the rewriter and backward tracing use inside the SQL they generate (sqlglot's
@@ -34,8 +35,30 @@ def one_zero(values: tuple) -> tuple:
 
 
 def value_order(values: tuple) -> tuple:
-    """A sort key for value tuples that may hold NULLs (None sorts last)."""
-    return tuple((v is None, v) for v in values)
+    """The sort key of a LINEAGE ON value tuple: the one order in which lineage lists value tuples, forward and
+    backward alike. Total over every value a column gives in Python: NULL last, NaN after every number, a
+    struct (dict) by its fields in order, a list (or a map's pairs) element by element, and values of types
+    that do not compare with each other apart by type. Values that compare with each other (one column's
+    numbers, strings, dates...) keep their own order (None, and then a dict, a list holding NULLs, raised
+    TypeError in the sort)."""
+    return tuple(_value_key(v) for v in values)
+
+
+_NUMBERS = (bool, int, float, Decimal)  # the types that compare with each other across types
+
+
+def _value_key(v: object) -> tuple:
+    if v is None:
+        return (1,)
+    if isinstance(v, _NUMBERS):
+        return (0, "", (1,) if v != v else (0, v))  # (NaN is the one value unequal to itself)
+    if isinstance(v, dict):
+        return (0, "struct", tuple((str(k), _value_key(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return (0, "list", tuple(_value_key(x) for x in v))
+    if type(v).__lt__ is object.__lt__:  # a type without an order of its own: its text
+        return (0, type(v).__name__, repr(v))
+    return (0, type(v).__name__, v)  # (a date and a datetime do not compare: apart by type)
 
 
 # what a NaN and a -0.0 stand for in a row key (objects equal only to themselves)
@@ -48,16 +71,16 @@ def row_key(values: tuple) -> tuple:
     A NaN equals a NaN (as SQL groups them; Python's NaN != NaN found no row: "the sources changed"), -0.0 is
     apart from 0.0 (a rerun gives each row its own value again; Python took them for one, which could pair two
     rows' lineage crosswise), and lists, structs and maps are tuples (a list is no key: "unhashable type")."""
-    return tuple(_value_key(v) for v in values)
+    return tuple(_row_value_key(v) for v in values)
 
 
-def _value_key(v: object) -> object:
+def _row_value_key(v: object) -> object:
     if isinstance(v, float):
         if v != v:
             return _NAN
         return _NEGATIVE_ZERO if v == 0.0 and math.copysign(1.0, v) < 0 else v
     if isinstance(v, (list, tuple)):
-        return tuple(_value_key(x) for x in v)
+        return tuple(_row_value_key(x) for x in v)
     if isinstance(v, dict):
-        return tuple((k, _value_key(x)) for k, x in v.items())
+        return tuple((k, _row_value_key(x)) for k, x in v.items())
     return v

@@ -315,17 +315,20 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
     on = rewritten.on
     in_place = sorted(t for t in schema if t in read_in_place)
     names = tuple(engine_names(catalog, sql, read, tree))
-    if len(names) != len(rewritten.columns):  # the engine lists columns the rewrite's items do not
+    off = on is not None and on.off
+    # LINEAGE ON (): the query runs as written, every column it returns its own; its written items are no count
+    # of them (a star expands, an expression without an alias is in no item's name), so the engine's count is
+    if not off and len(names) != len(rewritten.columns):  # the engine lists columns the rewrite's items do not
         raise UnsupportedQuery.expanded_columns(len(rewritten.columns), len(names))
     plan = ForwardPlan(
         text=rewritten.sql(),
         shared_text=rewritten.shared_sql(),
-        width=len(rewritten.columns),
+        width=len(names) if off else len(rewritten.columns),
         lineage=tuple(rewritten.lineage.items()),
         # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
         names=names,
         rows=tuple(rows.items()),
-        off=on is not None and on.off,
+        off=off,
         dictionary_text=generate(on.dictionary(), catalog.dialect) if on is not None and on.table else None,
         source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
         sets_on_read=rewritten.sets_on_read,

@@ -382,6 +382,18 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # `*` over a subquery with two columns `a` (the engine names them a, a_1): a crash (KeyError) before
     ("SELECT * FROM (SELECT t.a, u.a FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
     ("SELECT x.* FROM (SELECT * FROM t JOIN u ON t.a = u.a) AS x", "two columns of the same name"),
+    # ... read by a position: sqlglot's qualify asserted that ORDER BY 1 names an aliased item (a bare
+    # AssertionError, a tester's finding)
+    ("SELECT * FROM (SELECT t.a, t.a FROM t) ORDER BY 1", r"two columns of the same name.*, at line 1, col 8"),
+    ("SELECT * FROM (SELECT t.a, t.a FROM t) AS x GROUP BY 1", "two columns of the same name"),
+    # a whole-row reference to a relation whose columns the engine names otherwise than dltrace can tell
+    ("SELECT x FROM (SELECT a, b + 1 FROM t) AS x", r"whole-row reference to x, whose column _col_1 the engine "
+                                                    r"names after its expression.*, at line 1, col 8"),
+    ("SELECT x FROM (SELECT a, a FROM t) AS x", "whole-row reference to x, a relation with two columns of the same"),
+    ("SELECT v FROM (VALUES (1, 2)) AS v(p, q)", "whole-row reference to v, a relation whose columns are not known"),
+    # a star as a function's argument: Spark reads every column of the relations the rewrite reads (dl_rid too)
+    ("SELECT hash(*) AS h FROM t", r"\* inside hash\(\.\.\.\) is not supported \(list the columns\), at line 1, col 13"),
+    ("SELECT count(t.*) AS n FROM t", r"t\.\* inside COUNT"),
     # a correlated scalar that picks one of several rows (no exact lineage: which row is the engine's choice); a
     # plain lookup is read as a count and a MAX, raising the engine's error over two rows (test_scalar_lookups)
     ("SELECT t.b, (SELECT u.c FROM u WHERE u.a = t.a LIMIT 1) FROM t", r"could not be decorrelated \(SCALAR\)"),
@@ -802,3 +814,123 @@ def test_a_global_aggregates_in_over_a_subquery_is_refused_where_lambdas_cannot_
     with pytest.raises(dltrace.UnsupportedQuery, match="aggregate without GROUP BY"):
         rewrite(sql, dialect="spark", schema=schema)
     assert "IN" in rewrite(sql, dialect="duckdb", schema=schema)
+
+
+# -- GROUP BY ALL is the GROUP BY of its keys (passes/group_by_all.py) ----------------------------------------
+
+@pytest.mark.parametrize("sql,keys", [
+    # DuckDB refused the lineage columns beside GROUP BY ALL ("Cannot mix aggregates with non-aggregated
+    # columns!"), and a correlated HAVING EXISTS was not read per row (a tester's finding)
+    ("SELECT a, count(*) AS n FROM t GROUP BY ALL HAVING a IN (SELECT a FROM u)", "a"),
+    ("SELECT a, sum(b) AS s FROM t GROUP BY ALL HAVING EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", "a"),
+    ("SELECT a, b + 1 AS c, count(*) AS n FROM t GROUP BY ALL HAVING a NOT IN (SELECT c FROM u)", "a, b + 1"),
+    ("SELECT 1 AS k, sum(b) AS s FROM t WHERE a > 100 GROUP BY ALL", None),
+    ("SELECT a, (SELECT max(u.c) FROM u) AS m, count(*) AS n FROM t GROUP BY ALL", "a"),
+])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_group_by_all_is_the_group_by_of_its_keys(s, sql, keys, strategy):
+    explicit = sql.replace(" GROUP BY ALL", f" GROUP BY {keys}" if keys else "")
+    assert rows(s.sql(sql)) == rows(s.sql(explicit))
+    r = s.run(sql, lineage=strategy)
+    assert rows(r.table) == rows(s.sql(sql))
+    assert with_lineage(r) == with_lineage(s.run(explicit, lineage=strategy))
+    assert with_lineage(s.trace(sql)) == with_lineage(s.trace(explicit))
+
+
+def test_group_by_all_over_a_subquery_item_is_refused_as_a_group_by_subquery(s):
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"a subquery in GROUP BY is not supported, at line 1"):
+        s.run("SELECT a, b IN (SELECT c FROM u) AS f, count(*) AS n FROM t GROUP BY ALL")
+
+
+# -- ORDER BY bound as the engine binds it (passes/order_by.py) ------------------------------------------------
+
+ORDERED = [
+    # a name two output columns have: DuckDB orders by the item aliased so; qualification aliased the other too,
+    # and the rewrite ordered by the column (other rows under the LIMIT; a tester's finding)
+    "SELECT -b AS b, b FROM t ORDER BY b LIMIT 2",
+    "SELECT -b AS b, b FROM t ORDER BY b DESC NULLS FIRST LIMIT 2",
+    "SELECT -b AS b, b, a FROM t ORDER BY b, a LIMIT 2",
+    "SELECT t.a AS c, u.c FROM t JOIN u ON t.a = u.a ORDER BY c LIMIT 1",
+    "SELECT t.b AS c, u.c FROM t JOIN u ON t.a = u.a ORDER BY c DESC LIMIT 1",
+    "SELECT -a AS a, sum(b) AS b, a FROM t GROUP BY ALL ORDER BY a NULLS FIRST LIMIT 2",
+    "SELECT b, -b AS b FROM t UNION ALL SELECT c, c FROM u ORDER BY b LIMIT 3",
+    # a name inside an ORDER BY expression is the input column
+    "SELECT -b AS b, a FROM t ORDER BY -b NULLS LAST LIMIT 2",
+    # ORDER BY ALL is copied into a window (DISTINCT ON; backward tracing's LIMIT), where DuckDB refuses ALL
+    "SELECT DISTINCT ON (a) a, b FROM t ORDER BY ALL",
+    "SELECT DISTINCT ON (a) a, b FROM t ORDER BY ALL DESC",
+    "SELECT a, b FROM t ORDER BY ALL LIMIT 2",
+    "SELECT -b AS b, b FROM t ORDER BY ALL DESC LIMIT 2",
+    "SELECT * FROM (SELECT a, b FROM t ORDER BY ALL NULLS FIRST LIMIT 2) AS x",
+]
+
+
+@pytest.mark.parametrize("sql", ORDERED)
+def test_order_by_binds_as_the_engine(s, sql):
+    expected = s.sql(sql).to_pylist()
+    forward = {}
+    for strategy in ("set", "bitmap"):
+        r = s.run(sql, lineage=strategy)
+        assert r.table.to_pylist() == expected
+        forward[strategy] = [r.lineage(i) for i in range(r.num_rows)]
+    assert forward["set"] == forward["bitmap"]
+    back = s.trace(sql)
+    assert back.table.to_pylist() == expected
+    # backward pools the rows tied at a LIMIT's cut (the engine's choice among them): forward within it
+    for i, lineage in enumerate(forward["set"]):
+        assert all(set(ids) <= set(back.lineage(i).get(t, [])) for t, ids in lineage.items()), (i, sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT -b AS b, b FROM t ORDER BY b LIMIT 2",
+    "SELECT t.a AS c, u.c FROM t JOIN u ON t.a = u.a ORDER BY c",
+])
+def test_spark_refuses_an_order_by_name_several_columns_have(sql):
+    """Spark orders ``SELECT -b AS b, b ... ORDER BY b`` by the column and fails to resolve the second: no rule
+    dltrace follows, so the query is refused there by name."""
+    schema = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"ORDER BY \w, a name 2 output columns have.*at line 1"):
+        dltrace.rewrite(sql, dialect="spark", schema=schema)
+    dltrace.rewrite(sql.replace("ORDER BY b", "ORDER BY 1").replace("ORDER BY c", "ORDER BY 2"), dialect="spark",
+                    schema=schema)
+
+
+# -- a whole-row reference reads the relation's own columns (passes/whole_rows.py) ------------------------------
+
+WHOLE_ROWS = [
+    # DuckDB's row of t as a STRUCT read the rows relation's dl_rid too (a derived table's: its lineage column):
+    # every row distinct, so DISTINCT, counts and IN over rows answered otherwise (a tester's finding)
+    ("SELECT count(DISTINCT t) AS n FROM t", [((4,), (("t", (0, 1, 2, 3)),))]),
+    ("SELECT DISTINCT u FROM u WHERE u.a = 2", [(({"a": 2, "c": 7},), (("u", (0,)),)),
+                                               (({"a": 2, "c": 1},), (("u", (3,)),))]),
+    # (t's row 1 is its own witness: the two occurrences of t share one lineage column)
+    ("SELECT a FROM t WHERE t IN (SELECT x FROM t AS x WHERE x.b > 15)", [((2,), (("t", (1,)),)),
+                                                                          ((None,), (("t", (2,)),))]),
+    ("SELECT x FROM (SELECT a, b FROM t WHERE a = 2) AS x", [(({"a": 2, "b": 20},), (("t", (1,)),)),
+                                                             (({"a": 2, "b": None},), (("t", (3,)),))]),
+    ("SELECT to_json(u) AS j FROM u WHERE c > 8", [(('{"a":5,"c":9}',), (("u", (2,)),))]),
+    ("SELECT u, count(*) AS n FROM t LEFT JOIN u ON t.a = u.a AND u.c > 5 GROUP BY u",
+     [(({"a": 2, "c": 7}, 2), L([1, 3], [0])), (({"a": None, "c": None}, 2), L([0, 2]))]),
+]
+
+
+@pytest.mark.parametrize("sql,expected", WHOLE_ROWS, ids=[w[0][:60] for w in WHOLE_ROWS])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_whole_row_reference_reads_the_relations_own_columns(s, sql, expected, strategy):
+    def values(table):  # (a struct is a dict: counted by its text)
+        return Counter(repr(tuple(row.values())) for row in table.to_pylist())
+
+    r = s.run(sql, lineage=strategy)
+    assert r.table.schema.types == s.sql(sql).schema.types
+    assert values(r.table) == values(s.sql(sql))
+    assert with_lineage(r) == Counter({(repr(row), lineage): n for row, lineage in expected for n in [1]})
+    assert values(s.trace(sql).table) == values(s.sql(sql))
+
+
+@pytest.mark.parametrize("sql", ["SELECT hash(*) AS h FROM t", "SELECT to_json(struct(t.*)) AS j FROM t",
+                                 "SELECT count(DISTINCT *) AS n FROM t"])
+def test_spark_refuses_a_star_inside_a_function(sql):
+    """Spark has no whole-row reference by name; its ``struct(t.*)``, ``hash(*)`` read every column of the relation
+    the rewrite reads, the rows relation's ``dl_rid`` too: refused, naming it."""
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"\* inside \w+\(\.\.\.\) is not supported"):
+        dltrace.rewrite(sql, dialect="spark", schema={"t": {"a": "BIGINT", "b": "BIGINT"}})

@@ -27,6 +27,7 @@ from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
+from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
@@ -81,6 +82,8 @@ PASSES = {
     "exists_limit.sql": (None, exists_limit, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
+    "group_by_all.sql": (qualify, group_by_all, "duckdb", "set"),
+    "group_by_all_spark.sql": (qualify, group_by_all, "spark", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),

@@ -24,7 +24,7 @@ from dltrace.backward.assemble import Collector
 from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.granularity import project_onto
 from dltrace.backward.segment_sql import table_ref
-from dltrace.backward.segments import expand_group_by_all, number_nodes
+from dltrace.backward.segments import number_nodes
 from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
@@ -116,7 +116,6 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a lookup correlated by a range, which the engine evaluates "
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
-    expand_group_by_all(normal)
     tables = list(prepared.tables)
     number_nodes(normal)
 

@@ -28,7 +28,6 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import ArrayWitness, is_aggregate
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.shape import aggregates
 from dltrace.rewriter.passes.array_witness import with_variable_as
 from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
@@ -101,30 +100,9 @@ def group_keys(select: exp.Select) -> list[exp.Expression]:
                                    f"is not supported by backward tracing, at {position(group)}")
     if group.args.get("totals"):
         raise UnsupportedQuery(f"GROUP BY ... WITH TOTALS is not supported by backward tracing, at {position(group)}")
-    if group.args.get("all"):  # (expand_group_by_all runs first)
+    if group.args.get("all"):  # (the analysis wrote it as its keys: passes/group_by_all.py)
         raise UnsupportedQuery(f"GROUP BY ALL is not supported here, at {position(group)}")
     return list(group.expressions)
-
-
-def expand_group_by_all(tree: exp.Expression) -> None:
-    """Write each DuckDB ``GROUP BY ALL`` in ``tree`` as the GROUP BY it means, in place: every SELECT item that
-    calls no aggregate or window and reads a column (DuckDB leaves out a constant item: ``SELECT 1 AS k, sum(a)
-    ... GROUP BY ALL`` gives one row over no rows, as a global aggregate does); no such item, no GROUP BY. The
-    reverse queries then match a group's rows by its keys like any GROUP BY's."""
-    for select in list(tree.find_all(exp.Select)):
-        group = select.args.get("group")
-        if group is None or not group.args.get("all") or group.args.get("totals"):
-            continue
-        keys = []
-        for item in select.expressions:
-            value = item.unalias()
-            if aggregates(value, select) or value.find(exp.Window) is not None or value.find(exp.Column) is None:
-                continue
-            if value.find(exp.Query) is not None:
-                raise UnsupportedQuery(f"GROUP BY ALL grouping by a subquery is not supported by backward tracing, "
-                                       f"at {position(item)}")
-            keys.append(value.copy())
-        select.set("group", exp.Group(expressions=keys) if keys else None)
 
 
 # -- CTEs ----------------------------------------------------------------------------------------------

@@ -83,16 +83,26 @@ class Builder(SegmentSql):
         for k in ("order", "limit", "offset", "fetch"):
             select.set(k, None)
         names = list(select.named_selects)
-        outputs = {e.alias_or_name: e.unalias() for e in select.expressions}
+        items = [e.unalias() for e in select.expressions]
+        # an output alias in ORDER BY means its expression; a name several outputs have is a position there
+        # (passes/order_by.py), which means the expression at that position
+        outputs = {n: e for n, e in zip(names, items) if names.count(n) == 1}
         ordered = []
         for j, o in enumerate(order.expressions if order is not None else []):
-            key = o.this.copy().transform(  # an output alias in ORDER BY means its expression
-                lambda n: outputs[n.name].copy() if isinstance(n, exp.Column) and not n.table and n.name in outputs else n)
+            if isinstance(o.this, exp.Literal) and o.this.is_int:
+                key = items[int(o.this.name) - 1].copy()
+            else:
+                key = o.this.copy().transform(
+                    lambda n: outputs[n.name].copy() if isinstance(n, exp.Column) and not n.table and n.name in outputs
+                    else n)
             select.select(exp.alias_(key, f"_dl_o{j}", quoted=True), append=True, copy=False)
             ordered.append(j)
+        # the output columns read by names of their own: of two columns of one name the second read the first
+        for j, item in enumerate(select.expressions[:len(names)]):
+            item.replace(exp.alias_(item.unalias().copy(), f"_dl_c{j}", quoted=True))
         exposed = self.expose(select, provs)
         lim = "_dl_lim"
-        keys = [col(n, lim).as_(f"_dl_k{j}", quoted=True) for j, n in enumerate(names)]
+        keys = [col(f"_dl_c{j}", lim).as_(f"_dl_k{j}", quoted=True) for j in range(len(names))]
         provs = [p.via(lim) for p in exposed]
         if not ordered or not known or limit is None and offset is None:
             outer = exp.select(*keys).from_(subquery(select, lim))

@@ -51,6 +51,9 @@ class DuckDBFunctions(LineageFunctions):
     materialized_ctes = True
     packs_ids = True
     shared_preludes = True
+    # DuckDB 2.0.1: SELECT -v AS v, v FROM t ORDER BY v orders by -v, SELECT -v AS v FROM t ORDER BY v + 0 by t.v
+    binds_repeated_order_by_names = True
+    order_by_expressions_read_columns = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

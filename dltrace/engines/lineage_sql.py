@@ -96,6 +96,17 @@ class LineageFunctions:
     #: the engine's function that raises an error with a message when evaluated (a scalar lookup that finds
     #: several rows raises through it: :mod:`dltrace.rewriter.passes.scalar_lookups`); "" for none
     error_function: ClassVar[str] = ""
+    #: ``GROUP BY ALL`` groups by the SELECT items that read no column too (a constant: no row over no rows);
+    #: false: only by those that read a column (one row over no rows, as a global aggregate)
+    #: (:mod:`dltrace.rewriter.passes.group_by_all`)
+    group_by_all_groups_constants: ClassVar[bool] = False
+    #: the engine binds a bare ORDER BY name that several output columns have by a rule dltrace follows: in a
+    #: SELECT the last item the query aliased so (the input column when none is), in a set operation the first
+    #: column of the name; false: such a query is refused (:mod:`dltrace.rewriter.passes.order_by`)
+    binds_repeated_order_by_names: ClassVar[bool] = False
+    #: a bare name inside an ORDER BY expression (``ORDER BY -v``) reads the input column of that name before an
+    #: output alias; false: the alias first
+    order_by_expressions_read_columns: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

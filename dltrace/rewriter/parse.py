@@ -183,6 +183,8 @@ def check_query(tree: exp.Expression) -> None:
                                    f"supported: name its columns, at {position(node)}")
         if isinstance(node, exp.Star) and node.args.get("replace"):
             _check_star_replace(node)
+        if isinstance(node, exp.Star):
+            _check_star_argument(node)
         if isinstance(node, exp.Column) and isinstance(node.this, exp.Star) and _star_over_a_column(node):
             # `st.*` over a struct column: one SELECT item, several columns (the engine's expansion, not ours)
             raise UnsupportedQuery(f"a star over a struct column ({node.sql()}) is not supported: name its fields "
@@ -203,6 +205,23 @@ def check_query(tree: exp.Expression) -> None:
             inside = parent.name.upper() if isinstance(parent, exp.Anonymous) else parent.key.upper()
             raise UnsupportedQuery(f"a subquery inside {inside}(...) has no lineage rule, at {position(node)}")
         _check_reserved(node)
+
+
+def _check_star_argument(star: exp.Star) -> None:
+    """A ``*`` (or ``t.*``) as a function's argument, other than ``COUNT(*)``'s, is refused: Spark reads
+    ``hash(*)``, ``struct(t.*)``, ``count(t.*)`` over every column of the relations the rewrite reads, ``dl_rid``
+    and lineage columns too (values and counts changed); DuckDB refuses most ("STAR expression is only allowed as
+    the root element") and counts rows with ``count(t.*)``, which Spark does not."""
+    holder = star.parent if isinstance(star.parent, exp.Column) and star.arg_key == "this" else star
+    parent = holder.parent
+    if parent is None or isinstance(parent, exp.Select) and holder.arg_key == "expressions" \
+            or isinstance(parent, exp.Count) and holder is star and star.arg_key == "this":
+        return  # (a SELECT item, expanded by qualification; COUNT(*) counts rows)
+    while isinstance(parent, exp.Distinct) and parent.parent is not None:  # count(DISTINCT *)
+        parent = parent.parent
+    inside = parent.name if isinstance(parent, exp.Anonymous) else parent.key.upper()
+    raise UnsupportedQuery(f"{holder.sql()} inside {inside}(...) is not supported (list the columns), at "
+                           f"{position(holder)}")
 
 
 def _check_star_replace(star: exp.Star) -> None:

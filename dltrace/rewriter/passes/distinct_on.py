@@ -11,6 +11,7 @@ Valid when the window reads the keys and the order as DISTINCT ON does: a positi
 BY 2``) is replaced by the SELECT's expression there; a name that is an output alias of another expression is
 refused (DISTINCT ON reads it as the alias, a window as the input column), as is a SELECT that has a QUALIFY
 already (DISTINCT ON applies after it; the window would number rows it removes) or a star with a position.
+``ORDER BY ALL`` orders by every output column: the window's order is their positions, read as above.
 Applied before qualification, which then resolves the window's names as the SELECT's own.
 """
 
@@ -21,6 +22,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.order_by import every_column, is_order_by_all
 
 
 def distinct_on(expression: exp.Expression, context: PassContext | None = None,
@@ -36,8 +38,14 @@ def distinct_on(expression: exp.Expression, context: PassContext | None = None,
             raise UnsupportedQuery(f"DISTINCT ON with a QUALIFY is not supported, at {position(select)}")
         partition = [_as_written(k, select, "DISTINCT ON") for k in keys]
         order = select.args.get("order")
+        order_keys = order.expressions if order is not None else []
+        if is_order_by_all(order):  # every output column (DuckDB refuses ALL in a window): by position, read below
+            if select.is_star:
+                raise UnsupportedQuery(f"ORDER BY ALL over a star with DISTINCT ON is not supported (name the "
+                                       f"columns), at {position(order)}")
+            order_keys = every_column(order, len(select.expressions))
         ordered = []
-        for item in order.expressions if order is not None else []:
+        for item in order_keys:
             copy_ = item.copy()
             copy_.set("this", _as_written(item.this, select, "ORDER BY"))
             ordered.append(copy_)

@@ -55,7 +55,8 @@ def _select_exists(select: exp.Select, outermost: bool, ctes: set[str]) -> list[
     if select.args.get("group") and (not plain_keys(select) or any(
             isinstance(k, exp.Literal) for k in select.args["group"].expressions)):
         return []
-    # (a whole row read as a value, DuckDB's `count(t)`: _dl_kept has the columns the SELECT reads, not rows)
+    # (a whole row read as a value, DuckDB's `count(t)`, is its columns since qualification (whole_rows.py): a
+    # TableColumn left would be a row _dl_kept, which has the columns the SELECT reads, does not hold)
     if any(select.args.get(k) for k in _NOT_HERE) or select.find(exp.Window, *NONDETERMINISTIC, exp.TableSample,
                                                                 exp.TableColumn):
         return []

@@ -37,7 +37,8 @@ EXISTS in place; forward lineage only, witness semantics, no LINEAGE ON clause o
   BY only in the outermost query, by its output columns (re-applied to the same rows outside); its output
   columns named, distinct and not ``_dl_``-prefixed;
 - its FROM and joins are base tables (no CTE: ``_dl_kept`` reads them once, as written), no sampling; it reads
-  columns, not whole rows (DuckDB's ``count(t)``), and unqualified names only of its outputs; it is
+  columns (a whole row, DuckDB's ``count(t)``, is its columns since qualification: :mod:`.whole_rows`), and
+  unqualified names only of its outputs; it is
   deterministic (``_dl_kept`` may be read twice: no random or unknown function anywhere in it);
 - its subqueries are all WHERE conjuncts ``EXISTS (q)`` / ``NOT EXISTS (q)``, each ``q`` a correlated SELECT
   over base tables with inner or cross joins (not POSITIONAL, ASOF or NATURAL: they pair rows by their own

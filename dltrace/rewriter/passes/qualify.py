@@ -6,7 +6,8 @@ is expanded: the column stays invisible to ``*`` as the README says (a query nam
 NATURAL join in such a query (``dl_rid`` a common column: it joined on it) and a ``*`` over a table and a derived
 table or CTE together (whose own ``dl_rid``, named by the user, ``*`` shows) are refused, and so is a one-column
 USING after a RIGHT or FULL join that merged its column (:func:`check_using_after_outer_merge`: sqlglot's expansion
-compares the wrong side there).
+compares the wrong side there). A whole-row reference is then written as the struct of its relation's own columns
+(:mod:`.whole_rows`), and every ORDER BY as the engine binds it (:mod:`.order_by`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
 from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.order_by import bind_order_by
+from dltrace.rewriter.passes.whole_rows import expand_whole_rows
+from dltrace.rewriter.passes.written_names import mark_written_names
 from dltrace.rewriter.shape import from_items
 
 
@@ -36,6 +40,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     if context.schema is not None and mentions_rid(tree):
         _hide_rid_from_stars(tree)
     _alias_unsafe_names(tree)
+    mark_written_names(tree)
     try:
         tree = sqlglot_qualify(
             tree, schema=schema, dialect=context.dialect,
@@ -47,8 +52,17 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
                             or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
+    except AssertionError as e:
+        # sqlglot (30.30) asserts that a position (ORDER BY 1) reads an aliased item; a * it could not expand, over
+        # two columns of the same name, is none: the star's own refusal names what to change (the tree is
+        # qualified up to that SELECT, its star as written)
+        if context.schema is not None:
+            check_stars_expanded(tree)
+        raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
     if context.schema is not None:
         check_stars_expanded(tree)
+    expand_whole_rows(tree, context.schema)
+    bind_order_by(tree, context.fns, ensure_schema(schema, dialect=context.dialect) if schema is not None else None)
     return tree
 
 
