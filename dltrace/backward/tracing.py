@@ -84,6 +84,7 @@ class Builder(SegmentSql):
             select.set(k, None)
         names = list(select.named_selects)
         outputs = {e.alias_or_name: e.unalias() for e in select.expressions}
+        order = _without_order_by_all(order, select)
         ordered = []
         for j, o in enumerate(order.expressions if order is not None else []):
             key = o.this.copy().transform(  # an output alias in ORDER BY means its expression
@@ -135,6 +136,20 @@ class Builder(SegmentSql):
             else:
                 query = add_join(query, right, kind="CROSS")
         return query, provs
+
+
+def _without_order_by_all(order: exp.Order | None, select: exp.Select) -> exp.Order | None:
+    """``order`` with DuckDB's ``ORDER BY ALL`` written as the keys it means: every output column, left to right,
+    each in its direction and NULLS placement. The rows a LIMIT keeps are ranked by the keys themselves (a window's
+    ORDER BY has no ALL: the generated SQL did not parse)."""
+    if order is None or len(order.expressions) != 1:
+        return order
+    (ordered,) = order.expressions
+    if not (isinstance(ordered.this, exp.Var) and ordered.this.name.upper() == "ALL"):
+        return order
+    keys = [exp.Ordered(this=e.unalias().copy(), desc=ordered.args.get("desc"), nulls_first=ordered.args.get("nulls_first"))
+            for e in select.expressions]
+    return exp.Order(expressions=keys)
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:
