@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable, row_index
-from dltrace.names import value_order
+from dltrace.names import value_tuples
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
 from dltrace.udafs.packed_ids import unpack_ids
@@ -211,7 +211,7 @@ class LineageData:
     def _decoded(self, found: dict[str, list[int]]) -> dict[str, list]:
         if self.on_values is None:
             return found
-        return {t: sorted((self.on_values[i] for i in ids), key=value_order) for t, ids in found.items()}
+        return {t: value_tuples(self.on_values, ids) for t, ids in found.items()}
 
     def row(self, i: int) -> dict[str, Any]:
         """Output row ``i`` as ``{column: value}``; a name the row repeats (``SELECT a.k, b.k``) gets the suffix

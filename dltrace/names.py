@@ -1,4 +1,4 @@
-"""Names dltrace reserves in the user's SQL and schemas, and how values sort (the foundation layer)."""
+"""Names dltrace reserves in the user's SQL and schemas, and how LINEAGE ON values read (the foundation layer)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def one_zero(values: tuple) -> tuple:
     return tuple(0.0 if isinstance(v, float) and v == 0.0 else v for v in values)
 
 
-def value_order(values: tuple) -> tuple:
-    """A sort key for value tuples that may hold NULLs (None sorts last)."""
-    return tuple((v is None, v) for v in values)
+def value_tuples(on_values: dict[int, tuple], ids) -> list[tuple]:
+    """The LINEAGE ON value tuples of dictionary ``ids``, in value order: the order of their ids, which the engine
+    numbered in value order (forward's dictionary, which backward tracing reads too). Python compares no NaN with
+    another, no dict, and no list holding a NULL with one holding a value: sorting the tuples themselves repeated
+    nothing but could order NaN anywhere, and raised for STRUCT values and LISTs holding NULLs."""
+    return [tuple(on_values[i]) for i in sorted(ids)]

@@ -28,7 +28,7 @@ from rich.text import Text
 from dltrace.cli import values
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import decode_ids
-from dltrace.names import value_order
+from dltrace.names import value_tuples
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.grammar import parse as parse_sql
 
@@ -90,7 +90,7 @@ def lineage_rows(r, sh: Shape, indices: Sequence[int]) -> list[dict[str, list]]:
         for j, v in enumerate(r.sets(t).take(take).to_pylist()):
             ids = decode_ids(v)
             if sh.on_values is not None:
-                ids = sorted((tuple(sh.on_values[k]) for k in ids), key=value_order)
+                ids = value_tuples(sh.on_values, ids)
             out[j][key] = ids
     return out
 
