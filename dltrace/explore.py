@@ -69,15 +69,6 @@ def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:
     return np.union1d(own, np.asarray(shared, dtype=np.int64))
 
 
-def _check_rids_lineage(result: LineageData, what: str) -> None:
-    if not result.lineage_columns:
-        raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
-    if result.on_values is not None:
-        raise DltraceError(
-            f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; use r.lineage(i) for them"
-        )
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # backward / forward / explain
 # ---------------------------------------------------------------------------------------------------------------
@@ -90,7 +81,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     ``tables`` restricts the tables, ``columns`` maps a table to the columns to read, ``limit`` keeps the
     first ``limit`` tuples per table (by rid).
     """
-    _check_rids_lineage(result, "backward")
+    result.check_rid_lineage("backward")
     i = result.check_row(i)
     tables = check_names(tables, "tables")
     keys = list(result.lineage_columns) if tables is None else [result.table_key(t) for t in tables]
@@ -186,7 +177,7 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
 
 def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
-    _check_rids_lineage(result, "forward")
+    result.check_rid_lineage("forward")
     key = result.table_key(table)
     q = as_rids(rids)
     if q.size and key in result.session.tables:
@@ -301,8 +292,8 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())
     lines = [f"row {i} of {result.num_rows}: {head}"]
-    if not result.lineage_columns:
-        lines.append("  (no lineage captured)")
+    if not result.lineage_columns:  # (a query reading no table has lineage: empty)
+        lines.append("  (no lineage captured)" if result.strategy is None else "  (no base table read: empty lineage)")
         return "\n".join(lines)
     result.check_row(i)  # (a row a backward trace of other rows did not reach: nothing is known of it)
     if result.on_values is not None:

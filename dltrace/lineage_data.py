@@ -197,10 +197,18 @@ class LineageData:
         self._has_lineage()
         return i
 
-    def _has_lineage(self) -> None:
+    def _has_lineage(self, what: str = "") -> None:
         if self.strategy is None:  # (no lineage captured is not an empty lineage)
-            raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (); run "
-                               "it with lineage='set' or 'bitmap'")
+            raise DltraceError(f"{what}{': ' if what else ''}this result has no lineage: it was run with lineage=None "
+                               "or LINEAGE ON (); run it with lineage='set' or 'bitmap'")
+
+    def check_rid_lineage(self, what: str) -> None:
+        """Refuse ``what``, a reader of row ids, on a result without lineage or with LINEAGE ON value tuples. A query
+        reading no table has lineage, in no table (``lineage(i) == {}``): its readers answer empty."""
+        self._has_lineage(what)
+        if self.on_values is not None:
+            raise DltraceError(f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; read them "
+                               "with r.lineage(i)")
 
     def lineage_all(self) -> list:
         self._has_lineage()

@@ -38,14 +38,6 @@ BATCH_ROWS = 1024
 HTML_ROWS = 10
 
 
-def _check(data: LineageData, what: str) -> None:
-    if not data.lineage_columns:
-        raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
-    if data.on_values is not None:
-        raise DltraceError(f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; "
-                           "read them with r.lineage(i)")
-
-
 def _tables(data: LineageData, table: str | None) -> list[str]:
     if table is None:
         return list(data.lineage_columns)
@@ -81,12 +73,12 @@ def lineage_batches(data: LineageData, table: str | None = None,
                     batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The lineage triples ``(row, table, rid)`` -- with ``table``, ``(row, rid)`` of that base table only --
     ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid."""
-    _check(data, "lineage_table")
+    data.check_rid_lineage("lineage_table")
     tables = _tables(data, table)
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, (int, np.integer)) or batch_rows < 1:
         raise DltraceError(f"batch_rows must be a positive int, got {batch_rows!r}")
     columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
-    for start in range(0, data.num_rows, batch_rows):
+    for start in range(0, data.num_rows if tables else 0, batch_rows):  # (no table read: no triple)
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]
         rows = np.concatenate([p[1] for p in parts]) + start
         rids = np.concatenate([p[2] for p in parts])
@@ -176,11 +168,19 @@ def _ids(data: LineageData, table: str) -> exp.Expression:
     return ids
 
 
+def _no_triples(source: exp.Table) -> exp.Select:
+    """The triples of a result reading no table: none, typed as every result's are."""
+    return exp.select(exp.column(ROW, quoted=True),
+                      exp.alias_(exp.cast(exp.null(), exp.DataType.Type.VARCHAR), TABLE, quoted=True),
+                      exp.alias_(exp.cast(exp.null(), exp.DataType.Type.BIGINT), RID_COLUMN, quoted=True)
+                      ).from_(source.copy()).where(exp.false())
+
+
 def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool = False) -> dict[str, str]:
     """Expose ``data`` as views of ``catalog``'s engine (see the module docstring); returns their names."""
     check_text(name, "the views' name")
     check_flag(replace, "replace")
-    _check(data, "register")
+    data.check_rid_lineage("register")
     if ROW in (c.lower() for c in data.table.column_names):
         raise DltraceError(f"the result has a column named {ROW!r}: alias it, the view adds the row index as {ROW!r}")
     if len({c.lower() for c in data.table.column_names}) != data.table.num_columns:
@@ -217,7 +217,7 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
                                     exp.alias_(exp.Literal.string(t), TABLE, quoted=True),
                                     exp.column(RID_COLUMN, quoted=True))
                          .from_(exp.Table(this=exp.to_identifier(names[t], quoted=True))))
-    union = per_table[0]
+    union = per_table[0] if per_table else _no_triples(source)
     for part in per_table[1:]:
         union = exp.union(union, part, distinct=False)
     catalog.add_view(names["lineage"], union)
