@@ -25,6 +25,7 @@ from dltrace.errors import DltraceError, check_mapping, check_names
 from dltrace.fetch import as_rids, fetch
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
+from dltrace.py_values import py_records
 from dltrace.udafs.bitmap import load as load_bitmap
 
 #: forward on a set column: up to this many candidate rows are probed one by one (binary search in each
@@ -276,7 +277,7 @@ def _short(v: Any, width: int = 24) -> str:
 def plain_table(table: pa.Table, width: int = 30) -> str:
     """A table as aligned text, every column shown (values cut at ``width`` characters)."""
     names = list(table.column_names)
-    rows = [[_short(v, width) for v in rec.values()] for rec in table.to_pylist()]
+    rows = [[_short(v, width) for v in rec.values()] for rec in py_records(table)]
     widths = [max([len(n)] + [len(r[j]) for r in rows]) for j, n in enumerate(names)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [line(names), line(["-" * w for w in widths])]
@@ -316,7 +317,7 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
                 lines.append(f"    (tuples unavailable: {e})")
                 continue
             names = [c for c in tuples.column_names if c != RID]
-            for rec in tuples.to_pylist():
+            for rec in py_records(tuples):
                 body = ", ".join(f"{c}={_short(rec[c])}" for c in names[:8])
                 if len(names) > 8:
                     body += ", ..."

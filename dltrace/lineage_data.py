@@ -19,6 +19,7 @@ import pyarrow as pa
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable, row_index
 from dltrace.names import value_tuples
+from dltrace.py_values import py_value
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
 from dltrace.udafs.packed_ids import unpack_ids
@@ -231,5 +232,5 @@ class LineageData:
             while key in out:
                 n += 1
                 key = f"{name}_{n}"
-            out[key] = self.table.column(j)[i].as_py()
+            out[key] = py_value(self.table.column(j)[i])
         return out

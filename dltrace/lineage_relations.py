@@ -28,6 +28,7 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable, check_flag, check_text
 from dltrace.explore import is_bitmap_type
 from dltrace.lineage_data import LineageData
+from dltrace.py_values import py_list
 from dltrace.rewriter.build import add_join
 from dltrace.udafs.bitmap import load as load_bitmap
 
@@ -131,7 +132,7 @@ def to_html(data: LineageData, limit: int = HTML_ROWS) -> str:
     shown = with_counts(data).slice(0, limit)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ["row", *shown.column_names])
     body = []
-    for i, rec in enumerate(zip(*[c.to_pylist() for c in shown.columns]) if shown.num_columns else []):
+    for i, rec in enumerate(zip(*[py_list(c) for c in shown.columns]) if shown.num_columns else []):
         cells = "".join(f"<td>{html.escape('NULL' if v is None else str(v))}</td>" for v in rec)
         body.append(f"<tr><td>{i}</td>{cells}</tr>")
     what = (f"lineage ({data.strategy}) of {', '.join(data.lineage_columns)}" if data.lineage_columns

@@ -46,6 +46,7 @@ from dltrace.errors import DltraceError
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
+from dltrace.py_values import py_list
 from dltrace.rewriter.parse import parse_query
 from dltrace.version import __version__
 
@@ -387,7 +388,7 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
     if manifest.get("lineage_on"):
         ot = pq.read_table(folder / manifest["lineage_on"].get("file", LINEAGE_ON))
         ids = ot.column("dl_on_id").to_pylist()
-        vals = [ot.column(c).to_pylist() for c in ot.column_names[1:]]
+        vals = [py_list(ot.column(c)) for c in ot.column_names[1:]]
         on_values = {int(i): tuple(v[j] for v in vals) for j, i in enumerate(ids)}
     shared: dict[str, pa.ChunkedArray] = {}
     if manifest.get("shared_lineage"):

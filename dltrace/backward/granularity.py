@@ -18,6 +18,7 @@ from dltrace.backward.assemble import Collector
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
 from dltrace.names import RID, one_zero
+from dltrace.py_values import py_list
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID, OnSpec, dictionary_match
 
@@ -45,7 +46,7 @@ def project_onto(catalog: Catalog, spec: OnSpec, column: pa.ChunkedArray) -> tup
     collector.add_pairs(spec.table, parents, ids)
     traced = np.flatnonzero(lists.is_valid().to_numpy(zero_copy_only=False))
     projected = collector.columns(len(lists), traced, [spec.table])[spec.table]
-    keys = [found.column(c).to_pylist() for c in range(2, found.num_columns)]
+    keys = [py_list(found.column(c)) for c in range(2, found.num_columns)]
     values = {int(i): one_zero(tuple(k[j] for k in keys)) for j, i in enumerate(found_ids.tolist())}
     return projected, values
 

@@ -29,6 +29,7 @@ from dltrace.cli import values
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import decode_ids
 from dltrace.names import value_tuples
+from dltrace.py_values import py_list
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.grammar import parse as parse_sql
 
@@ -100,7 +101,7 @@ def rows_of(table: pa.Table, indices: Sequence[int]) -> list[tuple]:
     if not indices:
         return []
     part = table.take(pa.array(indices, type=pa.int64()))
-    return list(zip(*[c.to_pylist() for c in part.columns])) if part.num_columns else [() for _ in indices]
+    return list(zip(*[py_list(c) for c in part.columns])) if part.num_columns else [() for _ in indices]
 
 
 # ---------------------------------------------------------------------------------------------------------------

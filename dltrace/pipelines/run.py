@@ -23,6 +23,7 @@ from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with
 from dltrace.errors import ArgumentError, DltraceError, PipelineError, check_mapping, check_path, check_text
 from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.pipelines.graph import Pipeline, read_pipeline
+from dltrace.py_values import py_list
 from dltrace.result import BackwardResult, LineageResult
 from dltrace.session import Session, connect
 
@@ -72,10 +73,10 @@ class PipelineResult:
         traced = self.session.trace(step.query, dialect=step.dialect)
         # the reverse queries run the step again: its rows may come in another order than the stored ones
         where: dict[tuple, list[int]] = {}
-        for j, values in enumerate(zip(*[c.to_pylist() for c in traced.table.columns])):
+        for j, values in enumerate(zip(*[py_list(c) for c in traced.table.columns])):
             where.setdefault(values, []).append(j)
         order = []
-        for values in zip(*[c.to_pylist() for c in stored.table.columns]):
+        for values in zip(*[py_list(c) for c in stored.table.columns]):
             if not where.get(values):
                 raise PipelineError(f"{step.where}: tracing it again gave other rows than the run: the sources "
                                     "changed (see stale())")
