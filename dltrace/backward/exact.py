@@ -12,8 +12,8 @@ things stood between them, each losing lineage silently (a row traced to nothing
   the value and cast back by the engine (:class:`RootRows`). A value whose text does not cast back to an equal
   value (a STRUCT holding a UNION: its tag is not in the text) is refused by name, never traced to nothing.
 
-The engine says which: it names the types (``Engine.column_types``), and a probe of NULLs of the key types, fetched
-as Arrow and registered back, shows which types change on the way.
+The engine says which: it names the types (``Engine.column_types``), and no rows of the query's keys, fetched as Arrow
+and registered back, show which types change on the way.
 """
 
 from __future__ import annotations
@@ -69,14 +69,13 @@ class Types:
             found[j] = kind
         return found
 
-    def lost_in_arrow(self, kinds: list[exp.DataType | None], types: list[str]) -> list[bool]:
-        """Does a value of each type (``kinds``: as :meth:`named` gives ``types``) come back from Arrow, fetched and
-        then registered, as another type? A type dltrace cannot write is taken as lost (it cannot be probed)."""
-        if all(kind is None for kind in kinds):
-            return [True] * len(kinds)
-        probe = self.run.fetch(self._nulls(kinds).limit(0))
-        back = iter(self.of(exp.select(exp.Star()).from_(table_ref(self.run.register("a", probe)))))
-        return [kind is None or next(back) != text for kind, text in zip(kinds, types)]
+    def lost_in_arrow(self, query: exp.Expression, positions: list[int], kinds: list[str]) -> list[bool]:
+        """Does each column at ``positions`` of ``query`` (of types ``kinds``) come back from Arrow as another type?
+        Asked of no rows of ``query`` itself (``WHERE FALSE``: planned, not run), fetched and registered back."""
+        probe = exp.select(*[col(f"_dl_c{p}") for p in positions]).from_(_positional(query, len(kinds)))
+        empty = self.run.fetch(probe.where(exp.false()))
+        back = self.of(exp.select(exp.Star()).from_(table_ref(self.run.register("a", empty))))
+        return [back[j] != kinds[p] for j, p in enumerate(positions)]
 
     @staticmethod
     def _nulls(kinds: list[exp.DataType | None]) -> exp.Select:
@@ -124,16 +123,20 @@ class RootRows:
         return Targets(query.from_(table_ref(name)), cols, "keys")
 
 
+def _positional(query: exp.Expression, n: int) -> exp.Subquery:
+    """``query`` as a derived table whose ``n`` columns are named by position (``_dl_c<i>``: a query may repeat a
+    name)."""
+    return subquery(query.copy(), "_dl_o", [f"_dl_c{i}" for i in range(n)])
+
+
 def root_rows(types: Types, query: exp.Expression, keys: list[int], width: int, kinds: list[str]) -> RootRows:
     """The fetch of the root's rows, its keys of the types Arrow changes carried as text (see the module)."""
-    key_kinds = [kinds[p] for p in keys]
-    named = types.named(key_kinds) if keys else []
-    lost = types.lost_in_arrow(named, key_kinds) if keys else []
-    carried = [(p, kind) for p, kind, gone in zip(keys, named, lost) if gone]
+    lost = types.lost_in_arrow(query, keys, kinds) if keys else []
+    carried = [p for p, gone in zip(keys, lost) if gone]
     if not carried:
         return RootRows(query, keys, {}, width, [])
     texts = {}
-    for p, kind in carried:
+    for p, kind in zip(carried, types.named([kinds[p] for p in carried])):
         if kind is None:
             raise UnsupportedQuery(f"backward tracing of output column {p + 1} of type {kinds[p]}, which Arrow gives "
                                    f"back as another type and dltrace cannot write, is not supported (cast it in the "
@@ -141,7 +144,7 @@ def root_rows(types: Types, query: exp.Expression, keys: list[int], width: int, 
         texts[p] = kind
     names = types.run.engine.column_names(types.run.text(query))[:width]
     inner = [f"_dl_c{i}" for i in range(len(kinds))]
-    wrapped = exp.select(*[col(c) for c in inner]).from_(subquery(query, "_dl_o", inner))
+    wrapped = exp.select(*[col(c) for c in inner]).from_(_positional(query, len(kinds)))
     for p, kind in texts.items():
         text = exp.Cast(this=col(inner[p]), to=exp.DataType.build("VARCHAR"))
         back = exp.TryCast(this=text.copy(), to=kind.copy())
