@@ -25,6 +25,7 @@ from dltrace.errors import DltraceError, check_count, check_mapping, check_names
 from dltrace.fetch import as_rids, fetch, table_rids
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID
+from dltrace.py_values import py_records
 from dltrace.udafs.bitmap import load as load_bitmap
 
 #: forward on a set column: up to this many candidate rows are probed one by one (binary search in each
@@ -69,15 +70,6 @@ def row_rids(result: LineageData, table: str, i: int) -> np.ndarray:
     return np.union1d(own, np.asarray(shared, dtype=np.int64))
 
 
-def _check_rids_lineage(result: LineageData, what: str) -> None:
-    if not result.lineage_columns:
-        raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
-    if result.on_values is not None:
-        raise DltraceError(
-            f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; use r.lineage(i) for them"
-        )
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # backward / forward / explain
 # ---------------------------------------------------------------------------------------------------------------
@@ -90,7 +82,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
     ``tables`` restricts the tables, ``columns`` maps a table to the columns to read, ``limit`` keeps the
     first ``limit`` tuples per table (by rid).
     """
-    _check_rids_lineage(result, "backward")
+    result.check_rid_lineage("backward")
     i = result.check_row(i)
     tables = check_names(tables, "tables")
     keys = list(result.lineage_columns) if tables is None else [result.table_key(t) for t in tables]
@@ -184,7 +176,7 @@ def _build_probe(col: pa.ChunkedArray | pa.Array) -> _Probe:
 
 def forward(result: LineageData, table: str, rids: int | Iterable[int] | np.ndarray) -> list[int]:
     """Indices (ascending) of the output rows whose lineage in ``table`` contains any of ``rids``."""
-    _check_rids_lineage(result, "forward")
+    result.check_rid_lineage("forward")
     result.check_every_row("forward")
     key = result.table_key(table)
     q = table_rids(rids, key, result.table_rows(key))  # (the table as the ids name it: registered again
@@ -281,7 +273,7 @@ def _short(v: Any, width: int = 24) -> str:
 def plain_table(table: pa.Table, width: int = 30) -> str:
     """A table as aligned text, every column shown (values cut at ``width`` characters)."""
     names = list(table.column_names)
-    rows = [[_short(v, width) for v in rec.values()] for rec in table.to_pylist()]
+    rows = [[_short(v, width) for v in rec.values()] for rec in py_records(table)]
     widths = [max([len(n)] + [len(r[j]) for r in rows]) for j, n in enumerate(names)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [line(names), line(["-" * w for w in widths])]
@@ -296,8 +288,8 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
     row = result.row(i)
     head = ", ".join(f"{k}={_short(v)}" for k, v in row.items())
     lines = [f"row {i} of {result.num_rows}: {head}"]
-    if not result.lineage_columns:
-        lines.append("  (no lineage captured)")
+    if not result.lineage_columns:  # (a query reading no table has lineage: empty)
+        lines.append("  (no lineage captured)" if result.strategy is None else "  (no base table read: empty lineage)")
         return "\n".join(lines)
     result.check_row(i)  # (a row a backward trace of other rows did not reach: nothing is known of it)
     if result.on_values is not None:
@@ -320,7 +312,7 @@ def explain(result: LineageData, i: int, samples: int = 3) -> str:
                 lines.append(f"    (tuples unavailable: {e})")
                 continue
             names = [c for c in tuples.column_names if c != RID]
-            for rec in tuples.to_pylist():
+            for rec in py_records(tuples):
                 body = ", ".join(f"{c}={_short(rec[c])}" for c in names[:8])
                 if len(names) > 8:
                     body += ", ..."

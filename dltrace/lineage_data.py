@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from dltrace.catalog import Catalog, TableState
 from dltrace.errors import DltraceError, UnknownTable, row_index
-from dltrace.names import value_order
+from dltrace.names import value_tuples
+from dltrace.py_values import py_value
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
 from dltrace.udafs.packed_ids import unpack_ids
@@ -207,10 +208,18 @@ class LineageData:
         self._has_lineage()
         return i
 
-    def _has_lineage(self) -> None:
+    def _has_lineage(self, what: str = "") -> None:
         if self.strategy is None:  # (no lineage captured is not an empty lineage)
-            raise DltraceError("this result has no lineage: it was run with lineage=None or LINEAGE ON (); run "
-                               "it with lineage='set' or 'bitmap'")
+            raise DltraceError(f"{what}{': ' if what else ''}this result has no lineage: it was run with lineage=None "
+                               "or LINEAGE ON (); run it with lineage='set' or 'bitmap'")
+
+    def check_rid_lineage(self, what: str) -> None:
+        """Refuse ``what``, a reader of row ids, on a result without lineage or with LINEAGE ON value tuples. A query
+        reading no table has lineage, in no table (``lineage(i) == {}``): its readers answer empty."""
+        self._has_lineage(what)
+        if self.on_values is not None:
+            raise DltraceError(f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; read them "
+                               "with r.lineage(i)")
 
     def lineage_all(self) -> list:
         self._has_lineage()
@@ -221,7 +230,7 @@ class LineageData:
     def _decoded(self, found: dict[str, list[int]]) -> dict[str, list]:
         if self.on_values is None:
             return found
-        return {t: sorted((self.on_values[i] for i in ids), key=value_order) for t, ids in found.items()}
+        return {t: value_tuples(self.on_values, ids) for t, ids in found.items()}
 
     def row(self, i: int) -> dict[str, Any]:
         """Output row ``i`` as ``{column: value}``; a name the row repeats (``SELECT a.k, b.k``) gets the suffix
@@ -233,5 +242,5 @@ class LineageData:
             while key in out:
                 n += 1
                 key = f"{name}_{n}"
-            out[key] = self.table.column(j)[i].as_py()
+            out[key] = py_value(self.table.column(j)[i])
         return out

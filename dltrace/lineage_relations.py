@@ -28,6 +28,7 @@ from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable, check_count, check_flag, check_text
 from dltrace.explore import is_bitmap_type
 from dltrace.lineage_data import LineageData
+from dltrace.py_values import py_list
 from dltrace.rewriter.build import add_join
 from dltrace.udafs.bitmap import load as load_bitmap
 
@@ -36,14 +37,6 @@ ROW, TABLE, RID_COLUMN = "row", "table", "rid"
 BATCH_ROWS = 1024
 #: Rows shown by a result's notebook display.
 HTML_ROWS = 10
-
-
-def _check(data: LineageData, what: str) -> None:
-    if not data.lineage_columns:
-        raise DltraceError(f"{what}: this result has no lineage (run it with lineage='set' or 'bitmap')")
-    if data.on_values is not None:
-        raise DltraceError(f"{what}: this result's lineage is LINEAGE ON value tuples, not row ids; "
-                           "read them with r.lineage(i)")
 
 
 def _tables(data: LineageData, table: str | None) -> list[str]:
@@ -81,11 +74,11 @@ def lineage_batches(data: LineageData, table: str | None = None,
                     batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The lineage triples ``(row, table, rid)`` -- with ``table``, ``(row, rid)`` of that base table only --
     ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid."""
-    _check(data, "lineage_table")
+    data.check_rid_lineage("lineage_table")
     tables = _tables(data, table)
     batch_rows = check_count(batch_rows, "batch_rows", least=1)
     columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
-    for start in range(0, data.num_rows, batch_rows):
+    for start in range(0, data.num_rows if tables else 0, batch_rows):  # (no table read: no triple)
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]
         rows = np.concatenate([p[1] for p in parts]) + start
         rids = np.concatenate([p[2] for p in parts])
@@ -138,7 +131,7 @@ def to_html(data: LineageData, limit: int = HTML_ROWS) -> str:
     shown = with_counts(data).slice(0, limit)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ["row", *shown.column_names])
     body = []
-    for i, rec in enumerate(zip(*[c.to_pylist() for c in shown.columns]) if shown.num_columns else []):
+    for i, rec in enumerate(zip(*[py_list(c) for c in shown.columns]) if shown.num_columns else []):
         cells = "".join(f"<td>{html.escape('NULL' if v is None else str(v))}</td>" for v in rec)
         body.append(f"<tr><td>{i}</td>{cells}</tr>")
     what = (f"lineage ({data.strategy}) of {', '.join(data.lineage_columns)}" if data.lineage_columns
@@ -175,11 +168,19 @@ def _ids(data: LineageData, table: str) -> exp.Expression:
     return ids
 
 
+def _no_triples(source: exp.Table) -> exp.Select:
+    """The triples of a result reading no table: none, typed as every result's are."""
+    return exp.select(exp.column(ROW, quoted=True),
+                      exp.alias_(exp.cast(exp.null(), exp.DataType.Type.VARCHAR), TABLE, quoted=True),
+                      exp.alias_(exp.cast(exp.null(), exp.DataType.Type.BIGINT), RID_COLUMN, quoted=True)
+                      ).from_(source.copy()).where(exp.false())
+
+
 def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool = False) -> dict[str, str]:
     """Expose ``data`` as views of ``catalog``'s engine (see the module docstring); returns their names."""
     check_text(name, "the views' name")
     check_flag(replace, "replace")
-    _check(data, "register")
+    data.check_rid_lineage("register")
     if ROW in (c.lower() for c in data.table.column_names):
         raise DltraceError(f"the result has a column named {ROW!r}: alias it, the view adds the row index as {ROW!r}")
     if len({c.lower() for c in data.table.column_names}) != data.table.num_columns:
@@ -216,7 +217,7 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
                                     exp.alias_(exp.Literal.string(t), TABLE, quoted=True),
                                     exp.column(RID_COLUMN, quoted=True))
                          .from_(exp.Table(this=exp.to_identifier(names[t], quoted=True))))
-    union = per_table[0]
+    union = per_table[0] if per_table else _no_triples(source)
     for part in per_table[1:]:
         union = exp.union(union, part, distinct=False)
     catalog.add_view(names["lineage"], union)

@@ -1,9 +1,9 @@
-"""Names dltrace reserves in the user's SQL and schemas, and how values sort and compare (the foundation layer)."""
+"""Names dltrace reserves in the user's SQL and schemas, how LINEAGE ON values read and how rows compare (the
+foundation layer)."""
 
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 RESERVED_PREFIX = "dl_"  # lineage columns and the row id: every name dltrace adds to a result or a table
 # ... and every name the rewriter and backward tracing use inside the SQL they generate (sqlglot's
@@ -34,31 +34,12 @@ def one_zero(values: tuple) -> tuple:
     return tuple(0.0 if isinstance(v, float) and v == 0.0 else v for v in values)
 
 
-def value_order(values: tuple) -> tuple:
-    """The sort key of a LINEAGE ON value tuple: the one order in which lineage lists value tuples, forward and
-    backward alike. Total over every value a column gives in Python: NULL last, NaN after every number, a
-    struct (dict) by its fields in order, a list (or a map's pairs) element by element, and values of types
-    that do not compare with each other apart by type. Values that compare with each other (one column's
-    numbers, strings, dates...) keep their own order (None, and then a dict, a list holding NULLs, raised
-    TypeError in the sort)."""
-    return tuple(_value_key(v) for v in values)
-
-
-_NUMBERS = (bool, int, float, Decimal)  # the types that compare with each other across types
-
-
-def _value_key(v: object) -> tuple:
-    if v is None:
-        return (1,)
-    if isinstance(v, _NUMBERS):
-        return (0, "", (1,) if v != v else (0, v))  # (NaN is the one value unequal to itself)
-    if isinstance(v, dict):
-        return (0, "struct", tuple((str(k), _value_key(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return (0, "list", tuple(_value_key(x) for x in v))
-    if type(v).__lt__ is object.__lt__:  # a type without an order of its own: its text
-        return (0, type(v).__name__, repr(v))
-    return (0, type(v).__name__, v)  # (a date and a datetime do not compare: apart by type)
+def value_tuples(on_values: dict[int, tuple], ids) -> list[tuple]:
+    """The LINEAGE ON value tuples of dictionary ``ids``, in value order: the order of their ids, which the engine
+    numbered in value order (forward's dictionary, which backward tracing reads too). Python compares no NaN with
+    another, no dict, and no list holding a NULL with one holding a value: sorting the tuples themselves repeated
+    nothing but could order NaN anywhere, and raised for STRUCT values and LISTs holding NULLs."""
+    return [tuple(on_values[i]) for i in sorted(ids)]
 
 
 # what a NaN and a -0.0 stand for in a row key (objects equal only to themselves)

@@ -13,6 +13,7 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.engines.base import ArrowSource
 from dltrace.names import RID
+from dltrace.py_values import py_list, py_value
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.shape import engine_reads
 
@@ -74,8 +75,8 @@ def verify_row(catalog: Catalog, sql: str, dialect: str, table: pa.Table, i: int
     finally:
         for name in keep.values():
             catalog.engine.drop(name)
-    target = tuple(table.column(c)[i].as_py() for c in range(table.num_columns))
-    for row in zip(*[out.column(c).to_pylist() for c in range(out.num_columns)]):
+    target = tuple(py_value(table.column(c)[i]) for c in range(table.num_columns))
+    for row in zip(*[py_list(out.column(c)) for c in range(out.num_columns)]):
         if rows_match(tuple(row), target):
             return True
     return False

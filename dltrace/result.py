@@ -29,6 +29,7 @@ from dltrace.errors import DltraceError, UnsupportedQuery, check_names, check_pa
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
 from dltrace.plans import ForwardPlan
+from dltrace.py_values import py_list
 from dltrace.rewriter import base_tables, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
@@ -263,7 +264,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if plan.dictionary_text is not None:
         words = catalog.engine.sql(plan.dictionary_text)
         keys = words.column_names[:-1]
-        cols = [words.column(k).to_pylist() for k in keys]
+        cols = [py_list(words.column(k)) for k in keys]
         ids = words.column(-1).to_pylist()
         result.on_values = {int(i): one_zero(tuple(c[j] for c in cols)) for j, i in enumerate(ids)}
     return result

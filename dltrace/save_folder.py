@@ -8,6 +8,7 @@ A save is a folder::
                         ``dl_<table>``: list<int64> rid sets or roaring bitmap bytes (saves before ``row``
                         existed have the lineage columns only, row i at position i: they load as before)
     lineage_on.parquet  LINEAGE ON results only: the dictionary id -> value tuple (typed, so it round-trips)
+    (a column Parquet has no type for, an INTERVAL or a UNION, is in a stored form: its Arrow schema in the manifest)
     shared_lineage.parquet  results with lineage every row has (an uncorrelated scalar subquery's) only: one row,
                         ``dl_<table>`` per table; part of every row's lineage, stored once
 
@@ -46,11 +47,13 @@ from dltrace.errors import DltraceError, StaleLineage, folder_problem
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData
 from dltrace.names import RID
+from dltrace.parquet_forms import restored, storable
+from dltrace.py_values import py_list
 from dltrace.rewriter.parse import parse_query
 from dltrace.version import __version__
 
 FORMAT = "dltrace-lineage"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this dltrace reads; 2: a column in a stored form (:mod:`dltrace.parquet_forms`)
 MANIFEST = "manifest.json"
 ROWS = "rows.parquet"
 LINEAGE = "lineage.parquet"
@@ -248,7 +251,7 @@ def _manifest(result: LineageData) -> dict[str, Any]:
     tables = {t: table_fingerprint(catalog, t) for t in _query_tables(result)}
     return {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 1,  # (2 once a column is written in a stored form, which an older dltrace misreads)
         "dltrace_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "query": result.sql,
@@ -286,8 +289,12 @@ def _write_contents(result: LineageData, folder: Path, manifest: dict[str, Any])
         manifest["lineage_on"] = {"file": LINEAGE_ON, "size": len(result.on_values)}
         files[LINEAGE_ON] = _on_values_table(result.on_values)
     for name, table in files.items():
+        table, schema = storable(table)
         _write_table(table, folder / name)
         manifest["files"][name] = {"bytes": (folder / name).stat().st_size, "rows": table.num_rows}
+        if schema is not None:  # the types Parquet holds in no other form, restored when loaded
+            manifest["files"][name]["arrow_schema"] = schema
+            manifest["format_version"] = 2
     text = json.dumps(manifest, indent=1, default=str)
     with open(folder / MANIFEST, "w") as f:
         f.write(text)
@@ -380,7 +387,7 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
         f = folder / name
         if not f.is_file() or f.stat().st_size != info.get("bytes"):
             raise DltraceError(f"saved lineage at {str(folder)!r} is damaged: {name} is missing or truncated")
-    rows = pq.read_table(folder / ROWS)
+    rows = _read(folder, manifest, ROWS)
     columns = manifest.get("columns") or rows.column_names
     if list(rows.column_names) != list(columns):
         rows = rows.rename_columns(columns)
@@ -395,12 +402,17 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
             lineage[t] = lt.column(info["column"])
     on_values = None
     if manifest.get("lineage_on"):
-        ot = pq.read_table(folder / manifest["lineage_on"].get("file", LINEAGE_ON))
+        ot = _read(folder, manifest, manifest["lineage_on"].get("file", LINEAGE_ON))
         ids = ot.column("dl_on_id").to_pylist()
-        vals = [ot.column(c).to_pylist() for c in ot.column_names[1:]]
+        vals = [py_list(ot.column(c)) for c in ot.column_names[1:]]
         on_values = {int(i): tuple(v[j] for v in vals) for j, i in enumerate(ids)}
     shared: dict[str, pa.ChunkedArray] = {}
     if manifest.get("shared_lineage"):
         st = pq.read_table(folder / manifest["shared_lineage"].get("file", SHARED))
         shared = {t: st.column(f"dl_{t}") for t in manifest["shared_lineage"]["tables"]}
     return rows, lineage, on_values, shared
+
+
+def _read(folder: Path, manifest: dict[str, Any], name: str) -> pa.Table:
+    """Saved file ``name``, its columns written in a stored form back in their types."""
+    return restored(pq.read_table(folder / name), manifest.get("files", {}).get(name, {}).get("arrow_schema"))

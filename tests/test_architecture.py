@@ -7,7 +7,8 @@ function or behind a type-checking guard is still a dependency). Importing ``dlt
 
 The layers, bottom to top (a module imports only from its own layer or below):
 
-foundation   errors, reserved names and value order, the cache root, content fingerprints, TPC-H data generation
+foundation   errors, reserved names and value order, Arrow values as Python, the cache root, content fingerprints,
+             TPC-H data generation
 engines      engine adapters, the dl_* SQL functions, the catalog of tables registered on an engine
 rewriter     the forward-lineage rewriter (sqlglot)
 backward     backward tracing by reverse queries
@@ -28,13 +29,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dltrace"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("dltrace.errors", "dltrace.names", "dltrace.cache", "dltrace.fingerprints",
-                    "dltrace.version", "dltrace.tpch_data")),
+                    "dltrace.version", "dltrace.tpch_data", "dltrace.py_values")),
     ("engines", ("dltrace.engines", "dltrace.udafs", "dltrace.catalog", "dltrace.plans")),
     ("rewriter", ("dltrace.rewriter",)),
     ("backward", ("dltrace.backward",)),
     ("results", ("dltrace.lineage_data", "dltrace.rowstore", "dltrace.fetch", "dltrace.explore", "dltrace.oracle",
                  "dltrace.lineage_relations", "dltrace.compose",
-                 "dltrace.save_folder", "dltrace.result", "dltrace.store", "dltrace.impact")),
+                 "dltrace.save_folder", "dltrace.parquet_forms", "dltrace.result", "dltrace.store", "dltrace.impact")),
     # "dltrace": the package's own __init__, not its submodules; pipelines run steps on a session
     ("session", ("dltrace.session", "dltrace.pipelines", "dltrace")),
     ("tpch", ("dltrace.tpch",)),

@@ -506,3 +506,31 @@ def test_spark_dataframe_source(spark_session):
     r = s.run("SELECT g, sum(v) AS v FROM t GROUP BY g ORDER BY g", lineage="set")
     check_backward(s, r)
     check_forward(r, s)
+
+
+def test_dates_and_timestamps_out_of_pythons_range():
+    """DuckDB's DATE/TIMESTAMP 'infinity' (and a year past 9999) in a row: r.row, r.explain and r.verify raised
+    pyarrow's OverflowError (probe 40 #16). Such a value reads as text ('infinity' as DuckDB writes it), distinct
+    for distinct values, so verify still tells one row from another."""
+    import duckdb
+
+    from dltrace import oracle
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE days AS SELECT * FROM (VALUES (1, 'infinity'::DATE, '-infinity'::TIMESTAMP), "
+                "(2, '-infinity'::DATE, 'infinity'::TIMESTAMP), (3, DATE '10000-01-01', NULL), "
+                "(4, DATE '2020-01-01', TIMESTAMP '2020-01-01')) AS v(k, d, ts)")
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.adopt("days")
+        sql = "SELECT k, d, ts, [d] AS ds FROM days ORDER BY k"
+        r = s.run(sql)
+        assert [r.row(i)["d"] for i in range(3)] == ["infinity", "-infinity", "10000-01-01"]
+        assert r.row(0)["ts"] == "-infinity" and r.row(1)["ds"] == ["-infinity"]
+        assert "d=infinity" in r.explain(0) and "[1] k=2, d=-infinity, ts=infinity" in r.explain(1)
+        assert all(r.verify(i) for i in range(4))
+        # another row's lineage brings back another row: not this one
+        assert not oracle.verify_row(s, sql, "duckdb", r.table, 0, {"days": [1]})
+    finally:
+        s.close()
+        con.close()

@@ -201,3 +201,28 @@ def test_views_registered_again_under_a_name_replace_the_earlier_ones():
         assert s.sql("SELECT c FROM q_lineage").column("c").to_pylist() == [3]
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_query_reading_no_table_has_empty_lineage_everywhere(strategy):
+    """``SELECT 1`` run with lineage: ``lineage(0) == {}``, yet backward, lineage_table and register said "this
+    result has no lineage (run it with lineage='set' or 'bitmap')", which the user had done (probe 40 #14). Every
+    reader answers the empty lineage now; forward names the table, as for any table a result's lineage lacks."""
+    s = dltrace.connect("duckdb")
+    try:
+        r = s.run("SELECT 1 AS one UNION ALL SELECT 2", lineage=strategy)
+        assert r.lineage(0) == {} and r.backward(1) == {}
+        assert r.lineage_table().num_rows == 0 and r.lineage_table().schema.names == ["row", "table", "rid"]
+        assert list(r.lineage_batches()) == []
+        assert r.register("q") == {"rows": "q", "lineage": "q_lineage"}
+        assert s.sql("SELECT * FROM q_lineage").num_rows == 0
+        assert s.sql("SELECT one FROM q ORDER BY one").column("one").to_pylist() == [1, 2]
+        assert "empty lineage" in r.explain(0)
+        with pytest.raises(dltrace.UnknownTable, match="no lineage for table 't'; it has: none"):
+            r.forward("t", [0])
+        off = s.run("SELECT 1 AS one", lineage=None)  # no lineage captured is not an empty lineage
+        for read in (lambda: off.backward(0), off.lineage_table, lambda: off.register("q0")):
+            with pytest.raises(dltrace.DltraceError, match="has no lineage: it was run with lineage=None"):
+                read()
+    finally:
+        s.close()

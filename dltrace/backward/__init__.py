@@ -3,7 +3,8 @@
 ``trace(catalog, sql)`` runs the query once -- over materialised intermediates, cut at every aggregation,
 DISTINCT, set operation and LIMIT (:mod:`.segments`) -- and then traces its output rows top-down, one
 batched tracing query per segment (:mod:`.segment_sql`, :mod:`.tracing`, :mod:`.execute`). The target rows
-are a registered Arrow table joined in with null-safe equality, so values never pass through SQL text. The
+are a registered Arrow table joined in with null-safe equality, so values never pass through SQL text; values are
+compared in the types the engine compared them in (:mod:`.exact`). The
 result has the same format as forward lineage (:mod:`.assemble`); :func:`dltrace.result.trace_backward`
 wraps it as a result.
 
@@ -21,11 +22,10 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
+from dltrace.backward.exact import root_rows
 from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.granularity import project_onto
-from dltrace.backward.segment_sql import table_ref
 from dltrace.backward.segments import number_nodes
-from dltrace.backward.tracing import TID, Targets
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_indexes
@@ -123,31 +123,29 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
     try:
         tracer = Tracer(run, semantics)
         root = tracer.node_for(normal, {}, None)
-        out = tracer.output(root)
+        query = tracer.builder.output_query(root, present=False)
+        kinds = tracer.types.of(query)
         width = len(root.names)
         extra = sum(p is None for p in root.key_pos) if root.mode == "groups" else 0
-        if out.num_columns != width + extra:
-            raise UnsupportedQuery.expanded_columns(width, out.num_columns - extra)
-        table = out.select(list(range(width)))
+        if len(kinds) != width + extra:
+            raise UnsupportedQuery.expanded_columns(width, len(kinds) - extra)
+        keys = _key_positions(root, width)
+        fetch = root_rows(tracer.types, query, keys, width, kinds)
+        out = run.fetch(fetch.query)
+        table = fetch.own(out)
         n = table.num_rows
         wanted = _rows(rows, n)
         collector = Collector()
         if len(wanted):
-            keys = _key_positions(root, width)
             if not catalog.engine.compares_maps:
                 for p in keys:
                     if pa.types.is_map(out.schema.field(p).type):
                         raise UnsupportedQuery(f"backward tracing of a query with a MAP column in its output "
                                                f"({out.schema.field(p).name}) is not supported on this engine, which "
                                                f"compares no MAP values (forward lineage, s.run, is)")
-            cols = [f"_dl_v{j}" for j in range(len(keys))]
-            take = pa.array(wanted, type=pa.int64())
-            targets = pa.table(
-                [pa.array(wanted, type=pa.int64())] + [out.column(p).take(take) for p in keys],
-                names=[TID, *cols],
-            )
-            name = run.register("t", targets)
-            tracer.trace(root, Targets(table_ref(name), cols, "keys"), collector)
+            labels = [table.column_names[p] if p < width else f"GROUP BY key {j + 1}" for j, p in enumerate(keys)]
+            targets = fetch.targets(run, out, pa.array(wanted, type=pa.int64()), labels)
+            tracer.trace(root, targets, collector)
         columns = collector.columns(n, None if rows is None else wanted, tables)
     finally:
         run.cleanup()

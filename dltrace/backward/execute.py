@@ -14,6 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
+from dltrace.backward.exact import Types
 from dltrace.backward.segment_sql import Prov, col, subquery, table_ref
 from dltrace.backward.segments import (
     Node,
@@ -90,6 +91,8 @@ class Tracer:
         self.semantics = semantics
         self.nodes: dict[int, Node] = {}
         self.wholes: dict[int, dict[str, np.ndarray]] = {}
+        self.types = Types(run)
+        self.node_types: dict[int, list[str]] = {}
         self.builder = Builder(run.dialect, semantics, self.materialize, self.node_for)
 
     # -- nodes and their materialisations ---------------------------------------------------------
@@ -109,9 +112,12 @@ class Tracer:
             node.mat = self.run.materialize("m", self.builder.output_query(node, present=True))
         return node.mat
 
-    def output(self, node: Node) -> pa.Table:
-        """Run the top query over materialised children: its columns, then its uncovered group keys."""
-        return self.run.fetch(self.builder.output_query(node, present=False))
+    def types_of(self, node: Node) -> list[str]:
+        """The engine's types of ``node``'s output columns (asked once per node; bound, not run)."""
+        if node.ident not in self.node_types:
+            kinds = self.types.of(self.builder.output_query(node, present=False))
+            self.node_types[node.ident] = kinds[: len(node.names)]
+        return self.node_types[node.ident]
 
     # -- tracing -------------------------------------------------------------------------------------
     def trace(self, node: Node, targets: Targets | None, into: Collector) -> None:
@@ -140,8 +146,12 @@ class Tracer:
         sides = [left] if isinstance(q, exp.Except) else [left, right]
         # A row of a UNION need not be a row of each side; a row of INTERSECT/EXCEPT is one of its (left) sides.
         exact = targets.exact and not isinstance(q, exp.Union)
+        out = self.types_of(node)
         for side in sides:
-            self.trace(side, Targets(targets.source, targets.cols, "values", exact=exact), into)
+            # a side's value is compared as the engine cast it to the operation's type, then on to the targets'
+            casts = self.types.casts(self.types_of(side), out, side.query)
+            chains = [((c,) if c is not None else ()) + targets.chain(j) for j, c in enumerate(casts)]
+            self.trace(side, Targets(targets.source, targets.cols, "values", exact=exact, casts=chains), into)
         if isinstance(q, exp.Except) and self.semantics == "control":
             tids = self.run.fetch(exp.select(col(TID, "tg")).distinct().from_(targets.relation("tg")))
             into.add_const(tids.column(0).to_numpy(), self.whole(right))
@@ -168,17 +178,17 @@ class Tracer:
         """Keep the targets (by values) that are rows of ``node``: a semi-join with its materialisation."""
         mat = self.materialize(node)
         keep = [TID, *targets.cols, *targets.outer]
-        on = exp.and_(*[exp.NullSafeEQ(this=col(n, "m"), expression=col(c, "tg"))
-                        for n, c in zip(node.names, targets.cols)])
+        on = exp.and_(*[exp.NullSafeEQ(this=targets.compared(j, col(n, "m")), expression=col(c, "tg"))
+                        for j, (n, c) in enumerate(zip(node.names, targets.cols))])
         query = exp.select(*[col(c, "tg").as_(c, quoted=True) for c in keep]).distinct()
         query = add_join(query.from_(targets.relation("tg")), table_ref(mat, "m"), kind="INNER", on=on)
-        return Targets(query, targets.cols, targets.mode, targets.tests, targets.outer, exact=True)
+        return Targets(query, targets.cols, targets.mode, targets.tests, targets.outer, exact=True, casts=targets.casts)
 
     def values_to_groups(self, node: Node, targets: Targets) -> Targets:
         """Targets given by an aggregation's output values -> by its group keys."""
         if all(p is not None for p in node.key_pos):
             return Targets(targets.source, [targets.cols[p] for p in node.key_pos], "keys",
-                           targets.tests, targets.outer)
+                           targets.tests, targets.outer, casts=[targets.chain(p) for p in node.key_pos])
         if node.gmat is None:
             node.gmat = self.run.materialize("g", self.builder.groups_query(node))
         own = output_names(node.query)
@@ -187,7 +197,8 @@ class Tracer:
         query = exp.select(col(TID, "tg").as_(TID, quoted=True),
                            *[col(k, "m").as_(c, quoted=True) for k, c in zip(keys, cols)],
                            *[col(o, "tg").as_(o, quoted=True) for o in targets.outer]).distinct()
-        on = exp.and_(*[exp.NullSafeEQ(this=col(n, "m"), expression=col(c, "tg")) for n, c in zip(own, targets.cols)])
+        on = exp.and_(*[exp.NullSafeEQ(this=targets.compared(j, col(n, "m")), expression=col(c, "tg"))
+                        for j, (n, c) in enumerate(zip(own, targets.cols))])
         query = add_join(query.from_(table_ref(node.gmat, "m")), targets.relation("tg"), kind="INNER", on=on)
         return Targets(query, cols, "keys", targets.tests, targets.outer)
 

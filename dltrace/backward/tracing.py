@@ -87,6 +87,7 @@ class Builder(SegmentSql):
         # an output alias in ORDER BY means its expression; a name several outputs have is a position there
         # (passes/order_by.py), which means the expression at that position
         outputs = {n: e for n, e in zip(names, items) if names.count(n) == 1}
+        order = _without_order_by_all(order, select)
         ordered = []
         for j, o in enumerate(order.expressions if order is not None else []):
             if isinstance(o.this, exp.Literal) and o.this.is_int:
@@ -135,7 +136,7 @@ class Builder(SegmentSql):
             query = exp.select(col(TID, tg).as_(TID, quoted=True), *outs).from_(subquery(inner, q))
             conds: list[exp.Expression] = []
             for j in range(nmatch):
-                conds.append(exp.NullSafeEQ(this=col(f"_dl_k{j}", q), expression=col(targets.cols[j], tg)))
+                conds.append(exp.NullSafeEQ(this=targets.compared(j, col(f"_dl_k{j}", q)), expression=col(targets.cols[j], tg)))
             if targets.tests:
                 tests = [_bind(t, q, tg, targets.outer) for t in targets.tests]
                 conds.append(exp.paren(exp.or_(*tests)) if len(tests) > 1 else tests[0])
@@ -145,6 +146,20 @@ class Builder(SegmentSql):
             else:
                 query = add_join(query, right, kind="CROSS")
         return query, provs
+
+
+def _without_order_by_all(order: exp.Order | None, select: exp.Select) -> exp.Order | None:
+    """``order`` with DuckDB's ``ORDER BY ALL`` written as the keys it means: every output column, left to right,
+    each in its direction and NULLS placement. The rows a LIMIT keeps are ranked by the keys themselves (a window's
+    ORDER BY has no ALL: the generated SQL did not parse)."""
+    if order is None or len(order.expressions) != 1:
+        return order
+    (ordered,) = order.expressions
+    if not (isinstance(ordered.this, exp.Var) and ordered.this.name.upper() == "ALL"):
+        return order
+    keys = [exp.Ordered(this=e.unalias().copy(), desc=ordered.args.get("desc"), nulls_first=ordered.args.get("nulls_first"))
+            for e in select.expressions]
+    return exp.Order(expressions=keys)
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:
@@ -162,6 +177,8 @@ class Targets:
     ``exact``: the targets are known to be rows of the node; the values of a UNION's row need not be rows of
     each side, which matters where the node's output is not all the rows its input could make (LIMIT, HAVING,
     aggregate values, INTERSECT/EXCEPT): there they are first semi-joined with the node's materialisation.
+    ``casts``: per column, the types the engine cast the node's value to on its way to the targets' values (the
+    output types of the set operations the node is a side of, innermost first; none for a column not cast).
     """
 
     source: exp.Expression  # a Table or a query
@@ -170,11 +187,23 @@ class Targets:
     tests: list[exp.Expression] = field(default_factory=list)
     outer: list[str] = field(default_factory=list)
     exact: bool = True  # every target is a row of the node (False for the sides of a UNION)
+    casts: list[tuple[exp.DataType, ...]] = field(default_factory=list)
 
     def relation(self, alias: str) -> exp.Expression:
         if isinstance(self.source, exp.Table):
             return table_ref(self.source.name, alias)
         return subquery(self.source.copy(), alias)
+
+    def chain(self, j: int) -> tuple[exp.DataType, ...]:
+        """The casts of column ``j`` (see the class)."""
+        return self.casts[j] if j < len(self.casts) else ()
+
+    def compared(self, j: int, value: exp.Expression) -> exp.Expression:
+        """``value``, the node's column ``j``, in the type the targets' column ``j`` holds it in: cast as the engine
+        cast it (DuckDB's UNION of DECIMAL(18,4) and DECIMAL(38,0) holds 1.5 as 2, which 1.5 itself never equals)."""
+        for kind in self.chain(j):
+            value = exp.Cast(this=value, to=kind.copy())
+        return value
 
 
 def _bind(test: exp.Expression, q: str, tg: str, outer: list[str]) -> exp.Expression:

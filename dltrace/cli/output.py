@@ -28,7 +28,8 @@ from rich.text import Text
 from dltrace.cli import values
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import decode_ids
-from dltrace.names import value_order
+from dltrace.names import value_tuples
+from dltrace.py_values import py_list
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.grammar import parse as parse_sql
 
@@ -90,7 +91,7 @@ def lineage_rows(r, sh: Shape, indices: Sequence[int]) -> list[dict[str, list]]:
         for j, v in enumerate(r.sets(t).take(take).to_pylist()):
             ids = decode_ids(v)
             if sh.on_values is not None:
-                ids = sorted((tuple(sh.on_values[k]) for k in ids), key=value_order)
+                ids = value_tuples(sh.on_values, ids)
             out[j][key] = ids
     return out
 
@@ -100,7 +101,7 @@ def rows_of(table: pa.Table, indices: Sequence[int]) -> list[tuple]:
     if not indices:
         return []
     part = table.take(pa.array(indices, type=pa.int64()))
-    return list(zip(*[c.to_pylist() for c in part.columns])) if part.num_columns else [() for _ in indices]
+    return list(zip(*[py_list(c) for c in part.columns])) if part.num_columns else [() for _ in indices]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -356,6 +356,10 @@ class Engine(Protocol):
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text``, without running it."""
 
+    def column_types(self, text: str) -> list[str]:
+        """The SQL types of the output columns of query ``text``, in the engine's spelling, without running it
+        (backward tracing compares values in the types the engine compared them in)."""
+
     def estimated_rows(self, text: str) -> int | None:
         """The optimizer's estimate of how many rows query ``text`` gives, without running it; None when the
         engine gives none (or the query cannot be planned)."""

@@ -336,6 +336,11 @@ class DuckDBEngine:
         relation from ``con.sql`` runs a query that calls a volatile function such as ``nextval`` at once)."""
         return [row[0] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
 
+    @_engine_errors(QueryError)
+    def column_types(self, text: str) -> list[str]:
+        """The SQL types of the output columns of query ``text``, as DuckDB spells them (bound, not run: DESCRIBE)."""
+        return [row[1] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
+
     def estimated_rows(self, text: str) -> int | None:
         """The estimated cardinality of the plan's root (``EXPLAIN (FORMAT JSON)``: planned, not run)."""
         try:

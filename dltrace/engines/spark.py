@@ -269,6 +269,15 @@ class SparkEngine:
         except spark_errors() as e:
             raise QueryError(f"Spark: {one_line(e)}") from None
 
+    def column_types(self, text: str) -> list[str]:
+        """The SQL types of the output columns of query ``text``, as Spark spells them (analysed, not run)."""
+        self._check_case_insensitive()
+        try:
+            with quiet():
+                return [f.dataType.simpleString() for f in self.spark.sql(text).schema.fields]
+        except spark_errors() as e:
+            raise QueryError(f"Spark: {one_line(e)}") from None
+
     def estimated_rows(self, text: str) -> int | None:
         """None: Spark's row count statistics exist only for analysed tables (not for temp views or cached
         DataFrames), so the rewrites that need an estimate keep their default."""

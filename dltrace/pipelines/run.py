@@ -33,6 +33,7 @@ from dltrace.errors import (
 from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.names import row_key
 from dltrace.pipelines.graph import Pipeline, Step, read_pipeline
+from dltrace.py_values import py_list
 from dltrace.result import BackwardResult, LineageResult, rows_query
 from dltrace.session import Session, connect
 
@@ -151,7 +152,7 @@ def _same_rows(stored: pa.Table, again: pa.Table, step: Step) -> list[int]:
 
 def _value_rows(table: pa.Table):
     """The rows of ``table`` as tuples of Python values (by position: a query may repeat a column name)."""
-    return zip(*[c.to_pylist() for c in table.columns])
+    return zip(*[py_list(c) for c in table.columns])
 
 
 def source_fingerprint(session: Session, table: str) -> str:

@@ -44,6 +44,13 @@ class OnSpec:
         )
 
 
+def dictionary_match(spec: OnSpec, alias: str) -> exp.Expression:
+    """The condition that joins a row of the clause's table to its tuple in the dictionary read as ``alias``: every
+    value compared null-safely, so NULL values get an id too (forward and backward lineage both map rows so)."""
+    return exp.and_(*[exp.NullSafeEQ(this=exp.column(f"_dl_k{i}", table=alias), expression=e.copy())
+                      for i, e in enumerate(spec.expressions)])
+
+
 def take_clause(tree: exp.Expression) -> LineageOn | None:
     """Remove and return the query's LINEAGE ON clause; it is only meaningful on the outermost SELECT."""
     clauses = list(tree.find_all(LineageOn))

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dltrace.names import RID
 from dltrace.rewriter.build import add_join
-from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID
+from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID, dictionary_match
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
@@ -42,10 +42,7 @@ def _read_ids(tree: exp.Expression, spec, columns: list[str], ctes: set[str]) ->
             continue
         base = exp.Table(this=exp.to_identifier(spec.table, quoted=True))
         d = exp.Table(this=exp.to_identifier(DICTIONARY), alias=exp.TableAlias(this=exp.to_identifier("_dl_d")))
-        on = exp.and_(*[
-            exp.NullSafeEQ(this=exp.column(f"_dl_k{i}", table="_dl_d"), expression=e.copy())
-            for i, e in enumerate(spec.expressions)
-        ])
+        on = dictionary_match(spec, "_dl_d")
         select = exp.select(
             *[exp.column(c, table=spec.table, quoted=True) for c in columns],
             exp.alias_(exp.column(ON_ID, table="_dl_d"), RID, quoted=True),
