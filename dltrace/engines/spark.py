@@ -54,6 +54,15 @@ def _cores(master: str) -> int:
     return max(1, int(m.group(1)))
 
 
+# Session settings under which Spark parses or resolves SQL otherwise than its default, which dltrace (sqlglot's
+# Spark dialect) writes: (key, the default dltrace needs, what dltrace does as the default does).
+_PARSER_SETTINGS = (
+    ("spark.sql.caseSensitive", "false", "resolves names without case"),
+    ("spark.sql.ansi.doubleQuotedIdentifiers", "false", "reads \"text\" as a string"),
+    ("spark.sql.parser.escapedStringLiterals", "false", "reads a backslash in a string literal as an escape"),
+)
+
+
 def _conf_key(key: str) -> str:
     """``driver_memory`` -> ``spark.driver.memory``; keys already starting with ``spark.`` stay as they are."""
     return key if key.startswith("spark.") else "spark." + key.replace("_", ".")
@@ -230,16 +239,18 @@ class SparkEngine:
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
 
     # -- queries --------------------------------------------------------------------------------
-    def _check_case_insensitive(self) -> None:
-        """dltrace resolves names as Spark does by default, without case (sqlglot's Spark dialect, its catalog's
-        keys): on a session set to tell `a` from `A` it would read the wrong column. Asked at each query, since the
-        user may change the setting at any time."""
-        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
-            raise QueryError("dltrace resolves names without case, as Spark does by default: set "
-                             "spark.sql.caseSensitive to false on this SparkSession to run queries through dltrace")
+    def _check_parser_settings(self) -> None:
+        """dltrace writes and reads SQL as Spark's default parser does (sqlglot's Spark dialect, names resolved
+        without case): on a session set to parse otherwise the same text is another query (`a` told from `A`, a
+        "g" read as a column, '\\d' kept with its backslash). Asked at each query, since the user may change the
+        settings at any time."""
+        for key, default, why in _PARSER_SETTINGS:
+            if str(self.spark.conf.get(key, default)).lower() != default:
+                raise QueryError(f"dltrace {why}, as Spark does by default: set {key} to {default} on this "
+                                 "SparkSession to run queries through dltrace")
 
     def sql(self, text: str) -> pa.Table:
-        self._check_case_insensitive()
+        self._check_parser_settings()
         try:
             with quiet():
                 return self.spark.sql(text).toArrow()
@@ -262,7 +273,7 @@ class SparkEngine:
 
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
-        self._check_case_insensitive()
+        self._check_parser_settings()
         try:
             with quiet():
                 return list(self.spark.sql(text).columns)
