@@ -157,6 +157,17 @@ def test_multi_file_same_on_both_engines(spark_session, parquet_folder):
     sparks.close()
 
 
+def test_a_folder_skips_what_spark_skips(fresh, tmp_path):
+    """Files under `_temporary/` (a killed job's attempts), `_x` and `.x` paths were read as data on both engines,
+    where Spark's listing skips them."""
+    for rel, n in {"part-0.parquet": 2, "_temporary/0/attempt/part-0.parquet": 3, ".hidden/p.parquet": 4,
+                   "_x.parquet": 5, ".y.parquet": 6}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"k": pa.array(range(n), pa.int64())}), tmp_path / rel)
+    fresh.register("skipped", str(tmp_path))
+    assert fresh.run("SELECT count(*) AS n FROM skipped").table.column(0).to_pylist() == [2]
+
+
 # -- other sources -----------------------------------------------------------------------------------
 
 def _check_positions(session, name: str, n: int) -> None:

@@ -114,11 +114,19 @@ def check_storage(storage: str) -> str:
 CSV_SUFFIXES = (".csv", ".tsv")
 
 
+def _hidden(path: Path) -> bool:
+    """Does Spark's (and Hive's) file listing skip ``path``, relative to the folder read? A part named ``.x``,
+    or ``_x`` unless it holds ``=`` (a partition folder): ``_SUCCESS``, the attempt files a killed job leaves in
+    ``_temporary/``, ``_metadata`` summaries, a ``.hidden`` copy."""
+    return any(part.startswith(".") or (part.startswith("_") and "=" not in part) for part in path.parts)
+
+
 def _folder_files(folder: Path) -> list[Path]:
     """A folder's data files, in sorted path order, searched in its subfolders too: its parquet files, or its CSV
     files (a folder of both is refused: which one the user means is not known)."""
-    parquet = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
-    csv = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in CSV_SUFFIXES)
+    found = [p for p in folder.rglob("*") if p.is_file() and not _hidden(p.relative_to(folder))]
+    parquet = sorted(p for p in found if p.suffix == ".parquet")
+    csv = sorted(p for p in found if p.suffix.lower() in CSV_SUFFIXES)
     if parquet and csv:
         raise SourceError(f"folder {str(folder)!r} holds both .parquet and CSV files: register one kind with a "
                           f"glob, e.g. {str(folder / '*.parquet')!r}")
