@@ -219,14 +219,25 @@ def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) ->
 def _parquet_source(files: list[str]) -> ParquetSource:
     paths = tuple(os.path.abspath(f) for f in files)
     signature = files_signature(paths)  # (before the counts: a file changed after the stat shows in a later one)
-    offsets, total = [], 0
+    offsets, total, first = [], 0, None
     for f in files:
         meta = parquet_metadata(f)
         # the file's own names (an engine scanning it beside the rid it adds would see dl_rid as dl_rid_1)
-        check_columns(meta.schema.to_arrow_schema().names)
+        names = meta.schema.to_arrow_schema().names
+        check_columns(names)
+        first = first or (f, names)
+        _same_columns(first, f, names)
         offsets.append(total)
         total += meta.num_rows
     return ParquetSource(paths, tuple(offsets), total, signature)
+
+
+def _same_columns(first: tuple[str, list[str]], path: str, names: list[str]) -> None:
+    """Refuse parquet files read as one table whose columns differ, in more than their order (both engines read
+    the files by column name: DuckDB filled a missing column with NULLs where Spark refused)."""
+    if {n.lower() for n in names} != {n.lower() for n in first[1]}:
+        raise SourceError(f"parquet {path!r} has columns {', '.join(names)} where {first[0]!r} has "
+                          f"{', '.join(first[1])}: parquet files read as one table must have the same columns")
 
 
 def parquet_metadata(path: str) -> pq.FileMetaData:
