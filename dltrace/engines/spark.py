@@ -87,13 +87,26 @@ class SparkEngine:
         if not self._owned:
             # One SparkContext per JVM: a running session (the user's, or the active one) keeps its settings
             # except the ones asked for here, which close() puts back; it is never stopped.
-            for k, v in conf.items():
-                self._settings.record(_conf_key(k), spark.conf.get(_conf_key(k), None), str(v))
-                spark.conf.set(_conf_key(k), str(v))
+            self.spark = spark
+            self._apply(conf)
         self.spark = spark
         self.made = Made(spark, self, self.exists, self._view_plan)  # every temp view this engine made
         self._frames: dict[str, Any] = {}  # name -> DataFrame kept cached/checkpointed for that view
         self._installed = False
+
+    def _apply(self, conf: dict[str, Any]) -> None:
+        """Set ``conf`` on the user's session; when Spark refuses one (a static setting such as
+        spark.driver.memory, a bad value), those already set are put back: no session exists yet to close."""
+        for k, v in conf.items():
+            key = _conf_key(k)
+            try:
+                with quiet():
+                    before = self.spark.conf.get(key, None)
+                    self.spark.conf.set(key, str(v))
+            except spark_errors() as e:
+                self._settings.restore(lambda name: self.spark.conf.get(name, None), self._put_setting)
+                raise QueryError(f"Spark cannot set {key} on this SparkSession: {one_line(e)}") from None
+            self._settings.record(key, before, str(v))
 
     @staticmethod
     def _build(master: str, conf: dict[str, Any]):
