@@ -157,6 +157,30 @@ def test_multi_file_same_on_both_engines(spark_session, parquet_folder):
     sparks.close()
 
 
+def test_a_folder_skips_what_spark_skips(fresh, tmp_path):
+    """Files under `_temporary/` (a killed job's attempts), `_x` and `.x` paths were read as data on both engines,
+    where Spark's listing skips them."""
+    for rel, n in {"part-0.parquet": 2, "_temporary/0/attempt/part-0.parquet": 3, ".hidden/p.parquet": 4,
+                   "_x.parquet": 5, ".y.parquet": 6}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"k": pa.array(range(n), pa.int64())}), tmp_path / rel)
+    fresh.register("skipped", str(tmp_path))
+    assert fresh.run("SELECT count(*) AS n FROM skipped").table.column(0).to_pylist() == [2]
+
+
+def test_a_folders_files_are_read_by_column_name(fresh, tmp_path):
+    """DuckDB read the files of a folder with a positional UNION ALL: a file holding the same columns in another
+    order had its values swapped between them."""
+    pq.write_table(pa.table({"a": [1, 2], "b": [100, 200]}), tmp_path / "p1.parquet")
+    pq.write_table(pa.table({"b": [300, 400], "a": [3, 4]}), tmp_path / "p2.parquet")
+    fresh.register("ordered", str(tmp_path))
+    assert fresh.run("SELECT a, b FROM ordered ORDER BY a").table.to_pylist() == [
+        {"a": i, "b": 100 * i} for i in range(1, 5)]
+    pq.write_table(pa.table({"a": [5], "c": [500]}), tmp_path / "p3.parquet")
+    with pytest.raises(dltrace.SourceError, match="p3.parquet' has columns a, c where .*p1.parquet' has a, b"):
+        fresh.register("ordered", str(tmp_path), replace=True)
+
+
 # -- other sources -----------------------------------------------------------------------------------
 
 def _check_positions(session, name: str, n: int) -> None:

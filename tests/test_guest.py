@@ -158,6 +158,22 @@ def test_spark_session_is_unchanged_after_a_session(spark_session):
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("key, value", [("spark.driver.memory", "2g"), ("spark.sql.shuffle.partitions", "abc")])
+def test_spark_setting_refused_puts_back_the_ones_set(spark_session, key, value):
+    """A setting Spark cannot change at runtime (or a bad value) raised a raw pyspark error, and the settings set
+    before it stayed changed on the user's session."""
+    spark = spark_session.newSession()
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    with pytest.raises(dltrace.DltraceError, match=f"Spark cannot set {key} on this SparkSession") as e:
+        dltrace.connect("spark", spark=spark, **{"spark.sql.session.timeZone": "Europe/Paris",
+                                                   "spark.sql.shuffle.partitions": "3", key: value})
+    assert "\n" not in str(e.value)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+@pytest.mark.spark
 def test_spark_add_rids(spark_session):
     spark = spark_session.newSession()
     spark.createDataFrame(SALES.to_pandas()).createOrReplaceTempView("sales")

@@ -104,6 +104,19 @@ def test_a_case_sensitive_session_is_refused_not_misread(s, spark_session):
     assert s.run("SELECT id FROM h_t").table.num_rows == 3
 
 
+@pytest.mark.parametrize("key", ["spark.sql.ansi.doubleQuotedIdentifiers", "spark.sql.parser.escapedStringLiterals"])
+def test_a_session_parsing_otherwise_is_refused_not_misread(s, spark_session, key):
+    """Under these settings Spark read `"k"` as a column and kept the backslash of `'\\d'`, where dltrace (sqlglot's
+    Spark dialect) read a string and an escape: other rows and lineage, silently."""
+    spark_session.conf.set(key, "true")
+    try:
+        with pytest.raises(dltrace.QueryError, match=key.replace(".", r"\.")):
+            s.run('SELECT "k", count(*) AS n FROM h_t GROUP BY "k"')
+    finally:
+        spark_session.conf.unset(key)
+    assert s.run("SELECT id FROM h_t").table.num_rows == 3
+
+
 def test_a_table_alias_that_renames_columns(s, spark_session):
     sql = "SELECT uu.a, uu.b FROM h_u AS uu (a, b) WHERE uu.b > 15"
     result = s.run(sql)

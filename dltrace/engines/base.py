@@ -114,11 +114,19 @@ def check_storage(storage: str) -> str:
 CSV_SUFFIXES = (".csv", ".tsv")
 
 
+def _hidden(path: Path) -> bool:
+    """Does Spark's (and Hive's) file listing skip ``path``, relative to the folder read? A part named ``.x``,
+    or ``_x`` unless it holds ``=`` (a partition folder): ``_SUCCESS``, the attempt files a killed job leaves in
+    ``_temporary/``, ``_metadata`` summaries, a ``.hidden`` copy."""
+    return any(part.startswith(".") or (part.startswith("_") and "=" not in part) for part in path.parts)
+
+
 def _folder_files(folder: Path) -> list[Path]:
     """A folder's data files, in sorted path order, searched in its subfolders too: its parquet files, or its CSV
     files (a folder of both is refused: which one the user means is not known)."""
-    parquet = sorted(p for p in folder.rglob("*.parquet") if p.is_file())
-    csv = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in CSV_SUFFIXES)
+    found = [p for p in folder.rglob("*") if p.is_file() and not _hidden(p.relative_to(folder))]
+    parquet = sorted(p for p in found if p.suffix == ".parquet")
+    csv = sorted(p for p in found if p.suffix.lower() in CSV_SUFFIXES)
     if parquet and csv:
         raise SourceError(f"folder {str(folder)!r} holds both .parquet and CSV files: register one kind with a "
                           f"glob, e.g. {str(folder / '*.parquet')!r}")
@@ -211,14 +219,25 @@ def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) ->
 def _parquet_source(files: list[str]) -> ParquetSource:
     paths = tuple(os.path.abspath(f) for f in files)
     signature = files_signature(paths)  # (before the counts: a file changed after the stat shows in a later one)
-    offsets, total = [], 0
+    offsets, total, first = [], 0, None
     for f in files:
         meta = parquet_metadata(f)
         # the file's own names (an engine scanning it beside the rid it adds would see dl_rid as dl_rid_1)
-        check_columns(meta.schema.to_arrow_schema().names)
+        names = meta.schema.to_arrow_schema().names
+        check_columns(names)
+        first = first or (f, names)
+        _same_columns(first, f, names)
         offsets.append(total)
         total += meta.num_rows
     return ParquetSource(paths, tuple(offsets), total, signature)
+
+
+def _same_columns(first: tuple[str, list[str]], path: str, names: list[str]) -> None:
+    """Refuse parquet files read as one table whose columns differ, in more than their order (both engines read
+    the files by column name: DuckDB filled a missing column with NULLs where Spark refused)."""
+    if {n.lower() for n in names} != {n.lower() for n in first[1]}:
+        raise SourceError(f"parquet {path!r} has columns {', '.join(names)} where {first[0]!r} has "
+                          f"{', '.join(first[1])}: parquet files read as one table must have the same columns")
 
 
 def parquet_metadata(path: str) -> pq.FileMetaData:

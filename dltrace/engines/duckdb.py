@@ -137,8 +137,8 @@ class DuckDBEngine:
             rid = exp.alias_(position, RID, quoted=True)
             parts.append(exp.select(exp.Star(except_=[exp.column("file_row_number")]), rid).from_(scan))
         body = parts[0]
-        for part in parts[1:]:
-            body = exp.union(body, part, distinct=False)
+        for part in parts[1:]:  # by name, as Spark's unionByName: a file may hold the columns in another order
+            body = exp.union(body, part, distinct=False, by_name=True)
         try:
             if storage == "memory":
                 self._load_memory(rows, body, source.num_rows)

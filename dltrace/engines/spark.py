@@ -54,6 +54,15 @@ def _cores(master: str) -> int:
     return max(1, int(m.group(1)))
 
 
+# Session settings under which Spark parses or resolves SQL otherwise than its default, which dltrace (sqlglot's
+# Spark dialect) writes: (key, the default dltrace needs, what dltrace does as the default does).
+_PARSER_SETTINGS = (
+    ("spark.sql.caseSensitive", "false", "resolves names without case"),
+    ("spark.sql.ansi.doubleQuotedIdentifiers", "false", "reads \"text\" as a string"),
+    ("spark.sql.parser.escapedStringLiterals", "false", "reads a backslash in a string literal as an escape"),
+)
+
+
 def _conf_key(key: str) -> str:
     """``driver_memory`` -> ``spark.driver.memory``; keys already starting with ``spark.`` stay as they are."""
     return key if key.startswith("spark.") else "spark." + key.replace("_", ".")
@@ -78,13 +87,26 @@ class SparkEngine:
         if not self._owned:
             # One SparkContext per JVM: a running session (the user's, or the active one) keeps its settings
             # except the ones asked for here, which close() puts back; it is never stopped.
-            for k, v in conf.items():
-                self._settings.record(_conf_key(k), spark.conf.get(_conf_key(k), None), str(v))
-                spark.conf.set(_conf_key(k), str(v))
+            self.spark = spark
+            self._apply(conf)
         self.spark = spark
         self.made = Made(spark, self, self.exists, self._view_plan)  # every temp view this engine made
         self._frames: dict[str, Any] = {}  # name -> DataFrame kept cached/checkpointed for that view
         self._installed = False
+
+    def _apply(self, conf: dict[str, Any]) -> None:
+        """Set ``conf`` on the user's session; when Spark refuses one (a static setting such as
+        spark.driver.memory, a bad value), those already set are put back: no session exists yet to close."""
+        for k, v in conf.items():
+            key = _conf_key(k)
+            try:
+                with quiet():
+                    before = self.spark.conf.get(key, None)
+                    self.spark.conf.set(key, str(v))
+            except spark_errors() as e:
+                self._settings.restore(lambda name: self.spark.conf.get(name, None), self._put_setting)
+                raise QueryError(f"Spark cannot set {key} on this SparkSession: {one_line(e)}") from None
+            self._settings.record(key, before, str(v))
 
     @staticmethod
     def _build(master: str, conf: dict[str, Any]):
@@ -230,16 +252,18 @@ class SparkEngine:
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != RID}
 
     # -- queries --------------------------------------------------------------------------------
-    def _check_case_insensitive(self) -> None:
-        """dltrace resolves names as Spark does by default, without case (sqlglot's Spark dialect, its catalog's
-        keys): on a session set to tell `a` from `A` it would read the wrong column. Asked at each query, since the
-        user may change the setting at any time."""
-        if str(self.spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true":
-            raise QueryError("dltrace resolves names without case, as Spark does by default: set "
-                             "spark.sql.caseSensitive to false on this SparkSession to run queries through dltrace")
+    def _check_parser_settings(self) -> None:
+        """dltrace writes and reads SQL as Spark's default parser does (sqlglot's Spark dialect, names resolved
+        without case): on a session set to parse otherwise the same text is another query (`a` told from `A`, a
+        "g" read as a column, '\\d' kept with its backslash). Asked at each query, since the user may change the
+        settings at any time."""
+        for key, default, why in _PARSER_SETTINGS:
+            if str(self.spark.conf.get(key, default)).lower() != default:
+                raise QueryError(f"dltrace {why}, as Spark does by default: set {key} to {default} on this "
+                                 "SparkSession to run queries through dltrace")
 
     def sql(self, text: str) -> pa.Table:
-        self._check_case_insensitive()
+        self._check_parser_settings()
         try:
             with quiet():
                 return self.spark.sql(text).toArrow()
@@ -262,7 +286,7 @@ class SparkEngine:
 
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
-        self._check_case_insensitive()
+        self._check_parser_settings()
         try:
             with quiet():
                 return list(self.spark.sql(text).columns)
