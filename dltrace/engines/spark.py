@@ -295,7 +295,7 @@ class SparkEngine:
 
     def column_types(self, text: str) -> list[str]:
         """The SQL types of the output columns of query ``text``, as Spark spells them (analysed, not run)."""
-        self._check_case_insensitive()
+        self._check_parser_settings()
         try:
             with quiet():
                 return [f.dataType.simpleString() for f in self.spark.sql(text).schema.fields]
