@@ -231,12 +231,21 @@ WITNESSES = [
     ("SELECT t.a, sum(t.b) - (SELECT min(u.c) FROM u) AS d FROM t WHERE t.b < (SELECT max(u.c) * 3 FROM u) "
      "GROUP BY t.a", [((1, Decimal(9)), L([0], [0, 1, 2, 3])), ((2, Decimal(19)), L([1], [0, 1, 2, 3]))]),
     # ... and those it does not: in ORDER BY (refused in place), holding a correlated EXISTS of its own (max 7 over u's
-    # rows 0 and 3, their witnesses t's rows 1 and 3), its value tested by IS NULL (9: no witness); as decorrelated
+    # rows 0 and 3, their witnesses t's rows 1 and 3), its value tested by IS NULL (9, not NULL: a value, not a
+    # predicate, so its rows are witnesses as the reference evaluator reads them; decorrelated, its `_u.m IS NULL`
+    # was taken for sqlglot's test of an EXISTS, negated: no witness, where a COUNT's, read through COALESCE, had
+    # them); as decorrelated
     ("SELECT a, b FROM t WHERE b > 5 ORDER BY b - (SELECT min(c) FROM u) DESC LIMIT 2",
      [((None, 30), L([2])), ((2, 20), L([1]))]),
     ("SELECT a FROM t WHERE b > (SELECT max(c) FROM u WHERE EXISTS (SELECT 1 FROM t WHERE t.a = u.a))",
      [((1,), L([0, 1, 3], [0, 3])), ((2,), L([1, 3], [0, 3])), ((None,), L([1, 2, 3], [0, 3]))]),
-    ("SELECT a FROM t WHERE (SELECT max(c) FROM u) IS NULL OR a = 1", [((1,), L([0]))]),
+    ("SELECT a FROM t WHERE (SELECT max(c) FROM u) IS NULL OR a = 1", [((1,), L([0], [0, 1, 2, 3]))]),
+    # ... and correlated: its rows for the outer row are witnesses whatever IS NULL answers (u's rows 0 and 3 for
+    # a = 2, none for a = 1 or NULL); only the COUNT-like ones, read through COALESCE, had them before
+    ("SELECT a, (SELECT max(u.c) FROM u WHERE u.a = t.a) IS NULL AS n FROM t",
+     [((1, True), L([0])), ((2, False), L([1], [0, 3])), ((None, True), L([2])), ((2, False), L([3], [0, 3]))]),
+    ("SELECT a FROM t WHERE (SELECT max(CASE WHEN u.c > 100 THEN u.c END) FROM u WHERE u.a = t.a) IS NULL",
+     [((1,), L([0])), ((2,), L([1], [0, 3])), ((None,), L([2])), ((2,), L([3], [0, 3]))]),
     # ... and one calling random() is decorrelated, its lineage beside its value (test below)
     ("SELECT t.a FROM t WHERE t.b > (SELECT min(u.c) FROM u WHERE random() < 2)",
      [((1,), L([0], [0, 1, 2, 3])), ((2,), L([1], [0, 1, 2, 3])), ((None,), L([2], [0, 1, 2, 3]))]),

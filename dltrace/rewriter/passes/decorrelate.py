@@ -90,6 +90,7 @@ REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorr
 ZERO_FILL = "dl_zero_fill"  # meta key of the COALESCE(_u.c, 0) sqlglot reads a decorrelated COUNT through
 SCALAR_IN_PLACE = "dl_scalar_in_place"  # meta key of an uncorrelated scalar subquery left where it is written
 NO_WITNESSES = "dl_no_witnesses"  # meta key of a NOT EXISTS left in place: no row has witnesses in it
+SCALAR_VALUE = "dl_scalar_value"  # meta key of a scalar subquery's SELECT: its joined column is a value, not a test
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
 _QUANTIFIED_AT = "dl_quantified_at"  # meta key: where the user wrote an ANY / ALL (sqlglot may rewrite it)
@@ -143,6 +144,11 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         quantified.meta[_QUANTIFIED_AT] = position(quantified)
     for written in tree.find_all(exp.Coalesce):
         written.meta[_WRITTEN] = True
+    # a scalar's value tested (`(SELECT max(v) ...) IS NULL`) becomes `_u.c IS NULL`, the form of sqlglot's EXISTS
+    # test: its SELECT is marked, so that the test reads as a value's (its rows witnesses), as the user wrote it
+    for holder in _holders(tree):
+        if isinstance(holder, exp.Subquery) and not isinstance(holder.parent, (exp.In, exp.Any, exp.All)):
+            holder.this.meta[SCALAR_VALUE] = True
     try:
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
