@@ -152,3 +152,33 @@ def test_on_spark_a_correlated_scalar_over_another_aggregate(spark_session, sql)
             assert got == want, (row, got, want)
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("dialect,call,name", [
+    ("spark", "count_min_sketch(u.c, 0.5d, 0.5d, 1)", "COUNT_MIN_SKETCH"),  # (a binary state over no rows)
+    ("spark", "hll_sketch_agg(u.c)", "HLL_SKETCH_AGG"),
+    ("duckdb", "approx_top_k(u.c, 2)", "APPROX_TOP_K"),
+    ("duckdb", "len(approx_top_k(u.c, 2)) + count(*)", "APPROX_TOP_K"),  # (inside an expression of aggregates)
+])
+def test_an_aggregate_whose_value_over_no_rows_is_not_stated_is_refused_by_name(dialect, call, name):
+    sql = f"SELECT t.a, (SELECT {call} FROM u WHERE u.a = t.a) AS v FROM t"
+    schema = {"t": {"a": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
+    with pytest.raises(dltrace.UnsupportedQuery, match=rf"\(SCALAR over {name}, whose value over no rows dltrace "
+                                                        rf"does not know on {dialect}\), at line 1, col"):
+        dltrace.rewrite(sql, dialect=dialect, schema=schema)
+
+
+def test_a_users_aggregate_is_the_engines_error_not_an_answer():
+    """A function dltrace does not know as an aggregate (a DuckDB macro over sum) reads as a lookup of a value:
+    the engine refuses the MAX() around it as a nested aggregate, and that error is returned."""
+    session = dltrace.connect("duckdb")
+    try:
+        session.register("t", pa.table({"a": [1, 2]}))
+        session.register("u", pa.table({"a": [1, 1], "c": [5, 6]}))
+        session.engine.sql("CREATE MACRO twice_the_sum(x) AS sum(x) * 2")  # (the engine's own statement)
+        sql = "SELECT t.a, (SELECT twice_the_sum(u.c) FROM u WHERE u.a = t.a) AS v FROM t"
+        assert sorted(session.sql(sql).to_pylist(), key=repr) == [{"a": 1, "v": 22}, {"a": 2, "v": None}]
+        with pytest.raises(dltrace.QueryError, match="nested"):
+            session.run(sql)
+    finally:
+        session.close()

@@ -159,10 +159,9 @@ def refuse_unknown(tree: exp.Expression, dialect: str, written_as: str) -> None:
             base = aggregate_call(call)
             if over_no_rows(base, dialect) is not None:
                 continue
-            name = base.name if type(base) is exp.AnonymousAggFunc else base.sql_name()
             written = sub.meta.get(written_as, sub)
             raise UnsupportedQuery(
-                f"a correlated subquery that could not be decorrelated (SCALAR over {name.upper()}, whose value "
+                f"a correlated subquery that could not be decorrelated (SCALAR over {_name(base)}, whose value "
                 f"over no rows dltrace does not know on {dialect}), at {position(written)}")
 
 
@@ -184,20 +183,30 @@ def restore(tree: exp.Expression) -> None:
     """After sqlglot ran: put each stand-in's call back, and write the value over no rows of one that is not 0 (an
     empty array) into the COALESCE sqlglot reads its joined column through."""
     for wrapper in [n for n in tree.find_all(exp.Max, exp.Count) if STAND_IN in n.meta]:
-        if wrapper.meta[STAND_IN] == _EMPTY_ARRAY:
-            for fill in _fills_of(wrapper):
+        fills = _fills_of(wrapper)
+        if wrapper.meta[STAND_IN] == _EMPTY_ARRAY and fills is not None:
+            if not fills:  # (sqlglot reads a COUNT through its COALESCE; without one the value would be NULL)
+                raise UnsupportedQuery(f"a correlated subquery over {_name(aggregate_call(wrapper.this))} read "
+                                       f"otherwise than dltrace fills its value over no rows, at "
+                                       f"{position(wrapper.this)}")
+            for fill in fills:
                 fill.set("expressions", [exp.Array(expressions=[])])
         wrapper.replace(wrapper.this)
 
 
-def _fills_of(wrapper: exp.Expression) -> list[exp.Coalesce]:
+def _name(call: exp.AggFunc) -> str:
+    """The aggregate's name as a refusal writes it (``APPROX_TOP_K``, ``COUNT_MIN_SKETCH``)."""
+    return (call.name if type(call) is exp.AnonymousAggFunc else call.sql_name()).upper()
+
+
+def _fills_of(wrapper: exp.Expression) -> list[exp.Coalesce] | None:
     """The ``COALESCE(_u.c, 0)`` nodes reading the column ``c`` that ``wrapper`` is the projection of, in the
-    SELECT whose join item ``_u`` is the grouped subquery holding it (none when it was not decorrelated)."""
+    SELECT whose join item ``_u`` is the grouped subquery holding it; None when it was not decorrelated."""
     item = wrapper.parent
     select = item.parent if isinstance(item, exp.Alias) else None
     holder = select.parent if isinstance(select, exp.Select) else None
     if not isinstance(holder, exp.Subquery) or not isinstance(holder.parent, exp.Join):
-        return []
+        return None
     outer, alias, name = holder.parent.parent, holder.alias_or_name, item.alias_or_name
     return [c for c in outer.find_all(exp.Coalesce)
             if isinstance(c.this, exp.Column) and c.this.table == alias and c.this.name == name
