@@ -25,14 +25,15 @@ grouped subquery unread), and:
   gives the value over no rows too.
 
 The values over no rows are the engines' own, each checked on DuckDB 2.0.1 and Spark 4
-(``tests/test_empty_aggregates.py``: over no rows, and over rows of NULLs for a value filled through COALESCE); they
-differ between the two (``count_if``:
-NULL on DuckDB, 0 on Spark; ``list`` / ``array_agg``: NULL on DuckDB, ``[]`` on Spark), and the engine's own
-dialect decides (the SQL it runs). An aggregate not listed -- a sketch whose empty value is a binary state
-(Spark's ``count_min_sketch``, ``hll_sketch_agg``), one sqlglot does not write back as the engine reads it
-(``approx_top_k``), a function the engine does not name an aggregate (a user's macro or UDAF) -- is refused by
-name (:func:`refuse_unknown`). Lineage is unchanged by the stand-in: the grouped subquery's rows are the
-subquery's rows for the outer row, its witnesses as for a COUNT.
+(``tests/test_empty_aggregates.py``: over no rows, and over rows of NULLs for a value filled through COALESCE);
+they differ between the two (``count_if``: NULL on DuckDB, 0 on Spark; ``list`` / ``array_agg``: NULL on DuckDB,
+``[]`` on Spark), and the engine's own dialect decides (the SQL it runs). An aggregate not listed -- a sketch
+whose value over no rows is a binary state (Spark's ``count_min_sketch``, ``hll_sketch_agg``), one sqlglot does
+not write back as the engine reads it (DuckDB's ``approx_top_k``) -- is refused by name (:func:`refuse_unknown`).
+(A function dltrace does not know as an aggregate, a user's macro or UDAF, is no aggregate to the rewriter: the
+subquery reads as a lookup of a value, whose ``MAX()`` the engine refuses as a nested aggregate.) Lineage is
+unchanged by the stand-in: the grouped subquery's rows are the subquery's rows for the outer row, its witnesses
+as for a COUNT.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import in_a_clause, is_correlated, subquery_kind
 from dltrace.rewriter.shape import ungrouped
 
-#: meta key of the MAX() / COUNT() written around an aggregate call while sqlglot decorrelates: the value over no
-#: rows to fill (None: NULL, which the LEFT JOIN gives)
+#: meta key of the MAX() / COUNT() written around an aggregate call while sqlglot decorrelates: its value over no
+#: rows ("null": the LEFT JOIN's own; "zero": sqlglot's COALESCE; "empty_array": written into that COALESCE)
 STAND_IN = "dl_stand_in"
 
 _NULL, _ZERO, _EMPTY_ARRAY = "null", "zero", "empty_array"
