@@ -122,9 +122,9 @@ def split_aggregate_values(tree: exp.Expression, dialect: str) -> None:
     as over no rows; another aggregate whose value over no rows dltrace knows on the engine is filled with it:
     :mod:`empty_aggregates`). An aggregate call is taken whole, with its FILTER, DISTINCT or ORDER BY. Each piece
     is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their union is the subquery's); the
-    expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where
-    the user's subquery was used (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a
-    piece sits in an ``IS NULL`` (:func:`_under_is_null`).
+    expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where the user's subquery was used
+    (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a piece sits in an ``IS NULL``
+    (:func:`_under_is_null`).
     """
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
@@ -188,8 +188,9 @@ def read_scalars_in_expressions(tree: exp.Expression, dialect: str) -> None:
     alone inside a function or arithmetic (refused then: "could not be decorrelated"). Under ``IS NULL``
     (:func:`_under_is_null`, taken off after) sqlglot reads it: a LEFT JOIN of the aggregate grouped by the
     correlation keys, whose value is the engine's for every outer row (one row per key, NULL where none
-    joins, as the subquery's aggregate over no rows -- sqlglot fills a missing COUNT with 0). Valid in a SELECT
-    that does not aggregate (after a grouping it is read per group: :func:`read_group_constants_per_row`)."""
+    joins, as the subquery's aggregate over no rows -- sqlglot fills a missing COUNT with 0, and another aggregate
+    is filled with its value over no rows: :mod:`empty_aggregates`). Valid in a SELECT that does not aggregate
+    (after a grouping it is read per group: :func:`read_group_constants_per_row`)."""
     for sub in list(tree.find_all(exp.Subquery)):
         parent = sub.parent
         if parent is None or sub.root() is not tree:
