@@ -9,7 +9,8 @@ LIMIT/OFFSET anywhere (subqueries, set-operation branches), parenthesised querie
 OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI
 joins (ON equalities, an inequality, NULL keys; USING; joins before and after them), and subquery predicates
 (EXISTS, IN, NOT IN, op ANY/ALL with every comparison, scalar subqueries, their value maybe an expression of
-aggregates) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and an aggregate's argument (``sum(CASE WHEN
+aggregates or another aggregate: ``count_if``, FILTER, ``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``)
+in WHERE, JOIN ON, HAVING, the SELECT list, CASE and an aggregate's argument (``sum(CASE WHEN
 x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT ...))``), under NOT / OR / ``= false`` / IS
 NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not know (``product``, ``list_sum``); user names
 that look like internal ones. Every query records the feature names it uses (``Generated.features``) so a failure
@@ -59,18 +60,20 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "aggregate_expression", "group_over_groups", "group_over_left_join", "exists_after_filter",
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
-                      "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate"})
+                      "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
+                      "other_aggregate"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
 # (SEMI / ANTI joins and (q) ORDER BY ... are rendered in DuckDB's syntax and not yet checked on Spark; QUALIFY and
 # unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark; POSITIONAL JOIN is DuckDB's;
 # subquery predicates inside an aggregate's argument are not yet run on Spark either, whose analyzer restricts where
-# a predicate subquery may stand)
+# a predicate subquery may stand; the other aggregates are DuckDB's: Spark's count_if is 0 over no rows, and it
+# orders string_agg by WITHIN GROUP)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
-                             "join_positional", "subquery_in_aggregate"}
+                             "join_positional", "subquery_in_aggregate", "other_aggregate"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -454,13 +457,19 @@ class Gen:
             lookup = self.lookup_query(outer, ctes, typ)
             if lookup is not None:
                 return lookup
-        if typ == "int" and self.chance(2):
+        strings = typ == "str" and self.often("other_aggregate", 4)
+        if (typ == "int" and self.chance(2)) or strings:
             shadow, outer = self.shadow(outer)
             item, cols, _ = self.from_item(depth, ctes, outer, shadow)
-            agg = Agg(self.pick(["count", "sum", "min", "max"]), self.value(cols, "int", 0, ctes))
+            if strings:
+                agg = self.string_aggregate(cols)
+            elif self.often("other_aggregate", 3):
+                agg = self.other_aggregate(cols, ctes)
+            else:
+                agg = Agg(self.pick(["count", "sum", "min", "max"]), self.value(cols, "int", 0, ctes))
             where = self.pred(cols + outer, depth, ctes) if self.chance(2) else None
             outer_ints = [c for c in outer if c[2] == "int"]
-            if self.ok("aggregate_expression") and self.chance(2):
+            if not strings and self.ok("aggregate_expression") and self.chance(2):
                 agg = self.aggregate_expression(agg, cols, outer_ints, ctes)
             if outer_ints and self.chance(2):  # correlate with the outer query
                 self.feat("correlated_scalar")
@@ -498,6 +507,38 @@ class Gen:
             corr = Bin(op, Col(c[0], c[1]), Col(o[0], o[1]))
             where = corr if where is None else Bin("AND", where, corr)
         return Select([(self.value(cols, typ, 0, ctes), "c0")], item, where)
+
+    def other_aggregate(self, cols, ctes):
+        """An aggregate of an int value other than a bare COUNT / SUM / MIN / MAX, whose value over no rows a
+        decorrelation must give an outer row without rows (passes/empty_aggregates.py): DuckDB's ``count_if``
+        (NULL over none), ``count(*) FILTER (WHERE p)`` (0), ``sum(v) FILTER (...)``, ``median``, ``arg_max``,
+        ``CASE WHEN bool_or(p) THEN 1 ELSE 0 END``."""
+        self.feat("other_aggregate")
+        ints = [c for c in cols if c[2] == "int"]
+        v = self.value(cols, "int", 0, ctes)
+        test = Bin(self.pick([">", "<=", "="]), Col(*self.pick(ints)[:2]) if ints else v,
+                   Lit(self.draw(st.integers(-1, 3))))
+        form = self.pick(["count_if", "count_filter", "filter", "median", "arg_max", "bool"])
+        self.feat(f"other_aggregate_{form}")
+        if form == "count_if":
+            return Agg("count_if", test)
+        if form == "count_filter":  # count(*), count(v) or count(DISTINCT v), FILTER (WHERE test)
+            arg = self.pick([None, v])
+            return Agg("count", arg, arg is not None and self.chance(2), test)
+        if form == "filter":
+            return Agg(self.pick(["sum", "min", "max"]), v, False, test)
+        if form in ("median", "arg_max"):
+            return Agg(form, v)
+        return Case(Agg(self.pick(["bool_or", "bool_and"]), test), Lit(1), Lit(0))
+
+    def string_aggregate(self, cols):
+        """``string_agg([DISTINCT] s, ',' ORDER BY s)`` of a string column (an ordered aggregate, NULL over no
+        rows), else ``min`` of a string literal."""
+        self.feat("other_aggregate", "other_aggregate_string_agg")
+        strs = [c for c in cols if c[2] == "str"]
+        if not strs:
+            return Agg("min", Lit(self.pick(STRINGS)))
+        return Agg("string_agg", Col(*self.pick(strs)[:2]), self.chance(3))
 
     def aggregate_expression(self, agg, cols, outer_ints, ctes):
         """An expression over aggregates, as users write them in a scalar subquery (``coalesce(sum(v), 0)``,

@@ -5,7 +5,10 @@ Rows and values follow SQL (DuckDB) exactly: three-valued logic (a comparison wi
 are Kleene's), ``x IN (S)`` is TRUE when some s equals x, else NULL when x or some s is NULL (and S is not
 empty), else FALSE; ``x op ANY (S)`` likewise with ``op``; ``x op ALL (S)`` is TRUE over an empty S, FALSE when
 some comparison is FALSE, else NULL when some is NULL; a scalar subquery over zero rows is NULL. Aggregates
-skip NULLs: count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows. Grouping and
+skip NULLs: count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows; DuckDB's count_if
+is NULL over no values too (Spark's would be 0), median the middle value (the mean of the two middle ones),
+``string_agg(x, ',' ORDER BY x)`` and ``arg_max(x, x)`` as their DuckDB forms; ``FILTER (WHERE p)`` reads the
+group's rows where ``p`` is TRUE (its witnesses unioned over the group's rows, like an argument's). Grouping and
 set operations treat NULLs as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of
 every output column (``(q) ORDER BY ...``, refquery.Paren: every output column in some order, each ASC or DESC,
 NULLS FIRST or LAST).
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import statistics
 
 from dataclasses import dataclass
 
@@ -485,9 +489,13 @@ class Evaluator:
                 raise EvalError("aggregate outside an aggregation")
             # the argument is evaluated per input row of the group: its subquery witnesses (under the polarity
             # the aggregate stands in) are unioned over the group's rows, like WHERE witnesses under an aggregation
-            got = [(None, EMPTY) if e.arg is None else self.ev(e.arg, (f,) + env[1:], ctes, pos) for f in group]
+            members, tested = group, []
+            if e.filter is not None:  # (the rows FILTER keeps; its own witnesses unioned over the group's rows)
+                tested = [self.ev(e.filter, (f,) + env[1:], ctes, pos) for f in group]
+                members = [f for f, (v, _) in zip(group, tested) if v is True]
+            got = [(None, EMPTY) if e.arg is None else self.ev(e.arg, (f,) + env[1:], ctes, pos) for f in members]
             vals = [v for v, _ in got]
-            return _aggregate(e.name, e.arg is None, e.distinct, vals), frozenset().union(*(w for _, w in got))
+            return _aggregate(e.name, e.arg is None, e.distinct, vals), frozenset().union(*(w for _, w in got + tested))
         if t is Win:
             return env[0].extra[id(e)], EMPTY
         if t is Not:
@@ -628,6 +636,14 @@ def _aggregate(name: str, star: bool, distinct: bool, vals: list):
         for v in vals:
             out *= v
         return out
+    if name == "count_if":  # DuckDB's: a sum of the TRUE ones, NULL over no non-NULL value (Spark's: 0)
+        return sum(1 for v in vals if v is True)
+    if name == "median":
+        return statistics.median(vals)
+    if name == "arg_max":  # arg_max(x, x): x where x is largest, rows with a NULL x left out
+        return max(vals)
+    if name == "string_agg":  # ordered by its argument, ',' between
+        return ",".join(sorted(vals))
     raise EvalError(f"unknown aggregate {name}")
 
 

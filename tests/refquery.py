@@ -92,9 +92,10 @@ class Func:
 
 @dataclass(frozen=True, eq=False)
 class Agg:
-    name: str  # count sum min max product bool_or bool_and
+    name: str  # count sum min max product bool_or bool_and count_if median arg_max string_agg
     arg: "Expr | None" = None  # None: count(*)
     distinct: bool = False
+    filter: "Expr | None" = None  # FILTER (WHERE filter)
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,8 +251,14 @@ def _func(e: Func) -> str:
 
 def _agg(e: Agg) -> str:
     if e.arg is None:
-        return "count(*)"
-    return f"{e.name}({'DISTINCT ' if e.distinct else ''}{render(e.arg)})"
+        call = "count(*)"
+    elif e.name == "string_agg":  # (ordered by its argument: a value the engine gives whatever its plan)
+        call = f"string_agg({'DISTINCT ' if e.distinct else ''}{render(e.arg)}, ',' ORDER BY {render(e.arg)})"
+    elif e.name == "arg_max":  # (by the argument itself: no ties between other values)
+        call = f"arg_max({render(e.arg)}, {render(e.arg)})"
+    else:
+        call = f"{e.name}({'DISTINCT ' if e.distinct else ''}{render(e.arg)})"
+    return call if e.filter is None else f"{call} FILTER (WHERE {render(e.filter)})"
 
 
 def _win(e: Win) -> str:

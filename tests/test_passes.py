@@ -88,6 +88,7 @@ PASSES = {
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
+    "decorrelate_spark.sql": (None, decorrelate, "spark", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
     "cross_joins.sql": (None, explicit_cross_joins, "duckdb", "set"),

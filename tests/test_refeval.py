@@ -238,3 +238,25 @@ def test_a_predicate_inside_an_aggregates_argument_is_witnessed_per_input_row():
     # an uncorrelated EXISTS over zero rows: nothing either
     exists = Agg("bool_or", Exists(Select([(Lit(1), "x")], t("b"))))
     assert _nulls_last(Select([(exists, "b")], t("a"), nothing, group=[])) == [((None,), [])]
+
+
+def test_the_other_aggregates_are_duckdbs():
+    """count_if (NULL over no value, as DuckDB's sum-like one), a FILTER, median, arg_max(x, x) and an ordered
+    string_agg: the interpreter's values are DuckDB's, per group, over no rows, and in a correlated scalar
+    subquery (an outer row without rows: the value over none)."""
+    from refquery import Agg, Bin, Scalar
+    data = {**DATA, "s": pa.table({"k": [1, 1, 2, None], "v": [3, None, 8, 1], "s": ["b", "a", None, "c"]})}
+    k, v, s = Col("t_s", "k"), Col("t_s", "v"), Col("t_s", "s")
+    big = Bin(">", v, Lit(2))
+    aggs = [Agg("count_if", big), Agg("count", None, False, big), Agg("count", v, True, big),
+            Agg("sum", v, False, big), Agg("median", v), Agg("arg_max", v), Agg("string_agg", s),
+            Agg("string_agg", s, True, Bin("<>", s, Lit("a")))]
+    items = [(a, f"c{i}") for i, a in enumerate(aggs)]
+    duck = Duck()
+    duck.load(data)
+    for q in (Select([(k, "k")] + items, t("s"), group=[k]),
+              Select(items, t("s"), Bin(">", v, Lit(100)), group=[]),
+              Select([(Col("t_a", "k"), "k")] + [(Scalar(Select([(a, "m")], t("s"), Bin("=", k, Col("t_a", "k")),
+                                                                group=[])), f"c{i}") for i, a in enumerate(aggs)],
+                     t("a"))):
+        assert Counter(Evaluator(data).run(q).rows) == Counter(duck.con.sql(render(q)).fetchall()), render(q)

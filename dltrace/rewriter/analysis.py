@@ -33,6 +33,7 @@ from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_SUBQUERIES,
+    SCALAR_VALUE,
     ZERO_FILL,
     decorrelate,
     has_decorrelated,
@@ -74,7 +75,7 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bo
         if sub.meta.get(DECORRELATED):
             select = sub.find_ancestor(exp.Select)
             refs = _uses(select, sub)
-            if any(_is_existence_test(ref) for ref in refs):
+            if not sub.this.meta.get(SCALAR_VALUE) and any(_is_existence_test(ref) for ref in refs):
                 positive = any(not _is_existence_test(r) or not negated(r, select) for r in refs)
                 condition = None if positive else exp.false()
             else:  # a scalar subquery's value

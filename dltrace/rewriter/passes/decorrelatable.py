@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
+from dltrace.rewriter.passes.empty_aggregates import SQLGLOT_AGGREGATES, aggregate_calls, known_call, stands_in
 from dltrace.rewriter.passes.key_types import identity_keys
 from dltrace.rewriter.shape import aggregates, conjuncts, is_aggregate, one_row_aggregate, random_call, ungrouped
 
@@ -109,10 +110,7 @@ def over_the_same_rows(query: exp.Select, value: exp.Expression, name: str) -> e
     return copied
 
 
-_SQLGLOT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)  # what sqlglot decorrelates (30.30)
-
-
-def split_aggregate_values(tree: exp.Expression) -> None:
+def split_aggregate_values(tree: exp.Expression, dialect: str) -> None:
     """``(SELECT f(agg1, ..., aggn) FROM r WHERE w)``, correlated, as ``(f((SELECT agg1 FROM r WHERE w), ...,
     (SELECT aggn FROM r WHERE w)))`` where sqlglot would not decorrelate ``f`` itself.
 
@@ -121,18 +119,20 @@ def split_aggregate_values(tree: exp.Expression) -> None:
     reads nothing else of them (every column outside the aggregates is the outer query's): each aggregate's own
     subquery gives the same value, also over no rows, where ``f`` of it -- ``coalesce(NULL, 0)``, ``0 + 1`` --
     is then the engine's own value (sqlglot fills a missing COUNT with 0, a missing SUM/AVG/MIN/MAX stays NULL,
-    as over no rows). Each piece is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their
-    union is the subquery's); the expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where
-    the user's subquery was used (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a
-    piece sits in an ``IS NULL`` (:func:`_under_is_null`).
+    as over no rows; another aggregate whose value over no rows dltrace knows on the engine is filled with it:
+    :mod:`empty_aggregates`). An aggregate call is taken whole, with its FILTER, DISTINCT or ORDER BY. Each piece
+    is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their union is the subquery's); the
+    expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where the user's subquery was used
+    (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a piece sits in an ``IS NULL``
+    (:func:`_under_is_null`).
     """
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
-        if not in_a_clause(sub) or not _splittable(query):
+        if not in_a_clause(sub) or not _splittable(query, dialect):
             continue
         value = query.expressions[0].unalias().copy()
         users = sub.copy()  # what a refusal of a piece names: the user's subquery
-        for agg in list(value.find_all(*_SQLGLOT_AGGREGATES)):
+        for agg in aggregate_calls(value):
             written = exp.Subquery(this=over_the_same_rows(query, agg.copy(), "_dl_value"))
             written.meta[WRITTEN_AS] = users
             agg.replace(_under_is_null(written))
@@ -180,7 +180,7 @@ def read_group_constants_per_row(tree: exp.Expression, schema: dict | None, dial
         node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))
 
 
-def read_scalars_in_expressions(tree: exp.Expression) -> None:
+def read_scalars_in_expressions(tree: exp.Expression, dialect: str) -> None:
     """A correlated scalar subquery of one aggregate nested in an expression of a SELECT list (``coalesce((SELECT
     max(w) FROM u WHERE u.k = t.k), 0)``, ``(SELECT count(*) ...) + 1``), decorrelated as a bare one is.
 
@@ -188,8 +188,9 @@ def read_scalars_in_expressions(tree: exp.Expression) -> None:
     alone inside a function or arithmetic (refused then: "could not be decorrelated"). Under ``IS NULL``
     (:func:`_under_is_null`, taken off after) sqlglot reads it: a LEFT JOIN of the aggregate grouped by the
     correlation keys, whose value is the engine's for every outer row (one row per key, NULL where none
-    joins, as the subquery's aggregate over no rows -- sqlglot fills a missing COUNT with 0). Valid in a SELECT
-    that does not aggregate (after a grouping it is read per group: :func:`read_group_constants_per_row`)."""
+    joins, as the subquery's aggregate over no rows -- sqlglot fills a missing COUNT with 0, and another aggregate
+    is filled with its value over no rows: :mod:`empty_aggregates`). Valid in a SELECT that does not aggregate
+    (after a grouping it is read per group: :func:`read_group_constants_per_row`)."""
     for sub in list(tree.find_all(exp.Subquery)):
         parent = sub.parent
         if parent is None or sub.root() is not tree:
@@ -204,7 +205,7 @@ def read_scalars_in_expressions(tree: exp.Expression) -> None:
             continue
         query = sub.this
         if not (isinstance(query, exp.Select) and is_correlated(query) and one_value(query, correlated=True)
-                and _sqlglot_decorrelates(query.expressions[0].unalias())):
+                and decorrelates(query.expressions[0].unalias(), dialect)):
             continue
         sub.replace(_under_is_null(sub.copy()))
 
@@ -218,29 +219,36 @@ def _under_is_null(sub: exp.Subquery) -> exp.Is:
     return wrapper
 
 
-def _splittable(query: exp.Expression) -> bool:
-    """A correlated one-row aggregate whose value is an expression of COUNT/SUM/AVG/MIN/MAX calls and the outer
-    query's columns that sqlglot does not decorrelate as it is."""
+def _splittable(query: exp.Expression, dialect: str) -> bool:
+    """A correlated one-row aggregate whose value is an expression of aggregate calls (each with a value over no
+    rows dltrace knows: :func:`empty_aggregates.known_call`) and the outer query's columns, that the decorrelation
+    does not take as it is."""
     if not (isinstance(query, exp.Select) and ungrouped(query) and len(query.expressions) == 1
             and not any(query.args.get(k) for k in ("distinct", "order", "windows"))
             and is_correlated(query)):
         return False
     value = query.expressions[0].unalias()
-    if value.find(exp.Query, exp.Window, exp.Filter) is not None or _sqlglot_decorrelates(value):
+    if value.find(exp.Query, exp.Window) is not None or decorrelates(value, dialect):
         return False
-    calls = list(value.find_all(exp.AggFunc))
-    if not calls or any(not isinstance(c, _SQLGLOT_AGGREGATES) or c.find_ancestor(exp.AggFunc) for c in calls):
-        return False
+    calls = aggregate_calls(value)
+    if not calls or not all(known_call(c, dialect) for c in calls):
+        return False  # (known_call: no aggregate inside another either)
     outer = {id(c) for c in outer_columns(query)}
-    outside = [c for c in value.find_all(exp.Column) if not c.find_ancestor(*_SQLGLOT_AGGREGATES)]
-    return all(id(c) in outer for c in outside)
+    inside = {id(c) for call in calls for c in call.find_all(exp.Column)}
+    return all(id(c) in outer for c in value.find_all(exp.Column) if id(c) not in inside)
+
+
+def decorrelates(value: exp.Expression, dialect: str) -> bool:
+    """Is a correlated scalar subquery of this value decorrelated as it is: sqlglot takes it, or it is one aggregate
+    call written through :func:`empty_aggregates.stand_in`?"""
+    return _sqlglot_decorrelates(value) or stands_in(value, dialect)
 
 
 def _sqlglot_decorrelates(value: exp.Expression) -> bool:
     """Does sqlglot's decorrelation take this scalar aggregate as it is (one aggregate, or arithmetic of numbers
     and aggregates other than COUNT; sqlglot 30.30's ``_is_supported_scalar_aggregate``)?"""
     value = value.unnest()
-    if isinstance(value, _SQLGLOT_AGGREGATES):
+    if isinstance(value, SQLGLOT_AGGREGATES):
         return True
     if isinstance(value, exp.Literal):
         return value.is_number

@@ -19,6 +19,11 @@ subquery is handed to sqlglot only when its rewrite is valid:
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
+- a correlated scalar subquery of one aggregate call sqlglot does not take (``string_agg``, ``list``, ``bool_or``,
+  ``count(*) FILTER (...)``, ``arg_max`` ...: sqlglot takes COUNT, SUM, AVG, MIN and MAX alone) whose value over no
+  rows dltrace knows on the engine is handed to sqlglot inside a MAX() (NULL over no rows) or a COUNT() (sqlglot
+  reads it through a COALESCE, whose fallback becomes the aggregate's value over no rows), the user's call put back
+  after (:func:`empty_aggregates.stand_in`); one whose value over no rows is not known is refused, naming it;
 - for forward lineage in witness semantics, a correlated scalar aggregate compared with the outer row by more than
   equalities (``WHERE u.d < t.d``), and an EXISTS or IN over plain rows correlated by a range alone or by two, are
   first read over a domain of the outer values, correlated by equalities only
@@ -77,6 +82,7 @@ from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_row
                                                     outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
+from dltrace.rewriter.passes.empty_aggregates import refuse_unknown, restore, stand_in
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.passes.outer_domains import join_outer_domains
 from dltrace.rewriter.passes.quantified_all import read_all_as_not_exists
@@ -90,6 +96,7 @@ REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorr
 ZERO_FILL = "dl_zero_fill"  # meta key of the COALESCE(_u.c, 0) sqlglot reads a decorrelated COUNT through
 SCALAR_IN_PLACE = "dl_scalar_in_place"  # meta key of an uncorrelated scalar subquery left where it is written
 NO_WITNESSES = "dl_no_witnesses"  # meta key of a NOT EXISTS left in place: no row has witnesses in it
+SCALAR_VALUE = "dl_scalar_value"  # meta key of a scalar subquery's SELECT: its joined column is a value, not a test
 _KEPT = "_DL_KEPT_SUBQUERY"  # placeholder function name while sqlglot decorrelates the others
 _WRITTEN = "dl_written"  # meta key of the query's own subqueries while sqlglot decorrelates (taken off after)
 _QUANTIFIED_AT = "dl_quantified_at"  # meta key: where the user wrote an ANY / ALL (sqlglot may rewrite it)
@@ -119,11 +126,11 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         read_lookups_as_aggregates(tree, WRITTEN_AS)
     read_all_as_not_exists(tree, WRITTEN_AS)
     count_rows_of_true_exists(tree)
-    split_aggregate_values(tree)
+    split_aggregate_values(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
         join_outer_domains(tree, REDUCTION, WRITTEN_AS)
     read_group_constants_per_row(tree, context.schema, context.dialect)
-    read_scalars_in_expressions(tree)
+    read_scalars_in_expressions(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":
         for holder in late_witness_exists(tree):  # left in place, their witnesses joined after the filter
             holder.meta[LATE_WITNESS] = True
@@ -133,7 +140,9 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
             holder.meta[SCALAR_IN_PLACE] = True
         for holder in covered_in_subqueries(tree, _in_a_clause_subquery):
             holder.meta[COVERED_WITNESSES] = True
+    refuse_unknown(tree, context.dialect, WRITTEN_AS)  # (kept in place or not: a correlated one is refused)
     kept = _keep_in_place(tree)
+    stand_in(tree, context.dialect)  # (after: a subquery kept in place is the user's as written)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
     # a join, and the derived tables inside it with it (which a test of identity took for decorrelation's own:
     # `(SELECT count(*) FROM (SELECT ...) AS d)` lost d's lineage); meta travels with a copy
@@ -143,10 +152,16 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         quantified.meta[_QUANTIFIED_AT] = position(quantified)
     for written in tree.find_all(exp.Coalesce):
         written.meta[_WRITTEN] = True
+    # a scalar's value tested (`(SELECT max(v) ...) IS NULL`) becomes `_u.c IS NULL`, the form of sqlglot's EXISTS
+    # test: its SELECT is marked, so that the test reads as a value's (its rows witnesses), as the user wrote it
+    for holder in _holders(tree):
+        if isinstance(holder, exp.Subquery) and not isinstance(holder.parent, (exp.In, exp.Any, exp.All)):
+            holder.this.meta[SCALAR_VALUE] = True
     try:
         tree = unnest_subqueries(tree)
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
+    restore(tree)
     # sqlglot reads a decorrelated COUNT as COALESCE(_u.c, 0) (0 over no rows): the subquery's value, not a
     # function of it -- its witnesses are decided where that COALESCE is used (analysis._value_use)
     for coalesce in tree.find_all(exp.Coalesce):
