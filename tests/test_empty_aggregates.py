@@ -16,8 +16,7 @@ import sqlglot
 from sqlglot import exp
 
 import dltrace
-from dltrace.engines import lineage_functions
-from dltrace.rewriter.passes import empty_aggregates
+from dltrace.engines import aggregates_over_no_rows, lineage_functions
 from dltrace.rewriter.passes.empty_aggregates import aggregate_call, over_no_rows
 
 # the columns the samples read: x, y integers, s a string, b a boolean
@@ -70,8 +69,9 @@ def test_every_listed_aggregate_has_a_sample(dialect, samples):
     assert all(value is not None for _, value in stated), [s for s, (_, v) in zip(samples, stated) if v is None]
     classes = {type(call) for call, _ in stated}
     names = {call.name.lower() for call, _ in stated if type(call) is exp.AnonymousAggFunc}
-    assert set(empty_aggregates._BY_CLASS[dialect]) <= classes
-    assert set(empty_aggregates._BY_NAME[dialect]) <= names
+    by_class, by_name = aggregates_over_no_rows(dialect)
+    assert set(by_class) <= classes
+    assert set(by_name) <= names
 
 
 def _check(samples, dialect, evaluate):

@@ -126,6 +126,13 @@ def names_columns_as_written(dialect: str) -> bool:
     return bool(functions is not None and functions.names_columns_as_written)
 
 
+def aggregates_over_no_rows(dialect: str) -> tuple[dict, dict]:
+    """What the engine of ``dialect`` gives an aggregate over no rows: ({sqlglot class: value}, {name: value}), the
+    values "null", "zero" or "empty_array"; nothing for a dialect no engine runs."""
+    functions = _FUNCTIONS.get(dialect.lower())
+    return (functions.empty_by_class, functions.empty_by_name) if functions is not None else ({}, {})
+
+
 def install_functions_on(target: Any) -> None:
     """Register the dl_* SQL functions on a user's own DuckDB connection or SparkSession."""
     for adapter in (duckdb_adapter, spark_adapter):
@@ -149,5 +156,6 @@ __all__ = [
     "LineageFunctions", "add_rids_on", "generator_transforms", "install_functions_on", "lineage_functions", "make_engine",
     "string_escapes",
     "names_columns_as_written",
+    "aggregates_over_no_rows",
     "resolve_source",
 ]

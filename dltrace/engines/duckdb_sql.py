@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from dltrace.engines.lineage_sql import LineageFunctions, call, lam
+from dltrace.engines.lineage_sql import NULL_ON_BOTH, ZERO_ON_BOTH, LineageFunctions, call, lam
 
 # DuckDB's list_distinct hashes every element (12 s for Q1's 6M rids at SF 1); aggregating the rids in
 # order and dropping each one equal to its predecessor is an order of magnitude faster (0.9 s), and for
@@ -32,6 +32,14 @@ class DuckDBFunctions(LineageFunctions):
     """Lineage SQL in DuckDB's dialect."""
 
     dialects = ("duckdb",)
+    # count_if is a sum on DuckDB (NULL over no rows), and list / array_agg NULL
+    empty_by_class = {**dict.fromkeys(NULL_ON_BOTH, "null"), **dict.fromkeys(ZERO_ON_BOTH, "zero"),
+                      exp.ArrayAgg: "null", exp.CountIf: "null"}
+    empty_by_name = {**dict.fromkeys(("arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null",
+                                      "arg_min_nulls_last", "bitstring_agg", "favg", "fsum", "histogram",
+                                      "histogram_exact", "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product",
+                                      "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan"), "null"),
+                     "count_star": "zero", "entropy": "zero"}  # (entropy: 0.0 over none, and over NULLs alone)
     # DuckDB 2.0's aggregates (duckdb_functions(), function_type = 'aggregate') that sqlglot 30.30 parses as
     # anonymous functions
     aggregate_functions = frozenset({

@@ -70,6 +70,11 @@ class LineageFunctions:
     # does the engine name a bare column of the SELECT list as the query writes it (`SELECT DEPTID` gives
     # DEPTID), or as its table stores it (deptId)?
     names_columns_as_written: ClassVar[bool] = False
+    # an aggregate's value over no rows on this engine ("null", "zero" or "empty_array"), by sqlglot class and, for
+    # the engine's aggregates sqlglot does not know (``aggregate_functions``), by name: what a decorrelated scalar
+    # subquery gives an outer row without rows (rewriter/passes/empty_aggregates.py)
+    empty_by_class: ClassVar[dict[type, str]] = {}
+    empty_by_name: ClassVar[dict[str, str]] = {}
     set_type: ClassVar[str] = ""  # the type of a "set" lineage value, in the engine's dialect
     bitmap_type: ClassVar[str] = ""  # ... and of a "bitmap" one
     from_hex: ClassVar[str] = ""  # the function turning hex text into a binary value
@@ -311,3 +316,16 @@ class LineageFunctions:
         if self.lists_inside and not self.sets_on_read:  # (stored sets are id arrays already)
             return call(_STORED, column)
         return column
+
+
+# NULL over no rows on both engines (checked on each: tests/test_empty_aggregates.py)
+NULL_ON_BOTH = {
+    exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat, exp.LogicalOr, exp.LogicalAnd, exp.First, exp.Last,
+    exp.ArgMax, exp.ArgMin, exp.AnyValue, exp.Median, exp.Mode, exp.Stddev, exp.StddevPop, exp.StddevSamp,
+    exp.Variance, exp.VariancePop, exp.Kurtosis, exp.Skewness, exp.Corr, exp.CovarPop, exp.CovarSamp,
+    exp.RegrSlope, exp.RegrIntercept, exp.RegrAvgx, exp.RegrAvgy, exp.RegrR2, exp.RegrSxx, exp.RegrSyy,
+    exp.RegrSxy, exp.Quantile, exp.ApproxQuantile, exp.PercentileCont, exp.PercentileDisc, exp.BitwiseAndAgg,
+    exp.BitwiseOrAgg, exp.BitwiseXorAgg,
+}
+# 0 over no rows, never NULL over rows, on both engines
+ZERO_ON_BOTH = {exp.Count, exp.ApproxDistinct, exp.RegrCount}

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dltrace.engines.lineage_sql import LineageFunctions, call, lam
+from dltrace.engines.lineage_sql import NULL_ON_BOTH, ZERO_ON_BOTH, LineageFunctions, call, lam
 
 
 def _alias_sql(generator: Any, alias: exp.Alias) -> str:
@@ -61,6 +61,10 @@ class SparkFunctions(LineageFunctions):
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
     string_escapes = ("\\", "'")
     names_columns_as_written = True
+    # collect_list / collect_set are [] over no rows on Spark, and count_if 0
+    empty_by_class = {**dict.fromkeys(NULL_ON_BOTH, "null"), **dict.fromkeys(ZERO_ON_BOTH, "zero"),
+                      exp.ArrayAgg: "empty_array", exp.ArrayUniqueAgg: "empty_array", exp.CountIf: "zero"}
+    empty_by_name = dict.fromkeys(("every", "some", "std", "histogram_numeric", "try_avg", "try_sum"), "null")
     lineage_aggregates = frozenset({"collect_list"})
     set_type = "ARRAY<BIGINT>"
     bitmap_type = "BINARY"

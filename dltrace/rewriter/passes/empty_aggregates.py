@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.engines import aggregates_over_no_rows
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import in_a_clause, is_correlated, subquery_kind
@@ -49,41 +50,10 @@ from dltrace.rewriter.shape import ungrouped
 #: rows ("null": the LEFT JOIN's own; "zero": sqlglot's COALESCE; "empty_array": written into that COALESCE)
 STAND_IN = "dl_stand_in"
 
-_NULL, _ZERO, _EMPTY_ARRAY = "null", "zero", "empty_array"
+_NULL, _ZERO, _EMPTY_ARRAY = "null", "zero", "empty_array"  # (the values the engines state, lineage_sql.py)
 
 # the aggregates sqlglot decorrelates as they are (30.30's _is_supported_scalar_aggregate)
 SQLGLOT_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
-
-# NULL over no rows on both engines
-_NULL_ON_BOTH = {
-    exp.Sum, exp.Avg, exp.Min, exp.Max, exp.GroupConcat, exp.LogicalOr, exp.LogicalAnd, exp.First, exp.Last,
-    exp.ArgMax, exp.ArgMin, exp.AnyValue, exp.Median, exp.Mode, exp.Stddev, exp.StddevPop, exp.StddevSamp,
-    exp.Variance, exp.VariancePop, exp.Kurtosis, exp.Skewness, exp.Corr, exp.CovarPop, exp.CovarSamp,
-    exp.RegrSlope, exp.RegrIntercept, exp.RegrAvgx, exp.RegrAvgy, exp.RegrR2, exp.RegrSxx, exp.RegrSyy,
-    exp.RegrSxy, exp.Quantile, exp.ApproxQuantile, exp.PercentileCont, exp.PercentileDisc, exp.BitwiseAndAgg,
-    exp.BitwiseOrAgg, exp.BitwiseXorAgg,
-}
-# 0 over no rows, never NULL over rows, on both engines
-_ZERO_ON_BOTH = {exp.Count, exp.ApproxDistinct, exp.RegrCount}
-
-# engine dialect -> sqlglot class -> value over no rows (what the two engines do differently)
-_BY_CLASS = {
-    "duckdb": {**dict.fromkeys(_NULL_ON_BOTH, _NULL), **dict.fromkeys(_ZERO_ON_BOTH, _ZERO),
-               exp.ArrayAgg: _NULL, exp.CountIf: _NULL},  # (count_if is a sum on DuckDB: NULL over none)
-    "spark": {**dict.fromkeys(_NULL_ON_BOTH, _NULL), **dict.fromkeys(_ZERO_ON_BOTH, _ZERO),
-              exp.ArrayAgg: _EMPTY_ARRAY, exp.ArrayUniqueAgg: _EMPTY_ARRAY, exp.CountIf: _ZERO},
-}
-# engine dialect -> the aggregates sqlglot does not know (``LineageFunctions.aggregate_functions``, read as
-# AnonymousAggFunc by passes/known_aggregates.py), by name -> value over no rows
-_BY_NAME = {
-    "duckdb": {**dict.fromkeys(("arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null",
-                                "arg_min_nulls_last", "bitstring_agg", "favg", "fsum", "histogram", "histogram_exact",
-                                "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product", "reservoir_quantile",
-                                "sem", "sum_no_overflow", "sumkahan"), _NULL),
-               "count_star": _ZERO, "entropy": _ZERO},  # (entropy: 0.0 over none, and over NULLs alone)
-    "spark": dict.fromkeys(("every", "some", "std", "histogram_numeric", "try_avg", "try_sum"), _NULL),
-}
-_SPARK_DIALECTS = ("spark", "spark2", "databricks")
 
 # what may stand around an aggregate call and still make it one call: its FILTER, IGNORE / RESPECT NULLS, Spark's
 # WITHIN GROUP (ORDER BY ...)
@@ -112,11 +82,12 @@ def aggregate_calls(value: exp.Expression) -> list[exp.Expression]:
 
 def over_no_rows(call: exp.AggFunc, dialect: str) -> str | None:
     """The value of ``call`` over no rows on the engine whose dialect is ``dialect``: "null", "zero",
-    "empty_array", or None when dltrace does not know it."""
-    engine = "spark" if dialect in _SPARK_DIALECTS else dialect
+    "empty_array", or None when dltrace does not know it (the engine states its values:
+    ``LineageFunctions.empty_by_class`` / ``empty_by_name``)."""
+    by_class, by_name = aggregates_over_no_rows(dialect)
     if type(call) is exp.AnonymousAggFunc:
-        return _BY_NAME.get(engine, {}).get(call.name.lower())
-    return _BY_CLASS.get(engine, {}).get(type(call))
+        return by_name.get(call.name.lower())
+    return by_class.get(type(call))
 
 
 def known_call(node: exp.Expression, dialect: str) -> bool:
