@@ -51,6 +51,9 @@ CASES = {
     "except": ("SELECT a FROM t EXCEPT SELECT a FROM u", [((3,), L([3], []))]),
     "in_uncorrelated": ("SELECT b FROM t WHERE a IN (SELECT a FROM u WHERE c > 150)", [
         ((20,), L([1], [1])), ((20,), L([2], [1]))]),
+    # a lookup no enclosing query reads: on DuckDB its guard is also in the SELECT's lineage (passes/scalar_lookups.py)
+    "lookup_unread": ("SELECT count(*) AS n FROM (SELECT (SELECT u.c FROM u WHERE u.a = t.a) AS c, t.b FROM t "
+                      "WHERE t.a <> 2) AS d", [((2,), L([0, 3], [0]))]),
     "exists_correlated": ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", [
         ((1,), L([0], [0])), ((2,), L([1], [1, 4])), ((2,), L([2], [1, 4]))]),
     "exists_non_equality": ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.c > t.b)", [

@@ -29,11 +29,13 @@ from dltrace.backward.segments import number_nodes
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_indexes
-from dltrace.rewriter import rewrite_tree
+from dltrace.rewriter import plain_query, rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.scalar_lookups import KEPT_LOOKUP
+from dltrace.rewriter.grammar import generate
+from dltrace.rewriter.lineage_on import take_clause
+from dltrace.rewriter.passes.scalar_lookups import ITEM_GUARD, KEPT_LOOKUP
 from dltrace.rewriter.shape import clock_call, random_call
 
 
@@ -117,6 +119,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
     tables = list(prepared.tables)
+    _check_unread_lookups(catalog, tree, normal, context)
     number_nodes(normal)
 
     run = Run(catalog.engine, catalog.dialect, context)
@@ -156,6 +159,28 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
             columns[on.table], on_values = project_onto(catalog, on, columns[on.table])
     traced = None if rows is None else tuple(int(i) for i in wanted)
     return BackwardTrace(table, columns, traced, run.log, on_values)
+
+
+def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Expression,
+                          context: PassContext) -> None:
+    """Raise the engine's error where the query as written raises it for a lookup no enclosing query reads.
+
+    The engine (``LineageFunctions.checks_unread_lookups``: DuckDB) raises "more than one row" for a lookup in
+    a SELECT item that no enclosing query reads, whose guard (:mod:`~dltrace.rewriter.passes.scalar_lookups`)
+    its optimizer prunes from the queries tracing runs, which read no lineage column to keep it
+    (:func:`~dltrace.rewriter.passes.scalar_lookups.guard_lineage` is forward lineage's way). So where a guard
+    sits below the outermost SELECT, the query as written is run once, counted, for the engine to raise or not."""
+    if not context.fns.checks_unread_lookups:
+        return
+    nested = [c for c in normal.find_all(exp.Case) if c.meta.get(ITEM_GUARD) and c.find_ancestor(exp.Select) is not
+              normal]
+    if not nested:
+        return
+    written = tree.copy()
+    take_clause(written)
+    counted = exp.select(exp.Count(this=exp.Star())).from_(
+        exp.Subquery(this=plain_query(written, context), alias=exp.TableAlias(this=exp.to_identifier("_dl_q"))))
+    catalog.engine.sql(generate(counted, catalog.dialect))
 
 
 def _key_positions(root, width: int) -> list[int]:

@@ -52,6 +52,7 @@ class DuckDBFunctions(LineageFunctions):
     bitmap_type = "BLOB"
     from_hex = "from_hex"
     error_function = "error"
+    checks_unread_lookups = True
     bitmaps_at_output = True
     # its perfect hash join (an inner join on one integer key, the build side's range known) probes 1.5M rows
     # in 9 ms; the same rows through a LEFT or an IS NOT DISTINCT FROM join take 230 ms (TPC-H Q13, SF 1)

@@ -101,6 +101,11 @@ class LineageFunctions:
     #: the engine's function that raises an error with a message when evaluated (a scalar lookup that finds
     #: several rows raises through it: :mod:`dltrace.rewriter.passes.scalar_lookups`); "" for none
     error_function: ClassVar[str] = ""
+    #: the engine raises "more than one row" for every row that reaches a correlated scalar lookup's SELECT,
+    #: whether or not its value is read (DuckDB: in a SELECT item no query reads, in a CASE branch not taken,
+    #: in an EXISTS's SELECT list); false: only where its optimizer keeps the lookup (Spark prunes an item no
+    #: query reads) (:func:`dltrace.rewriter.passes.scalar_lookups.guard_lineage`)
+    checks_unread_lookups: ClassVar[bool] = False
     #: ``GROUP BY ALL`` groups by the SELECT items that read no column too (a constant: no row over no rows);
     #: false: only by those that read a column (one row over no rows, as a global aggregate)
     #: (:mod:`dltrace.rewriter.passes.group_by_all`)

@@ -123,7 +123,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     hoist_outer_tests(tree)
     lookups = context.fns is not None and bool(context.fns.error_function)
     if lookups:
-        read_lookups_as_aggregates(tree, WRITTEN_AS)
+        read_lookups_as_aggregates(tree, WRITTEN_AS, context.fns.checks_unread_lookups)
     read_all_as_not_exists(tree, WRITTEN_AS)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree, context.dialect)

@@ -16,6 +16,8 @@ The result's ``meta[LINEAGE_COLUMNS]`` maps each base table to its lineage colum
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from dltrace.engines.lineage_sql import is_bitmap_build
@@ -25,6 +27,7 @@ from dltrace.rewriter.shape import one_row_aggregate, ungrouped
 from dltrace.rewriter.lineage_on import ON_COLUMN
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.scalar_lookups import guard_lineage, item_guards
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.covered_lineage import without_covered
 from dltrace.rewriter.rules.distinct import group_all
@@ -227,10 +230,31 @@ def _instrument_select(select: exp.Select, ctx: Context, final: bool) -> tuple[e
     if distinct is not None:
         select.set("distinct", None)
     grouped = is_aggregate(select)
+    # lookups' tests, kept in the lineage too, where no pruned item drops them: a test over the group's
+    # aggregates in the aggregated column, one of a row's values (also a key a semi-join groups by) in its slot
+    guards = item_guards(select) if ctx.fns.checks_unread_lookups else []
+    of_groups = [g for g in guards if g.args["ifs"][0].this.find(exp.AggFunc)]
+    of_rows = [g for g in guards if g not in of_groups]
+    if of_rows and slots:
+        first = next((i for i, s in enumerate(slots) if not s.const), 0)
+        slots = [*slots[:first], replace(slots[first], expr=guard_lineage(slots[first].expr, of_rows)),
+                 *slots[first + 1:]]
     if distinct is None:
-        return (aggregate if grouped else project)(select, slots, ctx, final)
+        out, exported = (aggregate if grouped else project)(select, slots, ctx, final)
+        _guard_column(out, of_groups, exported)
+        return out, exported
     # DISTINCT: compute the rows with their lineage, then merge duplicates with a GROUP BY.
     select, exported = (aggregate if grouped else project)(select, slots, ctx, False)
+    _guard_column(select, of_groups, exported)
     holder = ctx.fresh("_dl_d")
     outer = group_all(select, exported, holder)
     return aggregate(outer, [e.via(holder) for e in exported], ctx, final)
+
+
+def _guard_column(select: exp.Select, guards: list[exp.Case], exported: list[Exported]) -> None:
+    """Test the lookups' ``guards`` of a grouped SELECT in its first lineage column (after HAVING, as the item)."""
+    kept = [g for g in guards if g.find_ancestor(exp.Select) is select]
+    names = {e.name for e in exported}
+    column = next((a for a in select.expressions if isinstance(a, exp.Alias) and a.alias in names), None)
+    if kept and column is not None:
+        column.set("this", guard_lineage(column.this, kept))

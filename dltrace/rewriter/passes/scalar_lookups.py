@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns, plain_correlated_rows
 from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
@@ -54,16 +55,19 @@ RAISES = "dl_raises"
 CHECKED = "dl_checked"
 #: meta key of the CASE that guards a read of a lookup's value (its ELSE is the value)
 GUARD = "dl_lookup_guard"
+#: meta key of the CASE that guards a SELECT-list item holding a lookup (its test raises; guard_lineage)
+ITEM_GUARD = "dl_item_guard"
 #: meta key of a lookup left as the user wrote it (not decorrelated: a range correlation outside forward lineage's
 #: domains), which backward tracing refuses
 KEPT_LOOKUP = "dl_kept_lookup"
 
 
-def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
+def read_lookups_as_aggregates(tree: exp.Expression, written_as: str, checks_unread: bool = False) -> None:
     """Rewrite, in place, every lookup the module docstring describes. Each piece carries ``meta[written_as]``,
     the user's subquery, for a refusal to name. The error branch is a NULL marked ``meta[RAISES]`` until
     :func:`raise_errors` writes the engine's call: sqlglot decorrelates no subquery of a SELECT list that holds
-    a function it does not know (``error(...)``)."""
+    a function it does not know (``error(...)``). ``checks_unread``: the engine raises for a lookup whose value
+    no query reads (``LineageFunctions.checks_unread_lookups``): one in an EXISTS's SELECT list is refused."""
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
         if sub.parent is None or not in_a_clause(sub) or not _lookup(query):
@@ -73,6 +77,12 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
         select = sub.find_ancestor(exp.Select)
         if select is None or _item(sub, select) is None:
             continue
+        if checks_unread and (isinstance(select.parent, exp.Exists) or isinstance(select.parent, exp.Subquery)
+                              and isinstance(select.parent.parent, exp.Exists)):
+            # the engine evaluates it for the rows EXISTS finds (DuckDB raises over two), and decorrelating the
+            # EXISTS drops its SELECT list, the guard with it
+            raise UnsupportedQuery(f"a correlated scalar subquery in the SELECT list of an EXISTS subquery is not "
+                                   f"supported, at {position(sub)}")
         users = sub.copy()
         message = f"{TOO_MANY_ROWS} (dltrace: the subquery at {_where(users)})"
         value = _piece(query, exp.Max(this=query.expressions[0].unalias().copy()), "_dl_value", users, written_as)
@@ -86,7 +96,9 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str) -> None:
             # (the item itself goes into the CASE, not a copy: another lookup in it is still to be read)
             placeholder = exp.Null()
             item.replace(placeholder)
-            placeholder.replace(exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.Paren(this=item)))
+            guard = exp.Case(ifs=[exp.If(this=test, true=raises)], default=exp.Paren(this=item))
+            guard.meta[ITEM_GUARD] = True
+            placeholder.replace(guard)
         else:  # a WHERE / HAVING conjunct: it stays at the top; each read of the value is guarded (raise_errors)
             value.this.meta[CHECKED] = message
 
@@ -171,3 +183,27 @@ def _piece(query: exp.Select, value: exp.Expression, name: str, users: exp.Subqu
 def _where(sub: exp.Subquery) -> str:
     """``line L, col C`` of the user's subquery (without the snippet, which the message need not quote)."""
     return position(sub).split(" (`")[0]
+
+
+def item_guards(select: exp.Select) -> list[exp.Case]:
+    """The guards of ``select``'s own SELECT-list items (not of its nested queries), for :func:`guard_lineage`."""
+    return [case for item in select.expressions for case in item.find_all(exp.Case)
+            if case.meta.get(ITEM_GUARD) and case.find_ancestor(exp.Select) is select]
+
+
+def guard_lineage(lineage: exp.Expression, guards: list[exp.Case]) -> exp.Expression:
+    """``lineage`` (a lineage column's expression, or a row's slot) testing ``guards`` (:func:`item_guards`) too:
+    ``CASE WHEN <test> THEN error(...) ELSE <lineage> END``.
+
+    A guard is in its item, and an item no enclosing query reads is pruned by the engine's optimizer, its test
+    with it (``SELECT max(a) FROM (SELECT (<lookup>) AS c, a FROM t)``): the engine raised "more than one row"
+    and dltrace answered (the long generator profile). DuckDB evaluates a lookup for every row that reaches
+    the projection, read or not (``LineageFunctions.checks_unread_lookups``; Spark's optimizer prunes the item,
+    and the guard with it, as it did the user's lookup: nothing is added there); the lineage columns are read up to the result, so a test in one of them
+    is evaluated for the same rows: after the SELECT's WHERE, so in a row's slot (which a later rule may still
+    group, as a semi-join's lineage), and for a grouped SELECT after HAVING, so in the aggregated column (the
+    test is then the item's, over the group's aggregates, as the engine's own). A row that raises has no lineage
+    to give. Not done where the SELECT has no lineage (a LINEAGE ON that reads none of its tables): the item's
+    own guard then raises only where the item is read."""
+    tests = [g.args["ifs"][0].copy() for g in guards]
+    return exp.Case(ifs=tests, default=lineage)
