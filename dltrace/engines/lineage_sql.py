@@ -106,6 +106,10 @@ class LineageFunctions:
     #: in an EXISTS's SELECT list); false: only where its optimizer keeps the lookup (Spark prunes an item no
     #: query reads) (:func:`dltrace.rewriter.passes.scalar_lookups.guard_lineage`)
     checks_unread_lookups: ClassVar[bool] = False
+    #: ``IS NOT DISTINCT FROM`` compares two MAP values: the rules that find a group's rows again by its keys
+    #: take MAP keys (Spark groups by maps and compares none: those rules then leave such a group's lineage to
+    #: its DLUNION; :func:`dltrace.rewriter.passes.key_types.may_hold_maps`)
+    compares_maps: ClassVar[bool] = True
     #: ``GROUP BY ALL`` groups by the SELECT items that read no column too (a constant: no row over no rows);
     #: false: only by those that read a column (one row over no rows, as a global aggregate)
     #: (:mod:`dltrace.rewriter.passes.group_by_all`)

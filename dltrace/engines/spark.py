@@ -20,6 +20,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import spark_udfs
+from dltrace.engines.spark_sql import SparkFunctions
 from dltrace.engines.base import (
     RID,
     ArrowSource,
@@ -72,7 +73,7 @@ class SparkEngine:
     """One SparkSession; every registered table is a temp view with its ``dl_rid`` column."""
 
     name = "spark"
-    compares_maps = False  # Spark's <=> (and =) take no MAP
+    compares_maps = SparkFunctions.compares_maps  # Spark's <=> (and =) take no MAP
 
     def __init__(self, spark: Any = None, master: str = "local[*]", **conf: Any) -> None:
         self._owned = False

@@ -70,6 +70,7 @@ class SparkFunctions(LineageFunctions):
     bitmap_type = "BINARY"
     from_hex = "unhex"
     error_function = "raise_error"
+    compares_maps = False  # Spark's <=> (and =) take no MAP
     # Spark 4: SELECT 1 AS c, sum(v) FROM t WHERE false GROUP BY ALL gives no row (DuckDB one)
     group_by_all_groups_constants = True
 

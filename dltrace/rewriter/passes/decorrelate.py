@@ -83,6 +83,7 @@ from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_row
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.empty_aggregates import refuse_unknown, restore, stand_in
+from dltrace.rewriter.passes.key_types import may_hold_maps
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.passes.outer_domains import join_outer_domains
 from dltrace.rewriter.passes.quantified_all import read_all_as_not_exists
@@ -132,7 +133,9 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     read_group_constants_per_row(tree, context.schema, context.dialect)
     read_scalars_in_expressions(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":
-        for holder in late_witness_exists(tree):  # left in place, their witnesses joined after the filter
+        compares_maps = context.fns is None or context.fns.compares_maps
+        keys_compared = (lambda select: compares_maps or not may_hold_maps(select, context.schema, context.dialect))
+        for holder in late_witness_exists(tree, keys_compared):  # left in place, witnesses joined after the filter
             holder.meta[LATE_WITNESS] = True
         for holder in _negated_exists(tree):
             holder.meta[NO_WITNESSES] = True

@@ -35,6 +35,29 @@ def identity_keys(select: exp.Select, schema: dict | None, dialect: str) -> list
     group = select.args.get("group")
     if group is None or schema is None or not any(isinstance(k, exp.Column) for k in group.expressions):
         return []
+    typed = _typed_keys(select, schema, dialect)
+    return [key for key, key_type in typed or []
+            if isinstance(key, exp.Column) and key_type is not None and key_type.this in IDENTICAL_WHEN_GROUPED
+            and not key_type.args.get("collate")]
+
+
+def may_hold_maps(select: exp.Select, schema: dict | None, dialect: str) -> bool:
+    """May a GROUP BY key of ``select`` be a MAP or hold one (in a struct or a list)? Also when sqlglot cannot
+    tell a key's type. Spark groups by maps but compares none (``<=>`` refuses them): a rule that finds a group's
+    rows again by its keys does not apply there (rules/late_lineage.py, rules/nested_lineage.py)."""
+    group = select.args.get("group")
+    if group is None:
+        return False
+    typed = _typed_keys(select, schema, dialect) if schema is not None else None
+    if typed is None:
+        return True
+    return any(t is None or any(isinstance(n, exp.DataType) and n.this in (T.MAP, T.UNKNOWN) for n in t.walk())
+               for _, t in typed)
+
+
+def _typed_keys(select: exp.Select, schema: dict, dialect: str) -> list[tuple[exp.Expression, exp.DataType | None]] \
+        | None:
+    """Each GROUP BY key of ``select`` with the type sqlglot gives it over the whole query (None: no types)."""
     root = select.root()
     twin_root = root.copy()
     index = next(i for i, s in enumerate(root.find_all(exp.Select)) if s is select)
@@ -42,7 +65,5 @@ def identity_keys(select: exp.Select, schema: dict | None, dialect: str) -> list
     try:
         annotate_types(twin_root, schema=schema_for(twin_root, schema, dialect), dialect=dialect)
     except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
-        return []  # (no types: nothing is known to group by identity)
-    return [key for key, typed in zip(group.expressions, twin.args["group"].expressions)
-            if isinstance(key, exp.Column) and typed.type is not None and typed.type.this in IDENTICAL_WHEN_GROUPED
-            and not typed.type.args.get("collate")]
+        return None
+    return [(key, typed.type) for key, typed in zip(select.args["group"].expressions, twin.args["group"].expressions)]

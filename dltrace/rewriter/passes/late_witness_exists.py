@@ -4,6 +4,8 @@ valid and why it pays are in :mod:`dltrace.rewriter.passes.late_witnesses`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from dltrace.rewriter.rules.late_lineage import plain_keys
@@ -20,13 +22,17 @@ _NOT_IN_SUBQUERY = ("group", "having", "qualify", "distinct", "windows", "limit"
                     "connect", "sample", "pivots")
 
 
-def late_witness_exists(tree: exp.Expression) -> list[exp.Exists]:
+def late_witness_exists(tree: exp.Expression,
+                        keys_compared: Callable[[exp.Select], bool] = lambda select: True) -> list[exp.Exists]:
     """The EXISTS nodes of ``tree`` (a qualified query, before decorrelation) to leave in place with their
     witnesses joined after the filter: all the correlated EXISTS / NOT EXISTS of every SELECT the rewrite applies
     to (see :mod:`.late_witnesses`), in the outermost query or in a derived table, CTE or set operation branch
-    reached from it (never in a clause's subquery: its rows are a predicate's, not output rows)."""
+    reached from it (never in a clause's subquery: its rows are a predicate's, not output rows).
+    ``keys_compared(select)``: the engine compares ``select``'s GROUP BY keys (the witnesses are joined to the
+    groups by them)."""
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    return [e for select in _output_selects(tree) for e in _select_exists(select, select is tree, ctes)]
+    return [e for select in _output_selects(tree) if keys_compared(select)
+            for e in _select_exists(select, select is tree, ctes)]
 
 
 def _output_selects(node: exp.Expression):

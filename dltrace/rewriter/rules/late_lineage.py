@@ -38,6 +38,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
+from dltrace.rewriter.passes.key_types import may_hold_maps
 from dltrace.rewriter.shape import NONDETERMINISTIC, one_row_aggregate, order_by_outputs
 from dltrace.rewriter.slots import Context, Slot
 
@@ -52,7 +53,7 @@ def late_group_lineage(select: exp.Select, slots: list[Slot], ctx: Context,
         return None
     # the joins read again with the rows: all but one-row constants nothing below reads
     joins = [j for j in select.args.get("joins") or [] if not _one_row_constant(j, select, slots)]
-    if not regroupable(select, slots, ctx.ctes, final, joins):
+    if not regroupable(select, slots, ctx, final, joins):
         return None
     kept, sorted_by = kept_order(select)
     if not kept:
@@ -161,9 +162,10 @@ def plain_keys(select: exp.Select) -> bool:
     return not group.find(exp.Rollup, exp.Cube, exp.GroupingSets)  # (sqlglot keeps them among the keys)
 
 
-def regroupable(select: exp.Select, slots: list[Slot], ctes: dict, final: bool, joins: list[exp.Join]) -> bool:
+def regroupable(select: exp.Select, slots: list[Slot], ctx: Context, final: bool, joins: list[exp.Join]) -> bool:
     """May ``select``'s groups be found again by their keys, reading ``joins`` besides its FROM (the module's
-    conditions, HAVING aside)? ``slots``: its FROM rows' slots."""
+    conditions, HAVING aside)? ``slots``: its FROM rows' slots. Also: the engine compares the keys' values
+    (Spark groups by a MAP and compares none)."""
     if not plain_keys(select):
         return False
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
@@ -180,6 +182,8 @@ def regroupable(select: exp.Select, slots: list[Slot], ctes: dict, final: bool, 
     if any(p.find(exp.Select, exp.Subquery, exp.Exists) for p in select.expressions):
         return False
     items = [select.args["from_"], *joins]
-    if not all(isinstance(item.this, exp.Table) and item.this.name not in ctes for item in items):
+    if not all(isinstance(item.this, exp.Table) and item.this.name not in ctx.ctes for item in items):
         return False  # a derived table or a CTE would be computed twice
-    return not any(item.find(*NONDETERMINISTIC, exp.TableSample) for item in items)
+    if any(item.find(*NONDETERMINISTIC, exp.TableSample) for item in items):
+        return False
+    return ctx.fns.compares_maps or not may_hold_maps(select, ctx.schema, ctx.fns.dialects[0])

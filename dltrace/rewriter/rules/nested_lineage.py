@@ -87,7 +87,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
         return None  # a subquery kept in a join's ON: its lineage (hoisted, or its witnesses) is not re-read
     rows = _rows_query(inner)
     slots = ctx.from_slots(rows, ctx)
-    if not regroupable(inner, slots, ctx.ctes, False, inner.args.get("joins") or []):
+    if not regroupable(inner, slots, ctx, False, inner.args.get("joins") or []):
         return None
     if not _many_groups(inner, rows, ctx.estimate_rows):
         return None
