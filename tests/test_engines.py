@@ -168,6 +168,26 @@ def test_a_folder_skips_what_spark_skips(fresh, tmp_path):
     assert fresh.run("SELECT count(*) AS n FROM skipped").table.column(0).to_pylist() == [2]
 
 
+@pytest.mark.spark
+def test_a_hive_partitioned_folder_has_its_partition_columns_on_both_engines(spark_session, tmp_path):
+    """A folder of `k=1/`, `k=2/` folders: Spark read each file alone and lost `k`, which DuckDB's read and
+    Spark's own read of the folder have."""
+    for k in (1, 2):
+        (tmp_path / f"k={k}").mkdir()
+        pq.write_table(pa.table({"id": [10 * k, 10 * k + 1]}), tmp_path / f"k={k}" / "part.parquet")
+    want = [{"id": 10, "k": 1}, {"id": 11, "k": 1}, {"id": 20, "k": 2}, {"id": 21, "k": 2}]
+    own = [r.asDict() for r in spark_session.read.parquet(str(tmp_path)).orderBy("id").collect()]
+    assert own == want
+    for session in (dltrace.connect("duckdb"), dltrace.connect("spark", spark=spark_session.newSession())):
+        try:
+            session.register("hive", str(tmp_path))
+            result = session.run("SELECT * FROM hive ORDER BY id")
+            assert result.table.to_pylist() == want
+            assert [list(result.lineage(i)["hive"]) for i in range(4)] == [[0], [1], [2], [3]]
+        finally:
+            session.close()
+
+
 def test_a_folders_files_are_read_by_column_name(fresh, tmp_path):
     """DuckDB read the files of a folder with a positional UNION ALL: a file holding the same columns in another
     order had its values swapped between them."""

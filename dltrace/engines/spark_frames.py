@@ -34,7 +34,8 @@ def parquet_frame(spark: Any, name: str, source: ParquetSource) -> Any:
     frames = []
     try:
         for path, offset in zip(source.files, source.offsets):
-            df = spark.read.parquet(path)
+            base = _partition_base(path)
+            df = (spark.read.option("basePath", base) if base else spark.read).parquet(path)
             check_columns(df.columns)
             # row_index is the row's position within its file, whatever the splits and pushed filters. Read
             # through metadataColumn: a data column named _metadata shadows the name (its values were ids)
@@ -47,6 +48,19 @@ def parquet_frame(spark: Any, name: str, source: ParquetSource) -> Any:
     except spark_errors() as e:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
     return df
+
+
+def _partition_base(path: str) -> str | None:
+    """The folder above a file's first ``key=value`` folder (a hive-partitioned layout), or None.
+
+    Read alone, a file has only the columns it holds; DuckDB's ``read_parquet`` (and ``spark.read.parquet`` of
+    the folder) add the partition columns its path names. With ``basePath`` Spark names them from the path
+    below it too."""
+    parts = path.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if "=" in part and not part.startswith(("_", ".")) and part.index("=") > 0:
+            return "/".join(parts[:i]) or "/"
+    return None
 
 
 def arrow_frame(spark: Any, name: str, table: pa.Table) -> Any:
