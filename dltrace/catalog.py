@@ -298,7 +298,26 @@ class Catalog:
         ``query``, of the tables it names anywhere only (each is a round trip to the engine; a CTE may shadow the
         table it reads, so CTE names are not left out)."""
         wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)}
-        return {name: self.engine.columns(name) for name in self.tables if wanted is None or name in wanted}
+        return {name: self.table_columns(name, current=True) for name in self.tables
+                if wanted is None or name in wanted}
+
+    def table_columns(self, name: str, current: bool = False) -> dict[str, str]:
+        """Registered ``name``'s columns (without ``dl_rid``), as its rows relation holds them: the rows a query
+        with lineage reads (and a result's rows are fetched from). ``current``: for a query to run now, where the
+        engine names the output columns by the user's relation, an adopted relation whose columns the user
+        changed since (``adopt`` froze its rows) raises :class:`StaleLineage`: its new columns are not the frozen
+        rows' (``SELECT *`` gave the frozen rows under the new column list, or a raw error naming a new column)."""
+        frozen = self.engine.columns(self.engine.rows_name(name))
+        if current and name in self.adopted:
+            if not self.engine.exists(name):
+                raise StaleLineage(f"table {name!r}, which you adopted, is no longer on the engine: adopt it again "
+                                   f"(s.adopt({name!r}, replace=True)) once it is back, to trace it")
+            now = self.engine.columns(name)
+            if now != frozen:
+                raise StaleLineage(f"table {name!r} changed since it was adopted (its columns are now "
+                                   f"{', '.join(now)}; adopted: {', '.join(frozen)}): s.adopt({name!r}, "
+                                   f"replace=True) to trace it as it is now")
+        return frozen
 
     def source_columns(self, name: str) -> dict[str, str]:
         """The columns of a table read in place as they are now, which a kept plan checks before it runs again
@@ -311,7 +330,7 @@ class Catalog:
         seen = self._columns_seen.get(name)
         if signature is not None and seen is not None and seen[0] == signature:
             return dict(seen[1])
-        columns = self.engine.columns(name)
+        columns = self.table_columns(name, current=True)
         if signature is not None:
             self._columns_seen[name] = (signature, dict(columns))
         return columns

@@ -201,7 +201,7 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
         raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
     ids = table_rids(rids, name, catalog.num_rows(name))
     if columns is not None:
-        known = catalog.engine.columns(name)
+        known = catalog.table_columns(name)
         lower = {c.lower(): c for c in known}
         missing = [c for c in columns if c.lower() not in lower]
         if missing:

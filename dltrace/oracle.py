@@ -49,7 +49,7 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
         name = table.name.lower()
         if name not in keep:
             continue
-        cols = list(catalog.engine.columns(name)) + ([RID] if reads_rid else [])
+        cols = list(catalog.table_columns(name)) + ([RID] if reads_rid else [])
         keep_rids = exp.select(exp.column("rid", quoted=True)).from_(exp.Table(this=exp.to_identifier(keep[name], quoted=True)))
         inner = (
             exp.select(*[exp.column(c, quoted=True) for c in cols])

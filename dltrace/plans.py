@@ -17,7 +17,9 @@ A plan is valid while the catalog is as it was when it was made, and is found ag
   (:meth:`dltrace.catalog.Catalog.source_columns`);
 - queries reading an earlier step's result (a composed source) are not kept: reading one may convert and
   register it again.
-Nothing else a rewrite reads can change under a catalog: a memory copy and an adopted relation are frozen rows.
+- an adopted relation's rows are frozen, but the user may give it other columns, which the engine names the
+  output by: the plan keeps its columns too, and asking them raises :class:`~dltrace.errors.StaleLineage` then.
+Nothing else a rewrite reads can change under a catalog: a memory copy is frozen rows.
 """
 
 from __future__ import annotations

@@ -314,7 +314,8 @@ def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semant
                              read_in_place=read_in_place, kept_rids=kept_rids)
     rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
-    in_place = sorted(t for t in schema if t in read_in_place)
+    # (an adopted relation: its rows are frozen, but the user may change its columns, which the plan then raises)
+    in_place = sorted(t for t in schema if t in read_in_place or t in catalog.adopted)
     names = tuple(engine_names(catalog, sql, read, tree))
     off = on is not None and on.off
     # LINEAGE ON (): the query runs as written, every column it returns its own; its written items are no count

@@ -223,6 +223,41 @@ def test_adopted_relation_changed_behind_dltrace(tmp_path):
     s3.close()
 
 
+@pytest.mark.parametrize("engine", ["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def test_an_adopted_relation_given_other_columns_asks_to_adopt_it_again(engine, request):
+    """Queries with lineage read the frozen rows, and the engine names their columns by the user's relation: once
+    the user gave it other columns, `SELECT *` gave the frozen rows under the new column list, or a raw error
+    naming a new column, and a query run before kept its old columns. Now each says to adopt it again; an earlier
+    result still reads (and verifies) its frozen rows."""
+    if engine == "duckdb":
+        con = duckdb.connect()
+        s = dltrace.connect("duckdb", connection=con)
+
+        def replace(sql: str) -> None:
+            con.execute(f"CREATE OR REPLACE VIEW t AS {sql}")
+    else:
+        spark = request.getfixturevalue("spark_session").newSession()
+        s = dltrace.connect("spark", spark=spark)
+
+        def replace(sql: str) -> None:
+            spark.sql(sql).createOrReplaceTempView("t")
+    try:
+        replace("SELECT id, id % 3 AS k, 'old' AS tag FROM range(4) AS r(id)")
+        s.adopt("t")
+        r = s.run("SELECT * FROM t WHERE id < 2 ORDER BY id")
+        assert r.table.to_pylist() == [{"id": 0, "k": 0, "tag": "old"}, {"id": 1, "k": 1, "tag": "old"}]
+        replace("SELECT id, 'new' AS tag FROM range(10) AS r(id)")
+        for sql in ("SELECT * FROM t WHERE id < 3", "SELECT * FROM t WHERE id < 2 ORDER BY id"):
+            with pytest.raises(dltrace.StaleLineage, match=r"'t' changed since it was adopted \(its columns are "
+                                                          r"now id, tag; adopted: id, k, tag\)"):
+                s.run(sql)
+        assert r.verify(0) and r.backward(1)["t"].to_pylist() == [{"id": 1, "k": 1, "tag": "old", "dl_rid": 1}]
+        s.adopt("t", replace=True)
+        assert s.run("SELECT * FROM t WHERE id < 1").table.to_pylist() == [{"id": 0, "tag": "new"}]
+    finally:
+        s.close()
+
+
 MYPIPE = {
     "01_clean.sql": "CREATE TABLE clean AS SELECT o_id, cust, amount FROM orders WHERE status = 'F'",
     "02_cust_nat.sql": "CREATE TEMPORARY VIEW cust_nat AS SELECT DISTINCT cust, nation FROM customers "
