@@ -101,6 +101,24 @@ def test_groups_by_a_map_find_their_rows_without_comparing_maps(s, spark_session
                   for i in range(result.table.num_rows)) == want
 
 
+def test_a_dataframe_of_another_session_is_registered_in_dltraces(spark_session):
+    """A DataFrame made on `spark.newSession()` (a second notebook) had its views made in that session: the
+    user's view of the same name there was replaced, the query found no rows relation, and close() left the views
+    there. It is now read into dltrace's session; the other session keeps its own view, and nothing of dltrace's."""
+    mine, other = spark_session.newSession(), spark_session.newSession()
+    other.range(100).createOrReplaceTempView("h_x")
+    s = dltrace.connect("spark", spark=mine)
+    try:
+        s.register("h_x", other.range(5))
+        result = s.run("SELECT count(*) AS n FROM h_x")
+        assert result.table.to_pylist() == [{"n": 5}] and list(result.lineage(0)["h_x"]) == [0, 1, 2, 3, 4]
+        assert other.table("h_x").count() == 100
+    finally:
+        s.close()
+    assert [t.name for t in other.catalog.listTables() if t.isTemporary] == ["h_x"]
+    assert other.table("h_x").count() == 100
+
+
 def test_a_parquet_column_named_metadata_does_not_give_the_row_ids(s, tmp_path):
     """Row ids were read from `_metadata.row_index`, which a data column of that name shadows (every row got the
     stored 100)."""

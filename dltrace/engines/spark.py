@@ -158,7 +158,7 @@ class SparkEngine:
                 if source.typed_by is not None:
                     df = typed_frame(self.spark, df, source.typed_by, source.own_columns)
             elif isinstance(source, NativeSource):
-                df = native_frame(name, source.obj)
+                df = native_frame(self.spark, name, source.obj)
             else:  # pragma: no cover - resolve_source only builds the three kinds
                 raise SourceError(f"cannot register a {type(source).__name__} on Spark")
             keep = isinstance(source, NativeSource)
@@ -237,7 +237,7 @@ class SparkEngine:
         if not self.exists(name):
             raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
         with quiet():
-            df = native_frame(name, self.spark.table(self.quote(name)))
+            df = native_frame(self.spark, name, self.spark.table(self.quote(name)))
             rows = self.made.new_rows_name(name)
             old = self._frames.pop(rows, None)
             self._frames[rows] = df
@@ -379,7 +379,7 @@ def add_rids(spark: Any, table: str) -> None:
         df = spark.table(engine.quote(table))
         if RID in [c.lower() for c in df.columns]:
             raise SourceError(f"table {table!r} already has a {RID} column")
-        native_frame(table, df).createOrReplaceTempView(engine.quote(table))
+        native_frame(spark, table, df).createOrReplaceTempView(engine.quote(table))
 
 
 def _unpersist(df: Any) -> None:

@@ -100,8 +100,11 @@ def typed_frame(spark: Any, df: Any, query: str, own: list[str]) -> Any:
         return df
 
 
-def native_frame(name: str, df: Any) -> Any:
-    """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them."""
+def native_frame(spark: Any, name: str, df: Any) -> Any:
+    """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them: a
+    DataFrame of ``spark``, the session its views go in. One of another session of the same SparkContext
+    (``spark.newSession()``) is read into ``spark`` through its RDD: its views went in that other session, over
+    the user's own view of the name there, and ``spark`` found none of them."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.window import Window
@@ -119,7 +122,10 @@ def native_frame(name: str, df: Any) -> Any:
         if rdd is not None:
             schema = T.StructType([*df.schema.fields, T.StructField(RID, T.LongType(), False)])
             rows = rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
-            out = df.sparkSession.createDataFrame(rows, schema)
+            out = spark.createDataFrame(rows, schema)
+        elif not _same_session(df.sparkSession, spark):
+            raise SourceError(f"cannot register {name!r}: the DataFrame belongs to another SparkSession than this "
+                              f"session's; make it in the session dltrace was connected to")
         else:
             # monotonically_increasing_id is only the ordering key (partition order, then position);
             # the id itself is the dense row_number.
@@ -136,6 +142,17 @@ def native_frame(name: str, df: Any) -> Any:
     except spark_errors() as e:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
     return out
+
+
+def _same_session(a: Any, b: Any) -> bool:
+    """Are ``a`` and ``b`` one SparkSession (Python wrappers of one JVM session, or one Connect session id)?"""
+    if a is b:
+        return True
+    ja, jb = getattr(a, "_jsparkSession", None), getattr(b, "_jsparkSession", None)
+    if ja is not None and jb is not None:
+        return bool(ja.equals(jb))
+    return getattr(a, "session_id", None) is not None and getattr(a, "session_id", None) == getattr(b, "session_id",
+                                                                                                   None)
 
 
 def _spark_friendly(table: pa.Table) -> pa.Table:
