@@ -119,6 +119,26 @@ def test_a_dataframe_of_another_session_is_registered_in_dltraces(spark_session)
     assert other.table("h_x").count() == 100
 
 
+@pytest.mark.parametrize("make,sql", [
+    # a map's entries came back in the order of a Python dict built from a Java HashMap
+    ("SELECT id, map('k' || id, id, 'z', 0) AS m FROM range(4)",
+     "SELECT id, map_keys(m) AS k, to_json(m) AS j FROM h_py ORDER BY id"),
+    # a YEAR TO MONTH interval: "An exception was thrown from the Python worker"
+    ("SELECT id, INTERVAL '1-2' YEAR TO MONTH AS ym FROM range(3)", "SELECT id, CAST(ym AS STRING) AS ym FROM h_py "
+                                                                    "ORDER BY id"),
+])
+def test_a_dataframes_rows_never_go_through_python(s, spark_session, make, sql):
+    """A DataFrame registered or adopted was numbered through Python (rdd.zipWithIndex, createDataFrame): values
+    Python does not round-trip came back changed (also a TIMESTAMP in the repeated hour of a daylight-saving night,
+    an hour off in the worker's local zone) or failed. Its rows are now numbered in the JVM."""
+    spark_session.sql(make).createOrReplaceTempView("h_py")
+    want = [r.asDict() for r in spark_session.sql(sql).collect()]
+    s.adopt("h_py", replace="h_py" in s.tables)
+    assert s.run(sql).table.to_pylist() == want
+    s.register("h_py2", spark_session.sql(make), replace="h_py2" in s.tables)
+    assert s.run(sql.replace("h_py", "h_py2")).table.to_pylist() == want
+
+
 def test_a_parquet_column_named_metadata_does_not_give_the_row_ids(s, tmp_path):
     """Row ids were read from `_metadata.row_index`, which a data column of that name shadows (every row got the
     stored 100)."""

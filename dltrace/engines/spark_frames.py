@@ -9,6 +9,7 @@ RDD API where the session has one, else a window; never required, so Spark Conne
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -102,46 +103,62 @@ def typed_frame(spark: Any, df: Any, query: str, own: list[str]) -> Any:
 
 def native_frame(spark: Any, name: str, df: Any) -> Any:
     """Dense ids in the DataFrame's own partition order, then frozen so re-evaluation cannot change them: a
-    DataFrame of ``spark``, the session its views go in. One of another session of the same SparkContext
-    (``spark.newSession()``) is read into ``spark`` through its RDD: its views went in that other session, over
-    the user's own view of the name there, and ``spark`` found none of them."""
+    DataFrame of ``spark``, the session its views go in.
+
+    The rows never leave the JVM. ``monotonically_increasing_id()`` numbers each partition's rows from
+    ``partition << 33``; the numbered rows are frozen (a local checkpoint), each partition's row count is
+    counted over them, and a row's id is its partition's offset plus its position. (Through Python, with
+    ``rdd.zipWithIndex()``, a TIMESTAMP in the repeated hour of a daylight-saving night came back an hour off in
+    the worker's local zone, a MAP's entries in another order, and a YEAR TO MONTH interval failed.) A DataFrame
+    of another session of the same SparkContext (``spark.newSession()``) is first made a DataFrame of ``spark``
+    over the same rows: its views went in that other session, over the user's own view of the name there."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-    from pyspark.sql.window import Window
 
     if not hasattr(df, "schema") or not hasattr(df, "createOrReplaceTempView"):
         raise SourceError(f"cannot register a {type(df).__name__} on Spark: pass a DataFrame")
     check_columns(df.columns)
     try:
-        rdd = None
-        if not _is_connect(df):
-            try:
-                rdd = df.rdd
-            except Exception:  # noqa: BLE001 - no RDD API on this session
-                rdd = None
-        if rdd is not None:
-            schema = T.StructType([*df.schema.fields, T.StructField(RID, T.LongType(), False)])
-            rows = rdd.zipWithIndex().map(lambda pair: (*pair[0], pair[1]))
-            out = spark.createDataFrame(rows, schema)
-        elif not _same_session(df.sparkSession, spark):
-            raise SourceError(f"cannot register {name!r}: the DataFrame belongs to another SparkSession than this "
-                              f"session's; make it in the session dltrace was connected to")
-        else:
-            # monotonically_increasing_id is only the ordering key (partition order, then position);
-            # the id itself is the dense row_number.
-            order = Window.orderBy(F.monotonically_increasing_id())
-            out = df.select(
-                *[F.col(_quote(c)) for c in df.columns],
-                (F.row_number().over(order) - 1).cast("bigint").alias(RID),
-            )
-        try:
-            out = out.localCheckpoint(eager=True)
-        except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
-            out = out.cache()
-            out.count()
+        if not _same_session(df.sparkSession, spark):
+            df = _into_session(spark, name, df)
+        cols = [F.col(_quote(c)) for c in df.columns]
+        tag = next(n for n in (f"_dl_mid{i or ''}" for i in range(len(df.columns) + 1))
+                   if n.lower() not in {c.lower() for c in df.columns})
+        numbered = _frozen(df.select(*cols, F.monotonically_increasing_id().alias(tag)))
+        mid = F.col(_quote(tag))
+        partition = F.shiftright(mid, 33)
+        counts = sorted((r[0], r[1]) for r in numbered.groupBy(partition.alias("p")).count().collect())
+        offsets, total = [], 0
+        for p, n in counts:
+            offsets += [F.lit(p), F.lit(total)]
+            total += n
+        first = F.create_map(*offsets)[partition] if offsets else F.lit(0)
+        out = numbered.select(*cols, (first + mid.bitwiseAND(F.lit((1 << 33) - 1))).cast("bigint").alias(RID))
     except spark_errors() as e:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
     return out
+
+
+def _frozen(df: Any) -> Any:
+    """``df`` computed once and kept: a local checkpoint, or where the session has none, a cache filled now."""
+    try:
+        return df.localCheckpoint(eager=True)
+    except Exception:  # noqa: BLE001 - localCheckpoint unsupported here: keep it cached instead
+        df = df.cache()
+        df.count()
+        return df
+
+
+def _into_session(spark: Any, name: str, df: Any) -> Any:
+    """``df``'s rows as a DataFrame of ``spark``: passed through a global temp view (the SparkContext's
+    ``global_temp`` database, which its sessions share) under a name of dltrace's own, frozen, and the view
+    dropped again."""
+    view = f"_dl_from_session_{uuid.uuid4().hex}"
+    df.createOrReplaceGlobalTempView(view)
+    try:
+        database = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        return _frozen(spark.table(f"{_quote(database)}.{_quote(view)}"))
+    finally:
+        spark.catalog.dropGlobalTempView(view)
 
 
 def _same_session(a: Any, b: Any) -> bool:
