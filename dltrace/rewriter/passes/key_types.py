@@ -59,8 +59,10 @@ def _typed_keys(select: exp.Select, schema: dict, dialect: str) -> list[tuple[ex
         | None:
     """Each GROUP BY key of ``select`` with the type sqlglot gives it over the whole query (None: no types)."""
     root = select.root()
+    index = next((i for i, s in enumerate(root.find_all(exp.Select)) if s is select), None)
+    if index is None:  # (a SELECT whose parent no longer holds it: a pass replaced that parent; the long profile)
+        return None
     twin_root = root.copy()
-    index = next(i for i, s in enumerate(root.find_all(exp.Select)) if s is select)
     twin = list(twin_root.find_all(exp.Select))[index]
     try:
         annotate_types(twin_root, schema=schema_for(twin_root, schema, dialect), dialect=dialect)
