@@ -3,8 +3,8 @@ registers and :func:`~dltrace.engines.spark.add_rids` gives a user's view.
 
 Parquet files get ``_metadata.row_index`` (the row's position within its file) plus the file's offset, files in
 sorted name order (docs/design.md "Row ids"); an Arrow table is cast to types Spark's Arrow reader takes; a
-user's DataFrame gets dense ids in its partition order, frozen so re-evaluation cannot change them (through the
-RDD API where the session has one, else a window; never required, so Spark Connect works too).
+user's DataFrame gets dense ids in its partition order, frozen so re-evaluation cannot change them, computed in
+the JVM (no RDD API is required, so Spark Connect works too, and no value goes through Python).
 """
 
 from __future__ import annotations
