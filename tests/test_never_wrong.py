@@ -1029,3 +1029,26 @@ def test_spark_refuses_a_star_inside_a_function(sql):
     the rewrite reads, the rows relation's ``dl_rid`` too: refused, naming it."""
     with pytest.raises(dltrace.UnsupportedQuery, match=r"\* inside \w+\(\.\.\.\) is not supported"):
         dltrace.rewrite(sql, dialect="spark", schema={"t": {"a": "BIGINT", "b": "BIGINT"}})
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT current_user, x FROM clocks",
+    "SELECT x FROM clocks WHERE current_timestamp = 'col'",
+    "SELECT current_date AS d, count(*) AS n FROM clocks GROUP BY 1",
+])
+def test_a_column_named_like_a_bare_function_is_refused_unless_qualified(sql):
+    """sqlglot reads a bare current_user / current_timestamp as the function; the engine reads the column first:
+    DuckDB's current_user column came back as 'duckdb', the user's name (Spark's current_timestamp as the clock)."""
+    con = __import__("duckdb").connect()
+    con.execute("CREATE TABLE clocks (current_timestamp VARCHAR, current_date INTEGER, current_user VARCHAR, "
+                "x INTEGER)")
+    con.execute("INSERT INTO clocks VALUES ('col', 5, 'me', 1)")
+    session = dltrace.connect("duckdb", connection=con)
+    session.adopt("clocks")
+    with pytest.raises(dltrace.UnsupportedQuery, match="is both a function and a column of 'clocks'"):
+        session.run(sql)
+    qualified = sql.replace("current_", "clocks.current_")
+    assert session.run(qualified).table.to_pylist() == session.sql(qualified).to_pylist()
+    assert session.run("SELECT x, current_date - current_date AS z FROM (SELECT x FROM clocks) AS d").table \
+        .to_pylist() == [{"x": 1, "z": 0}]
+    session.close()

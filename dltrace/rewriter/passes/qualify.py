@@ -35,6 +35,7 @@ from dltrace.rewriter.shape import from_items
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     check_known_tables(expression, context.schema)
     check_using_after_outer_merge(expression)
+    check_functions_named_like_columns(expression, context.schema)
     schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     if context.schema is not None and mentions_rid(tree):
@@ -94,6 +95,47 @@ def _source_columns(resolver: Resolver, source: str) -> list[str]:
         return list(resolver.get_source_columns(source))
     except SqlglotError:  # a source sqlglot cannot list (a table function): it is not the ambiguous one
         return []
+
+
+#: functions SQL calls without parentheses (``current_user``), by the name they are written with
+_BARE_FUNCTIONS = {getattr(exp, cls): name for cls, name in (
+    ("CurrentDate", "current_date"), ("CurrentTime", "current_time"), ("CurrentTimestamp", "current_timestamp"),
+    ("CurrentUser", "current_user"), ("SessionUser", "session_user"), ("CurrentCatalog", "current_catalog"),
+    ("CurrentSchema", "current_schema"), ("CurrentRole", "current_role"), ("Localtime", "localtime"),
+    ("Localtimestamp", "localtimestamp")) if hasattr(exp, cls)}
+
+
+def check_functions_named_like_columns(tree: exp.Expression, schema: dict | None) -> None:
+    """Refuse a bare ``current_user`` (and the like) where a relation in its scope (or an enclosing one) has a
+    column of that name.
+
+    sqlglot reads it as the function, and writes it back with parentheses on some engines; the engines read a
+    column of that name first (DuckDB's ``current_user`` column came back as the user's name 'duckdb', Spark's
+    ``current_timestamp`` column as the clock). Written qualified (``t.current_user``) it is the column to
+    everyone."""
+    if not schema or not tree.find(*_BARE_FUNCTIONS):
+        return
+    lower = {t.lower(): cols for t, cols in schema.items()}
+    try:
+        scopes = traverse_scope(tree)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return  # (qualification itself says what it cannot read)
+    for scope in scopes:
+        for node in scope.find_all(*_BARE_FUNCTIONS):
+            name = _BARE_FUNCTIONS[type(node)]
+            if any(v for v in node.args.values()):
+                continue
+            outer = scope
+            while outer is not None:
+                for alias, source in outer.sources.items():
+                    if isinstance(source, exp.Table):
+                        columns = lower.get(source.name.lower(), {})
+                    else:
+                        columns = getattr(source.expression, "named_selects", [])
+                    if name in {c.lower() for c in columns}:
+                        raise UnsupportedQuery(f"{name} is both a function and a column of {alias!r}, at "
+                                               f"{position(node)}: write {alias}.{name} for the column")
+                outer = outer.parent
 
 
 def check_using_after_outer_merge(tree: exp.Expression) -> None:
