@@ -22,20 +22,16 @@ import pyarrow as pa
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
-from dltrace.compose import composed_sources, compose_traced, converted, snapshot_read
+from dltrace.compose import composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.engines.base import LineageSource, ParquetSource
 from dltrace.errors import DltraceError, UnsupportedQuery, check_names, check_path
+from dltrace.forward_plan import engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
-from dltrace.plans import ForwardPlan
 from dltrace.py_values import py_list
-from dltrace.rewriter import base_tables, plain_query, rewrite_tree
-from dltrace.rewriter.grammar import LineageOn, generate
-from dltrace.rewriter.lineage_on import take_clause
-from dltrace.rewriter.output_names import spell_output_names
+from dltrace.rewriter import base_tables
+from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.parse import mentions_rid, parse_query
-from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.slots import KeptRids
 
 
@@ -220,7 +216,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-        plan, composed = _plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids)
+        plan, composed = make_plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids)
         if reuse and not composed:  # reading a composed source may convert and register it: not kept
             catalog.plans.put(key, plan)
     else:
@@ -292,106 +288,6 @@ def _preludes_stored(catalog: Catalog, preludes: tuple[tuple[str, str], ...]) ->
                 # refuses the drop too (and rolls the table back with the transaction)
                 if not failed:
                     raise
-
-
-def _plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
-          engine_bitmaps: bool, kept_rids: KeptRids | None) -> tuple[ForwardPlan, dict[str, LineageSource]]:
-    """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads
-    (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
-    bitmaps)."""
-    rows = {t: catalog.num_rows(t) for t in catalog.tables}
-    composed = _composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
-    schema = catalog.schema(tree)
-    read_in_place = frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source")
-    rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
-                             rows_relations=catalog.rows_relations(), shared_lineage=True,
-                             composed={t: src.lineage for t, src in composed.items()},
-                             finish_on_read=True,
-                             estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
-                             # parquet read in place: its files may be rewritten with more rows than counted
-                             mutable_rows=frozenset(t for t in read_in_place
-                                                    if isinstance(catalog.tables[t], ParquetSource)),
-                             read_in_place=read_in_place, kept_rids=kept_rids)
-    rewritten.rename_preludes(catalog.engine.fresh_name)
-    on = rewritten.on
-    # (an adopted relation: its rows are frozen, but the user may change its columns, which the plan then raises)
-    in_place = sorted(t for t in schema if t in read_in_place or t in catalog.adopted)
-    names = tuple(engine_names(catalog, sql, read, tree))
-    off = on is not None and on.off
-    # LINEAGE ON (): the query runs as written, every column it returns its own; its written items are no count
-    # of them (a star expands, an expression without an alias is in no item's name), so the engine's count is
-    if not off and len(names) != len(rewritten.columns):  # the engine lists columns the rewrite's items do not
-        raise UnsupportedQuery.expanded_columns(len(rewritten.columns), len(names))
-    plan = ForwardPlan(
-        text=rewritten.sql(),
-        shared_text=rewritten.shared_sql(),
-        width=len(names) if off else len(rewritten.columns),
-        lineage=tuple(rewritten.lineage.items()),
-        # the engine's own names for the query's columns (count_star(), a user's `x AS MyName` in its case...)
-        names=names,
-        rows=tuple(rows.items()),
-        off=off,
-        dictionary_text=generate(on.dictionary(), catalog.dialect) if on is not None and on.table else None,
-        source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
-        sets_on_read=rewritten.sets_on_read,
-        packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
-        preludes=tuple(rewritten.prelude_sql()),
-        standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
-        reads=tuple(schema),
-    )
-    return plan, composed
-
-
-def _composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageSource]:
-    """The composed sources ``tree`` reads, their lineage columns in ``form`` ("set" arrays or "bitmap" bytes,
-    what the engine's lineage SQL unions): a source stored in the other form is converted, exactly, and
-    registered again."""
-    read = set(base_tables(tree))
-    found = {}
-    for name, src in composed_sources(catalog).items():
-        if name not in read:
-            continue
-        if src.strategy != form:
-            src = converted(src, form, catalog)
-            catalog.engine.register(name, src)
-            catalog.tables[name] = src
-        found[name] = src
-    return found
-
-
-def plain_text(catalog: Catalog, tree: Any) -> str:
-    """The engine's SQL for parsed query ``tree`` run without lineage (:func:`dltrace.rewriter.plain_query`).
-    Only a query that reads ``dl_rid`` is given the schema (its stars are expanded without the column): looking
-    it up costs a round trip to the engine per table."""
-    schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
-                          rows_relations=catalog.rows_relations())
-    plain = plain_query(tree, context)
-    if schema is not None:  # qualified: its output names lower-cased, spelled back as the engine names them
-        plain = spell_output_names(plain, tree, schema, catalog.dialect, len(plain.selects))
-    return generate(plain, catalog.dialect)
-
-
-def rows_query(catalog: Catalog, result: LineageData) -> str:
-    """The engine's SQL of ``result``'s query as written, run without lineage (a LINEAGE ON clause taken off):
-    the query whose column types ``result``'s rows have, which a step registered from it keeps
-    (:attr:`~dltrace.engines.base.ArrowSource.typed_by`)."""
-    tree = parse_query(result.sql, result.dialect)
-    take_clause(tree)
-    return plain_text(catalog, tree)
-
-
-def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:
-    """The names the engine gives the output columns of ``sql`` run as written (without a LINEAGE ON clause):
-    results carry those, not the names qualification made up (``_col_0``) or normalised (``MyName``).
-    ``parsed``: ``sql`` parsed already (read, not changed), to spare a second parse."""
-    tree = parse_query(sql, read) if parsed is None else parsed
-    if read == catalog.dialect and not tree.find(LineageOn) and not mentions_rid(tree):
-        return catalog.engine.column_names(sql)  # the text itself: a round trip through sqlglot may respell it
-    if tree is parsed:
-        tree = tree.copy()  # (taking the clause off changes it)
-    take_clause(tree)
-    return catalog.engine.column_names(plain_text(catalog, tree))
 
 
 def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: str | None = None,

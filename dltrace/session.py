@@ -17,7 +17,8 @@ from dltrace.engines.base import ArrowSource, ParquetSource, check_storage, with
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
                              check_text)
 from dltrace.impact import Impact, impact
-from dltrace.result import BackwardResult, LineageResult, plain_text, rows_query, run_forward, trace_backward
+from dltrace.forward_plan import plain_text, rows_query
+from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backward", ("dltrace.backward",)),
     ("results", ("dltrace.lineage_data", "dltrace.rowstore", "dltrace.fetch", "dltrace.explore", "dltrace.oracle",
                  "dltrace.lineage_relations", "dltrace.compose",
-                 "dltrace.save_folder", "dltrace.parquet_forms", "dltrace.result", "dltrace.store", "dltrace.impact")),
+                 "dltrace.save_folder", "dltrace.parquet_forms", "dltrace.forward_plan", "dltrace.result", "dltrace.store", "dltrace.impact")),
     # "dltrace": the package's own __init__, not its submodules; pipelines run steps on a session
     ("session", ("dltrace.session", "dltrace.pipelines", "dltrace")),
     ("tpch", ("dltrace.tpch",)),

@@ -34,7 +34,8 @@ from dltrace.fingerprints import arrow_hash, file_hash
 from dltrace.names import row_key
 from dltrace.pipelines.graph import Pipeline, Step, read_pipeline
 from dltrace.py_values import py_list
-from dltrace.result import BackwardResult, LineageResult, rows_query
+from dltrace.forward_plan import rows_query
+from dltrace.result import BackwardResult, LineageResult
 from dltrace.session import Session, connect
 
 METHODS = ("forward", "backward")

@@ -3,7 +3,7 @@
 Qualification normalises identifiers (DuckDB and Spark resolve names case-insensitively, and sqlglot lower-cases
 them), so ``SELECT deptId, sum(Salary) AS TotalPay FROM emp`` came back as ``... AS "deptid", ... AS "totalpay"``:
 run by the user, the rewritten SQL named its columns otherwise than their own query does. A session asks the
-engine for the names (``result.engine_names``); :func:`dltrace.rewrite` has no engine, so it gives back the
+engine for the names (``forward_plan.engine_names``); :func:`dltrace.rewrite` has no engine, so it gives back the
 spelling of the query's own projections (an alias, a column as written) and, for a column a ``*`` expands, the
 schema's. A name the engine makes up for an expression (DuckDB's ``sum(Salary)``) is not reproduced: the rewrite
 keeps sqlglot's ``_col_1`` there. Only the case of a name changes, never the name, so the SQL's meaning is the same
