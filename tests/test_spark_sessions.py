@@ -139,6 +139,16 @@ def test_a_dataframes_rows_never_go_through_python(s, spark_session, make, sql):
     assert s.run(sql.replace("h_py", "h_py2")).table.to_pylist() == want
 
 
+def test_adopting_a_global_temp_view_says_to_adopt_a_view_of_it(s, spark_session):
+    """`s.adopt("global_temp.gv")` said there was no such view, which the user could see there."""
+    spark_session.sql("SELECT 1 AS id").createOrReplaceGlobalTempView("h_gv")
+    try:
+        with pytest.raises(dltrace.SourceError, match=r"'global_temp.h_gv'.*not schema.table .*adopt a view of it"):
+            s.adopt("global_temp.h_gv")
+    finally:
+        spark_session.catalog.dropGlobalTempView("h_gv")
+
+
 def test_a_parquet_column_named_metadata_does_not_give_the_row_ids(s, tmp_path):
     """Row ids were read from `_metadata.row_index`, which a data column of that name shadows (every row got the
     stored 100)."""

@@ -235,7 +235,9 @@ class SparkEngine:
         """Give the user's temp view or table ``name`` a rows relation with row ids (numbered in the DataFrame's
         partition order, then frozen like a registered DataFrame), leaving ``name`` itself alone."""
         if not self.exists(name):
-            raise SourceError(f"no table or temp view named {name!r} in this SparkSession")
+            hint = ("; a name is one relation of the session, not schema.table (a global temp view too): adopt a "
+                    "view of it" if "." in name else "")
+            raise SourceError(f"no table or temp view named {name!r} in this SparkSession{hint}")
         with quiet():
             df = native_frame(self.spark, name, self.spark.table(self.quote(name)))
             rows = self.made.new_rows_name(name)
