@@ -5,16 +5,18 @@ duplicate rows, empty tables. Queries: joins (inner, left, right, full, cross; O
 NATURAL), FROM subqueries and CTEs, SELECT * [EXCLUDE], DISTINCT, GROUP BY / HAVING / global aggregates /
 ROLLUP / GROUPING SETS, aggregates over grouped derived tables (TPC-H Q13's ``a LEFT JOIN b ... GROUP BY <a's
 columns>`` among them), window functions, UNION [ALL] [BY NAME] / INTERSECT / EXCEPT (nested), ORDER BY +
-LIMIT/OFFSET anywhere (subqueries, set-operation branches), parenthesised queries followed by ORDER BY / LIMIT /
-OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI
-joins (ON equalities, an inequality, NULL keys; USING; joins before and after them), and subquery predicates
-(EXISTS, IN, NOT IN, op ANY/ALL with every comparison, scalar subqueries, their value maybe an expression of
-aggregates or another aggregate: ``count_if``, FILTER, ``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``)
-in WHERE, JOIN ON, HAVING, the SELECT list, CASE and an aggregate's argument (``sum(CASE WHEN
-x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT ...))``), under NOT / OR / ``= false`` / IS
-NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does not know (``product``, ``list_sum``); user names
-that look like internal ones. Every query records the feature names it uses (``Generated.features``) so a failure
-names its class.
+LIMIT/OFFSET anywhere (subqueries, set-operation branches; now and then a SELECT's ORDER BY names some output
+columns instead of giving their positions, an output name maybe also a column of its FROM that the item is not:
+``SELECT (0 - t1.v) AS v, t1.v AS c1 FROM r AS t1 ORDER BY v NULLS LAST, 2 NULLS LAST LIMIT 1``, which DuckDB orders
+by the alias), parenthesised queries followed by ORDER BY / LIMIT / OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top
+level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI joins (ON equalities, an inequality, NULL keys;
+USING; joins before and after them), and subquery predicates (EXISTS, IN, NOT IN, op ANY/ALL with every comparison,
+scalar subqueries, their value maybe an expression of aggregates or another aggregate: ``count_if``, FILTER,
+``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and
+an aggregate's argument (``sum(CASE WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT
+...))``), under NOT / OR / ``= false`` / IS NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does
+not know (``product``, ``list_sum``); user names that look like internal ones. Every query records the feature names
+it uses (``Generated.features``) so a failure names its class.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InSub, Is,
-                      Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With)
+                      Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -61,7 +63,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
-                      "other_aggregate"})
+                      "other_aggregate", "order_by_alias"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -69,11 +71,12 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # unnest([...]) are DuckDB's; shadowed aliases are standard SQL but not yet run on Spark; POSITIONAL JOIN is DuckDB's;
 # subquery predicates inside an aggregate's argument are not yet run on Spark either, whose analyzer restricts where
 # a predicate subquery may stand; the other aggregates are DuckDB's: Spark's count_if is 0 over no rows, and it
-# orders string_agg by WITHIN GROUP)
+# orders string_agg by WITHIN GROUP; an ORDER BY name that is an output alias and an input column both is bound to
+# the alias by DuckDB, refused by dltrace on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
-                             "join_positional", "subquery_in_aggregate", "other_aggregate"}
+                             "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -488,6 +491,7 @@ class Gen:
         q, _ = self.query(depth, want=[typ], outer=outer, ctes=ctes, plain=True)
         q.limit, q.offset = 1, self.pick([None, None, 1])
         self.feat("scalar_limit")
+        self.order_by_names(q)
         return q
 
     def lookup_query(self, outer, ctes, typ: str):
@@ -611,6 +615,7 @@ class Gen:
         if not top and self.ok("limit") and self.chance(6):
             q.limit, q.offset = self.pick([0, 1, 2, 3, None]), self.pick([None, None, 1])
             self.feat("limit_in_subquery")
+            self.order_by_names(q)
         return q, out
 
     def paren(self, q, out, where: str):
@@ -664,6 +669,7 @@ class Gen:
         if self.ok("limit") and self.chance(4):
             q.limit, q.offset = self.pick([0, 1, 2]), self.pick([None, 1])
             self.feat("limit_in_setop")
+            self.order_by_names(q)
         if self.ok("paren_order") and self.chance(12):
             return self.paren(q, out, "branch"), out
         return q, out
@@ -724,7 +730,8 @@ class Gen:
             q.width = len(star) - len(exclude)
             return q, [(n, t) for n, t in star if n not in exclude]
         if shape in ("group", "global"):
-            return self.aggregate(shape, item, cols, cols, where, types, aliases, depth, ctes, want is None)
+            q, out = self.aggregate(shape, item, cols, cols, where, types, aliases, depth, ctes, want is None)
+            return self.alias_input_name(q, out, cols, names)
         items = [(self.value(scope, t, depth, ctes), a) for t, a in zip(types, aliases)]
         if shape == "window" and any(t == "int" for t in types):
             i = types.index("int")
@@ -740,7 +747,50 @@ class Gen:
         q = Select(items, item, where, distinct=shape == "distinct")
         if shape == "distinct":
             self.feat("distinct")
-        return q, list(zip(aliases, types))
+        return self.alias_input_name(q, list(zip(aliases, types)), cols, names)
+
+    def alias_input_name(self, q: Select, out, cols, names):
+        """(q, out), now and then one output column renamed after a column of ``q``'s FROM it is not (``(0 - t1.v)
+        AS v``, ``count(*) AS k``, ``t1.k AS v``): an ORDER BY of that name (``order_by_names``) is then an output
+        alias and an input column both, which DuckDB binds to the alias. ``q`` remembers its input names (an
+        ORDER BY name may also be one without this renaming: ``SELECT t3.c1 AS c0 FROM (SELECT ... AS c0, ... AS
+        c1) AS t3``)."""
+        q.input_names = frozenset(n.lower() for _, n, _ in cols)
+        if names or not self.often("order_by_alias", 16):
+            return q, out
+        taken = {a.lower() for a, _ in out}
+        choices = sorted({n for _, n, _ in cols if ident(n) == n and n.lower() not in taken})
+        if not choices:
+            return q, out
+        i, name = self.draw(st.integers(0, len(out) - 1)), self.pick(choices)
+        e, typ = q.items[i][0], out[i][1]
+        if isinstance(e, Col) and e.name.lower() == name.lower():  # (the column itself: another value instead)
+            e = Func("coalesce", (e, Lit(""))) if typ == "str" else Bin("-", Lit(0), e)
+        self.feat("alias_is_input_column")
+        q.items[i] = (e, name)
+        return q, [(name, typ) if j == i else o for j, o in enumerate(out)]
+
+    def order_by_names(self, q):
+        """Now and then the ORDER BY a SELECT's LIMIT / OFFSET comes with (every output column) names some columns
+        instead of giving their positions: an output name only one output column has, plain (unquoted); always
+        when it is an input column's name too whose value the item is not (DuckDB orders by the item)."""
+        if not isinstance(q, Select) or not q.items or (q.limit is None and q.offset is None) \
+                or not self.often("order_by_alias", 6):
+            return
+        aliases = [a.lower() for _, a in q.items]
+        inputs = getattr(q, "input_names", frozenset())
+        order, shadows = [], False
+        for e, a in q.items:
+            usable = aliases.count(a.lower()) == 1 and ident(a) == a
+            other = a.lower() in inputs and not (isinstance(e, Col) and e.name.lower() == a.lower())
+            named = usable and (other or self.chance(2))
+            order.append(a if named else None)
+            shadows = shadows or (named and other)
+        if any(n is not None for n in order):
+            q.order_names = tuple(order)
+            self.feat("order_by_alias")
+            if shadows:
+                self.feat("order_by_alias_shadows_input")
 
     def group_over_groups(self, depth, want, outer, ctes, names) -> tuple:
         """A GROUP BY over the groups of another, read from base tables (TPC-H Q13's shape): the rewrite that
@@ -1129,6 +1179,7 @@ def rich_queries(draw, depth: int = 2, allow: frozenset | None = None) -> Genera
         if isinstance(q, (Select, SetOp)):
             q.limit = q_limit
             g.feat("limit_top")
+            g.order_by_names(q)
     if g.ok("paren_order") and g.chance(12):
         q = g.paren(q, out, "top")
     return Generated(q, g.features)

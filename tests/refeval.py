@@ -11,7 +11,8 @@ is NULL over no values too (Spark's would be 0), median the middle value (the me
 group's rows where ``p`` is TRUE (its witnesses unioned over the group's rows, like an argument's). Grouping and
 set operations treat NULLs as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of
 every output column (``(q) ORDER BY ...``, refquery.Paren: every output column in some order, each ASC or DESC,
-NULLS FIRST or LAST).
+NULLS FIRST or LAST), read by output index: a key written as a name (``Select.order_names``) is the output column
+of that name even where a FROM column has it too, as DuckDB binds it.
 
 Lineage (witness semantics). A row's lineage is a set of (table, rid) pairs, rid = the row's 0-based position
 in its table (dltrace's ``dl_rid``):

@@ -6,8 +6,10 @@ Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] N
 forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
 ``CASE WHEN c THEN [a, b] ELSE [] END`` or ``... END``: a SELECT-list item giving one row per element).
 FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
-cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select, SetOp, With, and Paren (a parenthesised
-query followed by ORDER BY / LIMIT / OFFSET: ``(q) ORDER BY 2 DESC, 1 NULLS FIRST LIMIT 3``).
+cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select (its LIMIT / OFFSET after an ORDER BY of
+every output column, each by position or by its output name: ``ORDER BY v NULLS LAST, 2 NULLS LAST``), SetOp,
+With, and Paren (a parenthesised query followed by ORDER BY / LIMIT / OFFSET: ``(q) ORDER BY 2 DESC, 1 NULLS FIRST
+LIMIT 3``).
 """
 
 from __future__ import annotations
@@ -185,6 +187,9 @@ class Select:
     limit: int | None = None  # with ORDER BY every output column NULLS LAST
     offset: int | None = None
     qualify: Expr | None = None  # QUALIFY <predicate over window functions> (a SELECT that does not aggregate)
+    # that ORDER BY's keys: per output column its name (DuckDB binds a bare name to the SELECT item aliased so
+    # before an input column of that name) or None for its position; None: every one by position
+    order_names: tuple | None = None
 
 
 @dataclass(eq=False)
@@ -282,10 +287,11 @@ def _is(e: Is) -> str:
     return f"(({render(e.arg)}) IS {'NOT ' if e.negated else ''}{e.what})"
 
 
-def _order_limit(n_cols: int, limit, offset) -> str:
+def _order_limit(n_cols: int, limit, offset, names=None) -> str:
     if limit is None and offset is None:
         return ""
-    text = " ORDER BY " + ", ".join(f"{i + 1} NULLS LAST" for i in range(n_cols))
+    keys = [ident(names[i]) if names and names[i] is not None else str(i + 1) for i in range(n_cols)]
+    text = " ORDER BY " + ", ".join(f"{k} NULLS LAST" for k in keys)
     if limit is not None:
         text += f" LIMIT {limit}"
     if offset is not None:
@@ -350,7 +356,7 @@ def _select(q: Select) -> str:
         text += f" HAVING {render(q.having)}"
     if q.qualify is not None:
         text += f" QUALIFY {render(q.qualify)}"
-    return text + _order_limit(n_columns(q), q.limit, q.offset)
+    return text + _order_limit(n_columns(q), q.limit, q.offset, q.order_names)
 
 
 def _branch(q) -> str:
