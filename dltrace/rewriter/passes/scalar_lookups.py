@@ -19,7 +19,10 @@ error_function``) instead of giving a value. The test is placed at the item or t
 because the engines evaluate the lookup for every row that reaches it, also in a branch of a CASE the row does
 not take (both raise for ``CASE WHEN t.k = 9 THEN (SELECT ...) END`` when another row's lookup finds two rows).
 The lineage is the lookup's row: each piece reads the same rows, and the count's comparison is TRUE only for a
-row that raises, so it gives no witnesses of its own.
+row that raises, so it gives no witnesses of its own. Where the engine raises for a lookup no query reads
+(DuckDB), the item's test is also written into its SELECT's lineage (:func:`guard_lineage`), which the
+optimizer cannot prune with the item; a lookup in an EXISTS's SELECT list, which decorrelation drops, is
+refused there.
 
 Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
 random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
@@ -197,13 +200,13 @@ def guard_lineage(lineage: exp.Expression, guards: list[exp.Case]) -> exp.Expres
 
     A guard is in its item, and an item no enclosing query reads is pruned by the engine's optimizer, its test
     with it (``SELECT max(a) FROM (SELECT (<lookup>) AS c, a FROM t)``): the engine raised "more than one row"
-    and dltrace answered (the long generator profile). DuckDB evaluates a lookup for every row that reaches
-    the projection, read or not (``LineageFunctions.checks_unread_lookups``; Spark's optimizer prunes the item,
-    and the guard with it, as it did the user's lookup: nothing is added there); the lineage columns are read up to the result, so a test in one of them
-    is evaluated for the same rows: after the SELECT's WHERE, so in a row's slot (which a later rule may still
-    group, as a semi-join's lineage), and for a grouped SELECT after HAVING, so in the aggregated column (the
-    test is then the item's, over the group's aggregates, as the engine's own). A row that raises has no lineage
-    to give. Not done where the SELECT has no lineage (a LINEAGE ON that reads none of its tables): the item's
-    own guard then raises only where the item is read."""
+    and dltrace answered (the long generator profile). DuckDB evaluates a lookup for every row that reaches the
+    projection, read or not (``LineageFunctions.checks_unread_lookups``; Spark's optimizer prunes the user's
+    lookup as it prunes the item: nothing is added there). The lineage columns are read up to the result, so a
+    test in one of them is evaluated for the same rows: after the SELECT's WHERE, so in a row's slot (which a
+    later rule may still group, as a semi-join's lineage), and for a grouped SELECT after HAVING, so in the
+    aggregated column (the test is then the item's, over the group's aggregates, as the engine's own). A row
+    that raises has no lineage to give. Not done where the SELECT has no lineage (a LINEAGE ON that reads none
+    of its tables): the item's own guard then raises only where the item is read."""
     tests = [g.args["ifs"][0].copy() for g in guards]
     return exp.Case(ifs=tests, default=lineage)
