@@ -18,8 +18,8 @@ from dltrace.engines import Engine, resolve_source
 from dltrace.engines.base import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
                                   parquet_metadata)
 from dltrace.engines.guest import ClosedEngine
-from dltrace.errors import (DltraceError, DuplicateTable, ReservedName, StaleLineage, UnknownTable, UnsupportedQuery,
-                             check_flag, check_text)
+from dltrace.errors import (DltraceError, DuplicateTable, QueryError, ReservedName, StaleLineage, UnknownTable,
+                             UnsupportedQuery, check_flag, check_text)
 from dltrace.names import reserved_prefix
 from dltrace.plans import PlanCache
 
@@ -309,10 +309,13 @@ class Catalog:
         rows' (``SELECT *`` gave the frozen rows under the new column list, or a raw error naming a new column)."""
         frozen = self.engine.columns(self.engine.rows_name(name))
         if current and name in self.adopted:
-            if not self.engine.exists(name):
+            try:  # (asked at every query: whether the relation is still there only when its columns fail)
+                now = self.engine.columns(name)
+            except QueryError:
+                if self.engine.exists(name):
+                    raise
                 raise StaleLineage(f"table {name!r}, which you adopted, is no longer on the engine: adopt it again "
-                                   f"(s.adopt({name!r}, replace=True)) once it is back, to trace it")
-            now = self.engine.columns(name)
+                                   f"(s.adopt({name!r}, replace=True)) once it is back, to trace it") from None
             if now != frozen:
                 raise StaleLineage(f"table {name!r} changed since it was adopted (its columns are now "
                                    f"{', '.join(now)}; adopted: {', '.join(frozen)}): s.adopt({name!r}, "

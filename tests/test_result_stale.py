@@ -254,6 +254,12 @@ def test_an_adopted_relation_given_other_columns_asks_to_adopt_it_again(engine, 
         assert r.verify(0) and r.backward(1)["t"].to_pylist() == [{"id": 1, "k": 1, "tag": "old", "dl_rid": 1}]
         s.adopt("t", replace=True)
         assert s.run("SELECT * FROM t WHERE id < 1").table.to_pylist() == [{"id": 0, "tag": "new"}]
+        if engine == "duckdb":
+            con.execute("DROP VIEW t")
+        else:
+            spark.catalog.dropTempView("t")
+        with pytest.raises(dltrace.StaleLineage, match="'t', which you adopted, is no longer on the engine"):
+            s.run("SELECT * FROM t WHERE id < 2")
     finally:
         s.close()
 
