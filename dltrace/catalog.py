@@ -306,8 +306,11 @@ class Catalog:
         with lineage reads (and a result's rows are fetched from). ``current``: for a query to run now, where the
         engine names the output columns by the user's relation, an adopted relation whose columns the user
         changed since (``adopt`` froze its rows) raises :class:`StaleLineage`: its new columns are not the frozen
-        rows' (``SELECT *`` gave the frozen rows under the new column list, or a raw error naming a new column)."""
-        frozen = self.engine.columns(self.engine.rows_name(name))
+        rows' (``SELECT *`` gave the frozen rows under the new column list, or a raw error naming a new column).
+        A step's lineage columns, which its rows relation holds beside ``dl_rid``, are left out as the user's
+        relation leaves them out (``SELECT *``, a NATURAL join or a whole-row reference over a step read them)."""
+        private = set(getattr(self.tables.get(name), "private", ()))
+        frozen = {c: t for c, t in self.engine.columns(self.engine.rows_name(name)).items() if c not in private}
         if current and name in self.adopted:
             try:  # (asked at every query: whether the relation is still there only when its columns fail)
                 now = self.engine.columns(name)
