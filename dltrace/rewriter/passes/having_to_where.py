@@ -8,9 +8,9 @@ Valid (same rows, same lineage) when the conjunct's value is the group's for eve
 aggregate, window or random function of its SELECT (an aggregate inside its subquery over the SELECT's columns is
 the SELECT's), and every column of the SELECT's own sources it reads --
 directly or as a correlation of a subquery -- is a plain GROUP BY key of a type whose grouped values are
-identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans, strings without a collation; not
-floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then keeps or loses
-all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the aggregates,
+identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans; not strings, which a collation may
+group, nor floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then
+keeps or loses all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the aggregates,
 windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is made or
 lost. Witnesses: a HAVING subquery's belong to the group's row, a WHERE subquery's to each input row, unioned
 over the group -- the same rows, since each row of the group evaluates it with the same keys. Only under a plain

@@ -3,7 +3,10 @@
 Two passes read something over a group's keys once per input row rather than once per group
 (:mod:`having_to_where`, :func:`decorrelatable.read_group_constants_per_row`). That is the engine's value only
 when each row of the group holds the value the engine groups by. For integers, decimals (one scale per column),
-dates, timestamps, booleans and strings without a collation the rows of a group are identical. Not for floats:
+dates, timestamps and booleans the rows of a group are identical. Not for strings: a collation groups 'x' with
+'X' (DuckDB's ``COLLATE NOCASE`` column, its ``default_collation`` setting, Spark's ``UTF8_LCASE``), and neither
+engine's column types, as the rewriter reads them, carry it, so ``HAVING s::BLOB::VARCHAR IN (...)`` read per row
+kept a row of a group whose key failed (found by a probe). Not for floats:
 ``0.0`` and ``-0.0`` are one group, and ``CAST(k AS VARCHAR)`` or ``1 / k`` tell them apart (DuckDB evaluates a
 subquery over the group's key once, with one of them; per row, each row gets its own). Nor intervals, where
 ``INTERVAL 1 MONTH`` and ``INTERVAL 30 DAYS`` are one group, nor a type sqlglot cannot tell (an unknown
@@ -23,8 +26,8 @@ IDENTICAL_WHEN_GROUPED = frozenset({
     T.TINYINT, T.SMALLINT, T.MEDIUMINT, T.INT, T.BIGINT, T.INT128, T.INT256, T.UTINYINT, T.USMALLINT, T.UMEDIUMINT,
     T.UINT, T.UBIGINT, T.UINT128, T.UINT256, T.BIGDECIMAL, T.DECIMAL, T.DECIMAL32, T.DECIMAL64, T.DECIMAL128,
     T.DECIMAL256, T.UDECIMAL, T.BOOLEAN, T.DATE, T.DATE32, T.DATETIME, T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMP_S,
-    T.TIMESTAMP_MS, T.TIMESTAMP_NS, T.VARCHAR, T.TEXT, T.CHAR, T.NCHAR, T.NVARCHAR, T.BPCHAR,
-})
+    T.TIMESTAMP_MS, T.TIMESTAMP_NS,
+})  # (no string type: a collation the types do not show may group distinct strings, see above)
 
 
 def identity_keys(select: exp.Select, schema: dict | None, dialect: str) -> list[exp.Column]:
