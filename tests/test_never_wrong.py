@@ -1092,3 +1092,37 @@ def test_a_collated_string_key_is_tested_once_per_group(sql, setting):
     finally:
         s.close()
         con.close()
+
+
+# -- an IN list holding a subquery: a list of values, one of them a scalar, never `x IN (subquery)` -------------
+
+IN_LISTS = [
+    ("SELECT a FROM t WHERE a IN (1, (SELECT max(a) FROM u WHERE c = 1))",
+     [((1,), L(t=[0])), ((2,), L(t=[1], u=[3])), ((2,), L(t=[3], u=[3]))]),
+    ("SELECT a FROM t WHERE a IN ((SELECT max(a) FROM u WHERE c = 1), 1)",
+     [((1,), L(t=[0])), ((2,), L(t=[1], u=[3])), ((2,), L(t=[3], u=[3]))]),
+    ("SELECT a FROM t WHERE a NOT IN (2, (SELECT min(a) FROM u))", [((1,), L(t=[0]))]),
+    ("SELECT a, a IN (1, (SELECT max(a) FROM u WHERE c = 1)) AS f FROM t",
+     [((1, True), L(t=[0])), ((2, True), L(t=[1], u=[3])), ((None, None), L(t=[2])), ((2, True), L(t=[3], u=[3]))]),
+    ("SELECT a FROM t WHERE (SELECT max(a) FROM u WHERE c = 1) IN (a, 7)",
+     [((2,), L(t=[1], u=[3])), ((2,), L(t=[3], u=[3]))]),
+    ("SELECT a, count(*) AS n FROM t GROUP BY a HAVING a IN (1, (SELECT max(a) FROM u WHERE c = 1))",
+     [((1, 1), L(t=[0])), ((2, 2), L(t=[1, 3], u=[3]))]),
+]
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+@pytest.mark.parametrize("sql,expected", IN_LISTS)
+def test_an_in_list_holding_a_subquery_keeps_its_other_values(s, sql, expected, strategy):
+    """`a IN (1, (SELECT ...))` was read as `a IN (SELECT ...)`: the rewrite joined the subquery's value alone and
+    lost the list's other values (`k IN (1, (SELECT max(k) FROM u))` kept only the maximum's rows; found by a
+    probe). It is the OR of its comparisons, each subquery a scalar compared with a value."""
+    expected_rows = Counter(tuple(r.values()) for r in s.sql(sql).to_pylist())
+    assert expected_rows == Counter(row for row, _ in expected)
+    r = s.run(sql, lineage=strategy)
+    assert with_lineage(r) == Counter((repr(row), lin) for row, lin in expected)
+
+
+def test_an_in_list_with_a_random_left_side_is_refused(s):
+    with pytest.raises(dltrace.UnsupportedQuery, match="IN list holding a subquery"):
+        s.run("SELECT a FROM t WHERE a + random() IN (1, (SELECT max(a) FROM u))")

@@ -22,6 +22,7 @@ from dltrace.rewriter.passes.build_after_limit import build_after_limit
 from dltrace.rewriter.passes.build_on_read import build_on_read
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.column_lists import column_lists
+from dltrace.rewriter.passes.in_lists import in_lists
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
@@ -78,6 +79,7 @@ PACKED_ROWS = {"t": 2**30, "u": 2**30, "s": 100}
 PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),
+    "in_lists.sql": (None, in_lists, "duckdb", "set"),
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
     "exists_limit.sql": (None, exists_limit, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
@@ -171,7 +173,7 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("parenthesised.sql", "column_lists.sql", "semi_joins.sql", "distinct_on.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
+    for name in ("parenthesised.sql", "column_lists.sql", "in_lists.sql", "semi_joins.sql", "distinct_on.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
                  "late_witnesses.sql"):
         before, under_test, dialect, strategy = PASSES[name]
         context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA,

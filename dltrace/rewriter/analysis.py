@@ -2,7 +2,7 @@
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a QUALIFY, qualify, GROUP BY ALL as its keys, decorrelate,
+an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a QUALIFY, qualify, GROUP BY ALL as its keys, decorrelate,
 mark how each decorrelated subquery is used, read and translate non-equality witnesses, make cross joins
 explicit. Both directions then ask
 the same questions of the prepared tree through the functions below:
@@ -42,6 +42,7 @@ from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.having_to_where import having_to_where
+from dltrace.rewriter.passes.in_lists import in_lists
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
@@ -166,9 +167,9 @@ def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
 
-ANALYSIS_PASSES = (parenthesised, column_lists, semi_joins, exists_limit, distinct_on, known_aggregates, qualify,
-                   group_by_all, outer_join_filters, having_to_where, union_by_name, decorrelate, mark_witness_uses,
-                   read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, distinct_on, known_aggregates,
+                   qualify, group_by_all, outer_join_filters, having_to_where, union_by_name, decorrelate,
+                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
