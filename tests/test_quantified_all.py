@@ -94,3 +94,41 @@ def test_all_over_a_set_returning_projection_stays_refused(s):
     assert sorted(s.sql(sql).column("a").to_pylist()) == [3, 4, 5, 7]  # the engine answers
     with pytest.raises(dltrace.UnsupportedQuery, match=r"could not be decorrelated \(ALL\)"):
         s.run(sql)
+
+
+# -- the same for a correlated ANY (passes/quantified_any.py): witnesses are the rows whose comparison holds --
+
+def expected_any(op: str, correlated, also=lambda o: True) -> Counter:
+    """Rows of t whose ``d op ANY (u.d of the rows correlated(o, r))`` is TRUE and ``also(o)``, each with itself
+    and the u rows of its subquery whose comparison holds."""
+    out = Counter()
+    for oid, o in enumerate(T.to_pylist()):
+        held = [i for i, r in enumerate(U.to_pylist())
+                if correlated(o, r) is True and _cmp(op, o["d"], r["d"]) is True]
+        if held and also(o):
+            out[((o["a"],), (("t", (oid,)), ("u", tuple(held))))] += 1
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+@pytest.mark.parametrize("op", sorted(_OPS))
+def test_any_by_hand(s, op, strategy):
+    """``t.d < ANY (SELECT u.d FROM u WHERE u.k = t.k)`` was refused as a correlated subquery that could not be
+    decorrelated, while the same ALL ran (found by a probe); it is read as an EXISTS of a row that holds."""
+    sql = f"SELECT t.a FROM t WHERE t.a > 0 AND t.d {op} ANY (SELECT u.d FROM u WHERE u.k = t.k)"
+    result = s.run(sql, lineage=strategy)
+    assert Counter(tuple(r.values()) for r in result.table.to_pylist()) == \
+        Counter(tuple(r.values()) for r in s.sql(sql).to_pylist())
+    assert got(result) == expected_any(op, lambda o, r: _eq(r["k"], o["k"])), sql
+    traced = s.trace(sql)
+    assert got(traced) == got(result)
+
+
+def test_any_under_control_semantics_or_under_or_stays_refused(s):
+    """Control lineage gives the outer row every row of the subquery, where the EXISTS finds only those that
+    hold; under OR a row may pass with the ANY not TRUE."""
+    sql = "SELECT t.a FROM t WHERE t.d < ANY (SELECT u.d FROM u WHERE u.k = t.k)"
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"could not be decorrelated \(ANY\)"):
+        s.run(sql, semantics="control")
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"could not be decorrelated \(ANY\)"):
+        s.run(sql + " OR t.a = 1")

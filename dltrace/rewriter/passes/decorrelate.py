@@ -15,7 +15,9 @@ subquery is handed to sqlglot only when its rewrite is valid:
   t.a)``) is first read as one-row aggregates, its item raising the engine's error where it finds several rows
   (:func:`scalar_lookups.read_lookups_as_aggregates`);
 - a correlated ``x op ALL (subquery)`` in a top-level WHERE conjunct is first read as a NOT EXISTS of a row that
-  fails the comparison and a count of the subquery's rows (:func:`quantified_all.read_all_as_not_exists`);
+  fails the comparison and a count of the subquery's rows (:func:`quantified_all.read_all_as_not_exists`), and a
+  correlated ``x op ANY (subquery)`` (``op`` not ``=``) there, in witness semantics, as an EXISTS of a row that
+  makes the comparison hold (:func:`quantified_any.read_any_as_exists`);
 - a correlated scalar subquery over an expression of aggregates that sqlglot's decorrelation does not take
   (``coalesce(sum(v), 0)``, ``count(*) + 1``, ``max(v) - min(v)``: over no rows not the NULL a LEFT JOIN gives)
   is first written as the expression over one subquery per aggregate (:func:`decorrelatable.split_aggregate_values`);
@@ -87,6 +89,7 @@ from dltrace.rewriter.passes.key_types import may_hold_maps
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS, late_witness_exists
 from dltrace.rewriter.passes.outer_domains import join_outer_domains
 from dltrace.rewriter.passes.quantified_all import read_all_as_not_exists
+from dltrace.rewriter.passes.quantified_any import read_any_as_exists
 from dltrace.rewriter.passes.scalar_lookups import raise_errors, read_lookups_as_aggregates
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
                                    negated, returns_rows_per_row)
@@ -126,6 +129,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     if lookups:
         read_lookups_as_aggregates(tree, WRITTEN_AS, context.fns.checks_unread_lookups)
     read_all_as_not_exists(tree, WRITTEN_AS)
+    if context.semantics == "witness":  # (control lineage reads all of the subquery's rows, the EXISTS fewer)
+        read_any_as_exists(tree)
     count_rows_of_true_exists(tree)
     split_aggregate_values(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
