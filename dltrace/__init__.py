@@ -57,7 +57,10 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
 
     ``sql`` is written in ``read`` (default: ``dialect``); the result is ``dialect`` SQL. ``schema`` maps
     table -> {column: type} for the tables the query reads (``dltrace.tpch.TPCH_SCHEMA`` for TPC-H,
-    ``session.schema()`` for a session's tables): the rewriter resolves unqualified columns and ``*`` with it.
+    ``session.schema()`` for a session's tables): the rewriter resolves unqualified columns and ``*`` with it. A
+    string column that groups by a collation says so in its type (``"VARCHAR COLLATE NOCASE"``; on a DuckDB
+    connection with a ``default_collation``, every string column): the rewriter then takes no two rows of a
+    group for holding the same string.
     """
     check_text(sql, "the SQL text")
     check_flag(pretty, "pretty")

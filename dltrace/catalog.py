@@ -301,6 +301,11 @@ class Catalog:
         return {name: self.table_columns(name, current=True) for name in self.tables
                 if wanted is None or name in wanted}
 
+    def collations(self, names: Iterable[str]) -> bool:
+        """May a string column of registered tables ``names`` group distinct strings as one (a collation its type
+        does not show: :meth:`Engine.collated_strings` over their rows relations)?"""
+        return self.engine.collated_strings([self.engine.rows_name(n) for n in names if n in self.tables])
+
     def table_columns(self, name: str, current: bool = False) -> dict[str, str]:
         """Registered ``name``'s columns (without ``dl_rid``), as its rows relation holds them: the rows a query
         with lineage reads (and a result's rows are fetched from). ``current``: for a query to run now, where the

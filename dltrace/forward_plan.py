@@ -42,7 +42,8 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
                              # parquet read in place: its files may be rewritten with more rows than counted
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),
-                             read_in_place=read_in_place, kept_rids=kept_rids)
+                             read_in_place=read_in_place, kept_rids=kept_rids,
+                             collations=catalog.collations(schema))
     rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
     # (an adopted relation: its rows are frozen, but the user may change its columns, which the plan then raises)

@@ -193,3 +193,21 @@ def test_a_table_alias_that_renames_columns(s, spark_session):
     result = s.run(sql)
     assert result.table.to_pylist() == spark_session.sql(sql).toArrow().to_pylist() == [{"a": "a", "b": 20}]
     assert result.lineage(0) == {"h_u": [1]}
+
+
+def test_a_collated_string_key_is_tested_once_per_group(s, spark_session):
+    """Under UTF8_LCASE 'x' and 'X' are one group: a HAVING test over the key moved to the WHERE read each row's
+    own text and kept a group whose key failed (found by a probe on DuckDB's NOCASE). Spark's types show the
+    collation (``string collate UTF8_LCASE``): such a key is not taken for the same string on every row."""
+    spark_session.createDataFrame([("x", 1), ("X", 2), ("y", 3)], "s string, x int") \
+        .selectExpr("CAST(s AS STRING COLLATE UTF8_LCASE) AS s", "x").createOrReplaceTempView("h_coll")
+    s.adopt("h_coll")
+    s.register("h_z", pa.table({"z": ["X", "y"]}))
+    sql = "SELECT s, sum(x) AS n FROM h_coll GROUP BY s HAVING CAST(s AS STRING COLLATE UTF8_BINARY) IN " \
+          "(SELECT z FROM h_z)"
+    expected = rows(spark_session.sql(sql).toArrow())
+    try:
+        got = s.run(sql)
+    except dltrace.UnsupportedQuery:
+        return  # refused by name: never a wrong answer
+    assert rows(got.table) == expected

@@ -72,8 +72,9 @@ def _forward_reads_it(refusal: UnsupportedQuery, catalog: Catalog, sql: str, rea
         return refusal
     try:
         tree = parse_query(sql, read)
-        rewrite_tree(tree, catalog.dialect, "set", semantics, catalog.schema(tree),
-                     rows_relations=catalog.rows_relations())
+        schema = catalog.schema(tree)
+        rewrite_tree(tree, catalog.dialect, "set", semantics, schema, rows_relations=catalog.rows_relations(),
+                     collations=catalog.collations(schema))
     except DltraceError:
         return refusal
     return UnsupportedQuery(f"{refusal}; backward tracing cannot read it, forward lineage (run) does")
@@ -103,9 +104,9 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
             raise UnsupportedQuery(f"backward tracing of a query calling {call.name}, which the engine declares "
                                    f"volatile, is not supported (its reverse queries call it again), at "
                                    f"{position(call)}: forward lineage (run) computes lineage in the same evaluation")
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"),
-                          {t.lower(): c for t, c in catalog.schema(tree).items()}, semantics,
-                          rows_relations=catalog.rows_relations())
+    schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
+    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
+                          rows_relations=catalog.rows_relations(), collations=catalog.collations(schema))
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
     if prepared.lineage_off:

@@ -383,6 +383,11 @@ class Engine(Protocol):
         """The optimizer's estimate of how many rows query ``text`` gives, without running it; None when the
         engine gives none (or the query cannot be planned)."""
 
+    def collated_strings(self, names: Collection[str]) -> bool:
+        """May a string column of relations ``names`` group distinct strings as one (a collation, which the types
+        :meth:`columns` gives need not show)? The rewriter then takes no string key for the same string on every
+        row of its group."""
+
     def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
         """Those of ``names`` (lower case) that the engine knows to give another value at each call (a user's
         function registered as having side effects, a random draw sqlglot does not know); empty when the engine

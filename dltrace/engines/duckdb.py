@@ -349,6 +349,21 @@ class DuckDBEngine:
         except (duckdb.Error, ValueError, LookupError, TypeError):
             return None
 
+    @_engine_errors(QueryError)
+    def collated_strings(self, names: Collection[str]) -> bool:
+        """A string column's collation is not in its DuckDB type (``VARCHAR`` for ``VARCHAR COLLATE NOCASE``): true
+        when the connection sets a ``default_collation``, or the definition DuckDB keeps of one of relations
+        ``names`` (dltrace's rows relations: tables, or views over files) writes a COLLATE."""
+        if str(self._setting("default_collation") or ""):
+            return True
+        if not names:
+            return False
+        definitions = self.con.execute(
+            "SELECT sql FROM duckdb_tables() WHERE list_contains(?, table_name) "
+            "UNION ALL SELECT sql FROM duckdb_views() WHERE list_contains(?, view_name)",
+            [sorted(names), sorted(names)]).fetchall()
+        return any(" collate " in str(sql or "").lower() for (sql,) in definitions)
+
     def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
         """Those of ``names`` DuckDB declares VOLATILE (``duckdb_functions()``: a random draw, ``nextval``, a
         Python function registered with ``side_effects=True``)."""

@@ -310,6 +310,11 @@ class SparkEngine:
         DataFrames), so the rewrites that need an estimate keep their default."""
         return None
 
+    def collated_strings(self, names: Collection[str]) -> bool:
+        """Does a string column of relations ``names`` have a collation (``string collate UTF8_LCASE``: Spark's
+        types show it)?"""
+        return any("collate" in t.lower() for name in names for t in self.columns(name).values())
+
     def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
         """Empty: Spark's catalog does not say whether a registered function is deterministic (a Python UDF
         marked ``asNondeterministic()`` is known only to its plan)."""

@@ -106,7 +106,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  shared_lineage: bool = False, finish_on_read: bool = False,
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
                  mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset(),
-                 kept_rids: KeptRids | None = None) -> Rewritten:
+                 kept_rids: KeptRids | None = None, collations: bool = True) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -127,13 +127,17 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     once instead (``rules/nested_lineage.py``).
     ``kept_rids``: impact's run, the lineage of one table only (as under ``LINEAGE ON TABLES``), in which only the
     asked rows carry their id (:class:`.slots.KeptRids`); the query has no clause of its own.
+    ``collations``: may a string column of the tables group distinct strings as one (a collation the schema's
+    types do not show)? The engine's answer (``Engine.collated_strings``); when true, no string key is taken to
+    hold the same string on every row of its group (``passes/key_types.py``).
     """
     if kept_rids is not None:
         tree = tree.copy()
         tree.set("lineage_on", LineageOn(tables=[exp.Table(this=exp.to_identifier(kept_rids.table, quoted=True))]))
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
-                          wide=wide, rows_relations=rows_relations, late_witnesses=not composed)
+                          wide=wide, rows_relations=rows_relations, late_witnesses=not composed,
+                          collations=collations)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
@@ -143,7 +147,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                           composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
                           table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
                           mutable_rows=frozenset(t.lower() for t in mutable_rows),
-                          read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids)
+                          read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids,
+                          collations=collations)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:
@@ -194,10 +199,13 @@ def _lower(schema: dict | None) -> dict | None:
 
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
             schema: dict | None = None, read: str | None = None, pretty: bool = False) -> str:
-    """Rewrite ``sql`` (written in ``read``, default ``dialect``) into ``dialect`` SQL with lineage columns."""
+    """Rewrite ``sql`` (written in ``read``, default ``dialect``) into ``dialect`` SQL with lineage columns.
+
+    A collation is read off ``schema``'s types: a string column with one says so (``VARCHAR COLLATE NOCASE``)."""
     tree = parse_query(sql, read or dialect)
+    collations = schema is None or any("collate" in str(t).lower() for cols in schema.values() for t in cols.values())
     try:
-        rewritten = rewrite_tree(tree, dialect, strategy, semantics, schema)
+        rewritten = rewrite_tree(tree, dialect, strategy, semantics, schema, collations=collations)
         rewritten.tree = spell_output_names(rewritten.tree, tree, schema, dialect, len(rewritten.columns))
         return rewritten.sql(pretty=pretty)
     except UnknownColumn as e:

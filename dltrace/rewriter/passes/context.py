@@ -43,6 +43,10 @@ class PassContext:
     read_in_place: frozenset = frozenset()
     # impact's run: only the asked rows of one table carry their id into the lineage (rules/sources.py)
     kept_rids: KeptRids | None = None
+    # may a string column the query reads group distinct strings as one (a collation: DuckDB's COLLATE NOCASE or
+    # default_collation, Spark's UTF8_LCASE), which the schema's types do not show? Then no string key groups by
+    # identity (passes/key_types.py); true unless the engine (or a schema without any) says otherwise
+    collations: bool = True
 
     @property
     def control(self) -> bool:

@@ -141,7 +141,8 @@ def split_aggregate_values(tree: exp.Expression, dialect: str) -> None:
         sub.replace(split)
 
 
-def read_group_constants_per_row(tree: exp.Expression, schema: dict | None, dialect: str) -> None:
+def read_group_constants_per_row(tree: exp.Expression, schema: dict | None, dialect: str,
+                                 collations: bool = True) -> None:
     """A correlated scalar subquery of aggregates in the SELECT list or HAVING of ``SELECT ... GROUP BY k``
     whose outer columns are all GROUP BY keys of that SELECT, as ``MAX((subquery))``.
 
@@ -174,7 +175,7 @@ def read_group_constants_per_row(tree: exp.Expression, schema: dict | None, dial
             continue
         if not all(any(c == key for key in group.expressions) for c in outer):
             continue  # (a column of another SELECT, or not a plain key: not constant over the group's rows)
-        identical = identity_keys(select, schema, dialect)
+        identical = identity_keys(select, schema, dialect, collations)
         if not all(any(c == key for key in identical) for c in outer):
             continue  # (a float, an interval or an unknown type: rows of a group may differ in the key)
         node.replace(exp.Max(this=node.copy() if node is not sub else _under_is_null(sub.copy())))

@@ -135,7 +135,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     split_aggregate_values(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":  # (after the split: its pieces too)
         join_outer_domains(tree, REDUCTION, WRITTEN_AS)
-    read_group_constants_per_row(tree, context.schema, context.dialect)
+    read_group_constants_per_row(tree, context.schema, context.dialect, context.collations)
     read_scalars_in_expressions(tree, context.dialect)
     if context.late_witnesses and context.semantics == "witness":
         compares_maps = context.fns is None or context.fns.compares_maps

@@ -8,10 +8,10 @@ Valid (same rows, same lineage) when the conjunct's value is the group's for eve
 aggregate, window or random function of its SELECT (an aggregate inside its subquery over the SELECT's columns is
 the SELECT's), and every column of the SELECT's own sources it reads --
 directly or as a correlation of a subquery -- is a plain GROUP BY key of a type whose grouped values are
-identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans; not strings, which a collation may
-group, nor floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then
-keeps or loses all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the aggregates,
-windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is made or
+identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans, strings where no collation applies;
+not floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then
+keeps or loses all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the
+aggregates, windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is made or
 lost. Witnesses: a HAVING subquery's belong to the group's row, a WHERE subquery's to each input row, unioned
 over the group -- the same rows, since each row of the group evaluates it with the same keys. Only under a plain
 GROUP BY (not GROUPING SETS, ROLLUP, CUBE, ALL or WITH TOTALS, where a subtotal's key is NULL and its rows' are
@@ -39,7 +39,7 @@ def having_to_where(expression: exp.Expression, context: PassContext, copy: bool
         having = select.args.get("having")
         if having is None or not plain_keys(select) or select.args["group"].args.get("totals"):
             continue
-        keys = identity_keys(select, context.schema, context.dialect)
+        keys = identity_keys(select, context.schema, context.dialect, context.collations)
         moved = [c for c in conjuncts(having.this) if c.find(exp.Query) is not None and _reads_only(c, select, keys)]
         if not moved:
             continue

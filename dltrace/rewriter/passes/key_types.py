@@ -3,10 +3,12 @@
 Two passes read something over a group's keys once per input row rather than once per group
 (:mod:`having_to_where`, :func:`decorrelatable.read_group_constants_per_row`). That is the engine's value only
 when each row of the group holds the value the engine groups by. For integers, decimals (one scale per column),
-dates, timestamps and booleans the rows of a group are identical. Not for strings: a collation groups 'x' with
-'X' (DuckDB's ``COLLATE NOCASE`` column, its ``default_collation`` setting, Spark's ``UTF8_LCASE``), and neither
-engine's column types, as the rewriter reads them, carry it, so ``HAVING s::BLOB::VARCHAR IN (...)`` read per row
-kept a row of a group whose key failed (found by a probe). Not for floats:
+dates, timestamps and booleans the rows of a group are identical, and for strings where no collation applies. A
+collation groups 'x' with 'X' (DuckDB's ``COLLATE NOCASE`` column, its ``default_collation`` setting, Spark's
+``UTF8_LCASE``), and the column types sqlglot reads do not carry it, so ``HAVING s::BLOB::VARCHAR IN (...)`` read
+per row kept a row of a group whose key failed (found by a probe): strings count only when the query writes no
+``COLLATE`` and the engine says none of its tables' string columns has a collation
+(``PassContext.collations``: ``Engine.collated_strings``). Not for floats:
 ``0.0`` and ``-0.0`` are one group, and ``CAST(k AS VARCHAR)`` or ``1 / k`` tell them apart (DuckDB evaluates a
 subquery over the group's key once, with one of them; per row, each row gets its own). Nor intervals, where
 ``INTERVAL 1 MONTH`` and ``INTERVAL 30 DAYS`` are one group, nor a type sqlglot cannot tell (an unknown
@@ -27,20 +29,29 @@ IDENTICAL_WHEN_GROUPED = frozenset({
     T.UINT, T.UBIGINT, T.UINT128, T.UINT256, T.BIGDECIMAL, T.DECIMAL, T.DECIMAL32, T.DECIMAL64, T.DECIMAL128,
     T.DECIMAL256, T.UDECIMAL, T.BOOLEAN, T.DATE, T.DATE32, T.DATETIME, T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMP_S,
     T.TIMESTAMP_MS, T.TIMESTAMP_NS,
-})  # (no string type: a collation the types do not show may group distinct strings, see above)
+})
+STRINGS = frozenset({T.VARCHAR, T.TEXT, T.CHAR, T.NCHAR, T.NVARCHAR, T.BPCHAR})  # identical unless collated
 
 
-def identity_keys(select: exp.Select, schema: dict | None, dialect: str) -> list[exp.Column]:
+def strings_identical(select: exp.Select, collations: bool) -> bool:
+    """Do the rows of a group of ``select`` hold the very string they are grouped by: no collation among the
+    tables' columns (``collations`` false, the engine's answer) nor written in the query (``s COLLATE nocase``)?"""
+    return not collations and select.root().find(exp.Collate) is None
+
+
+def identity_keys(select: exp.Select, schema: dict | None, dialect: str, collations: bool = True) -> list[exp.Column]:
     """The GROUP BY keys of ``select`` (plain columns, nodes of ``select`` itself) whose type groups by identity,
-    typed by sqlglot over the whole query (a CTE's or derived table's column takes its expression's type).
+    typed by sqlglot over the whole query (a CTE's or derived table's column takes its expression's type); strings
+    only where no collation applies (``collations``: may one of the tables' string columns have one).
 
     Valid on a qualified tree; reads a copy (annotating types sets them on every node it visits)."""
     group = select.args.get("group")
     if group is None or schema is None or not any(isinstance(k, exp.Column) for k in group.expressions):
         return []
     typed = _typed_keys(select, schema, dialect)
+    identical = IDENTICAL_WHEN_GROUPED | STRINGS if strings_identical(select, collations) else IDENTICAL_WHEN_GROUPED
     return [key for key, key_type in typed or []
-            if isinstance(key, exp.Column) and key_type is not None and key_type.this in IDENTICAL_WHEN_GROUPED
+            if isinstance(key, exp.Column) and key_type is not None and key_type.this in identical
             and not key_type.args.get("collate")]
 
 
