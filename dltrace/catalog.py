@@ -301,10 +301,13 @@ class Catalog:
         return {name: self.table_columns(name, current=True) for name in self.tables
                 if wanted is None or name in wanted}
 
-    def collations(self, names: Iterable[str]) -> bool:
-        """May a string column of registered tables ``names`` group distinct strings as one (a collation its type
-        does not show: :meth:`Engine.collated_strings` over their rows relations)?"""
-        return self.engine.collated_strings([self.engine.rows_name(n) for n in names if n in self.tables])
+    def collations(self, schema: dict[str, dict[str, str]]) -> bool:
+        """May a string column of the registered tables of ``schema`` (:meth:`schema`) group distinct strings as
+        one: a collation its type shows (Spark's ``string collate UTF8_LCASE``) or one the engine knows of
+        otherwise (:meth:`Engine.collated_strings` over their rows relations: DuckDB's types hide it)?"""
+        if any("collate" in str(t).lower() for columns in schema.values() for t in columns.values()):
+            return True
+        return self.engine.collated_strings([self.engine.rows_name(n) for n in schema if n in self.tables])
 
     def table_columns(self, name: str, current: bool = False) -> dict[str, str]:
         """Registered ``name``'s columns (without ``dl_rid``), as its rows relation holds them: the rows a query

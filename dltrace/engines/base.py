@@ -384,9 +384,9 @@ class Engine(Protocol):
         engine gives none (or the query cannot be planned)."""
 
     def collated_strings(self, names: Collection[str]) -> bool:
-        """May a string column of relations ``names`` group distinct strings as one (a collation, which the types
-        :meth:`columns` gives need not show)? The rewriter then takes no string key for the same string on every
-        row of its group."""
+        """May a string column of relations ``names`` group distinct strings as one by a collation that the types
+        :meth:`columns` gives do not show? (One they show is read off them.) The rewriter then takes no string
+        key for the same string on every row of its group."""
 
     def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
         """Those of ``names`` (lower case) that the engine knows to give another value at each call (a user's

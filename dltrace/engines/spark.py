@@ -311,9 +311,9 @@ class SparkEngine:
         return None
 
     def collated_strings(self, names: Collection[str]) -> bool:
-        """Does a string column of relations ``names`` have a collation (``string collate UTF8_LCASE``: Spark's
-        types show it)?"""
-        return any("collate" in t.lower() for name in names for t in self.columns(name).values())
+        """False: Spark's types show a column's collation (``string collate UTF8_LCASE``: :meth:`columns`), and
+        a session's default collation applies to literals, not to the columns of its tables."""
+        return False
 
     def volatile_functions(self, names: Collection[str]) -> frozenset[str]:
         """Empty: Spark's catalog does not say whether a registered function is deterministic (a Python UDF
