@@ -3,8 +3,9 @@
 Three tables r(k, v, s), p(k, w), q(k, x): 0-30 rows each, small value domains so joins match and groups
 repeat, NULLs in keys and values, duplicate rows. Queries combine joins (inner, left), filters, GROUP BY /
 HAVING, global aggregates, DISTINCT, UNION / INTERSECT / EXCEPT, IN / EXISTS / NOT EXISTS / scalar subqueries
-(correlated and not), FROM subqueries and ORDER BY / LIMIT. Every query records the features the oracles
-need to know about (negation, self-joins, aggregation, LIMIT).
+(correlated and not; also in an IN list: ``a.k IN (3, NULL, (SELECT max(p.w) FROM p))``), FROM subqueries and
+ORDER BY / LIMIT. Every query records the features the oracles need to know about (negation, self-joins,
+aggregation, LIMIT).
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def predicate(draw, alias: str, table: str, depth: int) -> tuple[str, dict]:
         return simple, {}
     other = draw(st.sampled_from([t for t in TABLES if t != table]))
     ov = _value_col(other)
-    kind = draw(st.sampled_from(["in", "exists", "exists_ne", "not_exists", "not_in", "scalar", "scalar_corr"]))
+    kind = draw(st.sampled_from(["in", "exists", "exists_ne", "not_exists", "not_in", "scalar", "scalar_corr",
+                                 "in_list"]))
     flags = {"subquery": True, "reads": [other]}
     inner_filter = f"{other}.{ov} > {draw(st.integers(-2, 5))}"
     if kind == "in":
@@ -96,8 +98,20 @@ def predicate(draw, alias: str, table: str, depth: int) -> tuple[str, dict]:
         flags["negation"] = True
     elif kind == "scalar":
         sql = f"{alias}.{col} >= (SELECT min({other}.{ov}) FROM {other})"
-    else:
+    elif kind == "scalar_corr":
         sql = f"{alias}.{col} <= (SELECT max({other}.{ov}) FROM {other} WHERE {other}.k = {alias}.k)"
+    else:  # an IN list holding a scalar subquery (correlated or not), maybe as its left side, maybe NOT IN
+        corr = draw(st.sampled_from(["", f" WHERE {other}.k = {alias}.k"]))
+        sub = f"(SELECT {draw(st.sampled_from(['max', 'min']))}({other}.{ov}) FROM {other}{corr})"
+        values = [sub, str(draw(st.integers(-2, 6))), draw(st.sampled_from(["NULL", f"{alias}.k", "1"]))]
+        values = draw(st.permutations(values))
+        negated = draw(st.booleans())
+        if draw(st.integers(0, 3)) == 0:  # the subquery on the left
+            rest = [v for v in values if v != sub]
+            sql = f"{sub} {'NOT ' if negated else ''}IN ({alias}.{col}, {', '.join(rest)})"
+        else:
+            sql = f"{alias}.{col} {'NOT ' if negated else ''}IN ({', '.join(values)})"
+        flags["negation"] = negated
     combine = draw(st.sampled_from(["alone", "and"]))
     return (sql if combine == "alone" else f"({sql}) AND ({simple})"), flags
 

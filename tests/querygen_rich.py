@@ -12,7 +12,8 @@ by the alias), parenthesised queries followed by ORDER BY / LIMIT / OFFSET (``(q
 level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI joins (ON equalities, an inequality, NULL keys;
 USING; joins before and after them), and subquery predicates (EXISTS, IN, NOT IN, op ANY/ALL with every comparison,
 scalar subqueries, their value maybe an expression of aggregates or another aggregate: ``count_if``, FILTER,
-``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and
+``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``; IN lists holding scalar subqueries among their values or
+as their left side: ``k IN (1, (SELECT ...), NULL)``) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and
 an aggregate's argument (``sum(CASE WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT
 ...))``), under NOT / OR / ``= false`` / IS NULL / IS [NOT] TRUE / IS FALSE; functions and aggregates sqlglot does
 not know (``product``, ``list_sum``); user names that look like internal ones. Every query records the feature names
@@ -27,8 +28,8 @@ import dataclasses
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InSub, Is,
-                      Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, ident)
+from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
+                      Is, Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -63,7 +64,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
-                      "other_aggregate", "order_by_alias"})
+                      "other_aggregate", "order_by_alias", "in_list_scalar"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -72,11 +73,13 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # subquery predicates inside an aggregate's argument are not yet run on Spark either, whose analyzer restricts where
 # a predicate subquery may stand; the other aggregates are DuckDB's: Spark's count_if is 0 over no rows, and it
 # orders string_agg by WITHIN GROUP; an ORDER BY name that is an output alias and an input column both is bound to
-# the alias by DuckDB, refused by dltrace on Spark)
+# the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
+# analyzer restricts where a correlated scalar subquery may stand)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
-                             "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias"}
+                             "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
+                             "in_list_scalar"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -334,6 +337,64 @@ class Gen:
         """A subquery predicate, maybe under NOT / = false / IS NULL / IS [NOT] TRUE / IS FALSE / OR; its operand
         reads ``scope``, its subquery may correlate with ``outer`` (default: ``scope``)."""
         outer = scope if outer is None else outer
+        if self.often("in_list_scalar", 8):
+            p = self.in_list_scalar(scope, depth, ctes, outer)
+        else:
+            p = self.sub_pred_kind(scope, depth, ctes, outer)
+        wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
+        if wrap == "none" or not self.ok("wrap"):
+            return p
+        self.feat(f"wrap_{wrap}")
+        if wrap == "not":
+            return Not(p)
+        if wrap == "eq_false":
+            return EqFalse(p)
+        if wrap == "or":
+            return Bin("OR", p, self.pred(scope, 0, ctes))
+        return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
+                  wrap == "is_not_true")
+
+    def in_list_scalar(self, scope, depth: int, ctes, outer):
+        """``x [NOT] IN (v1, v2, ...)`` with scalar subqueries among the values (``t1.k IN (1, (SELECT max(t2.w)
+        FROM p AS t2), NULL)``), or one as ``x`` (``(SELECT ...) IN (t1.k, 2)``): the other values literals, NULLs
+        and columns of ``scope``; each subquery correlated with ``outer`` or not (half the time ``outer`` is not
+        passed). SQL reads the list as the OR of its equalities; dltrace once took such a subquery for the IN's
+        own (``x IN (S)``) and lost the list's other values (passes/in_lists.py)."""
+        self.feat("in_list_scalar")
+        typ = self.pick(["int", "int", "str"])
+        correlated = self.chance(2)
+        self.feat("in_list_scalar_correlated" if correlated else "in_list_scalar_uncorrelated")
+        inner = outer if correlated else []
+
+        def scalar():
+            return Scalar(self.scalar_query(inner, depth, ctes, typ))
+
+        left = self.chance(4)
+        x = scalar() if left else self.value(scope, typ, 0, ctes)
+        if left:
+            self.feat("in_list_scalar_left")
+        values, subqueries = [], 0
+        for _ in range(self.draw(st.integers(2, 4))):
+            k = self.draw(st.integers(0, 5))
+            if k < 2 and subqueries < 2:
+                values.append(scalar())
+                subqueries += 1
+            elif k == 2:
+                self.feat("in_list_scalar_null")
+                values.append(Lit(None))
+            elif k == 3 or not scope:
+                values.append(Lit(self.pick(STRINGS) if typ == "str" else self.draw(st.integers(-1, 4))))
+            else:
+                values.append(self.value(scope, typ, 0, ctes))
+        if not left and not subqueries:
+            values[self.draw(st.integers(0, len(values) - 1))] = scalar()
+        negated = self.chance(3)
+        if negated:
+            self.feat("in_list_scalar_not")
+        return InList(x, tuple(values), negated)
+
+    def sub_pred_kind(self, scope, depth: int, ctes, outer):
+        """One of sub_pred's subquery predicates: [NOT] EXISTS, [NOT] IN, op ANY / ALL, a scalar comparison."""
         kinds = ["exists", "in", "not_in", "any", "all", "scalar_cmp"]
         kind = self.pick(kinds if self.ok("quantified") else [k for k in kinds if k not in ("any", "all")])
         self.feat(f"sq_{kind}")
@@ -358,18 +419,7 @@ class Gen:
             p = Is(Scalar(self.scalar_query(outer, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
         else:
             p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(outer, depth, ctes, typ)))
-        wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
-        if wrap == "none" or not self.ok("wrap"):
-            return p
-        self.feat(f"wrap_{wrap}")
-        if wrap == "not":
-            return Not(p)
-        if wrap == "eq_false":
-            return EqFalse(p)
-        if wrap == "or":
-            return Bin("OR", p, self.pred(scope, 0, ctes))
-        return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
-                  wrap == "is_not_true")
+        return p
 
     def rows_query(self, typ: str, outer, ctes):
         """Now and then a subquery whose rows are not its FROM's rows, for IN / op ANY / ALL / EXISTS: one with

@@ -1,18 +1,19 @@
 """Reference evaluator: a brute-force interpreter of tests/refquery.py ASTs over small in-memory tables that
 gives every output row its values *and* its witness lineage, independently of dltrace's rewriter.
 
-Rows and values follow SQL (DuckDB) exactly: three-valued logic (a comparison with NULL is NULL; AND/OR/NOT
-are Kleene's), ``x IN (S)`` is TRUE when some s equals x, else NULL when x or some s is NULL (and S is not
-empty), else FALSE; ``x op ANY (S)`` likewise with ``op``; ``x op ALL (S)`` is TRUE over an empty S, FALSE when
-some comparison is FALSE, else NULL when some is NULL; a scalar subquery over zero rows is NULL. Aggregates
-skip NULLs: count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows; DuckDB's count_if
-is NULL over no values too (Spark's would be 0), median the middle value (the mean of the two middle ones),
-``string_agg(x, ',' ORDER BY x)`` and ``arg_max(x, x)`` as their DuckDB forms; ``FILTER (WHERE p)`` reads the
-group's rows where ``p`` is TRUE (its witnesses unioned over the group's rows, like an argument's). Grouping and
-set operations treat NULLs as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of
-every output column (``(q) ORDER BY ...``, refquery.Paren: every output column in some order, each ASC or DESC,
-NULLS FIRST or LAST), read by output index: a key written as a name (``Select.order_names``) is the output column
-of that name even where a FROM column has it too, as DuckDB binds it.
+Rows and values follow SQL (DuckDB) exactly: three-valued logic (a comparison with NULL is NULL; AND/OR/NOT are
+Kleene's), ``x IN (S)`` is TRUE when some s equals x, else NULL when x or some s is NULL (and S is not empty), else
+FALSE; an IN list ``x IN (a, (S), NULL)`` is ``(x = a OR x = (S) OR x = NULL)``, as SQL defines it (NOT IN the
+negation of that); ``x op ANY (S)`` likewise with ``op``; ``x op ALL (S)`` is TRUE over an empty S, FALSE when some
+comparison is FALSE, else NULL when some is NULL; a scalar subquery over zero rows is NULL. Aggregates skip NULLs:
+count(x) = 0 and sum/min/max/product = NULL over no values; count(*) counts rows; DuckDB's count_if is NULL over no
+values too (Spark's would be 0), median the middle value (the mean of the two middle ones), ``string_agg(x, ','
+ORDER BY x)`` and ``arg_max(x, x)`` as their DuckDB forms; ``FILTER (WHERE p)`` reads the group's rows where ``p``
+is TRUE (its witnesses unioned over the group's rows, like an argument's). Grouping and set operations treat NULLs
+as equal. ORDER BY ... NULLS LAST; LIMIT/OFFSET always come with an ORDER BY of every output column (``(q) ORDER BY
+...``, refquery.Paren: every output column in some order, each ASC or DESC, NULLS FIRST or LAST), read by output
+index: a key written as a name (``Select.order_names``) is the output column of that name even where a FROM column
+has it too, as DuckDB binds it.
 
 Lineage (witness semantics). A row's lineage is a set of (table, rid) pairs, rid = the row's 0-based position
 in its table (dltrace's ``dl_rid``):
@@ -30,20 +31,22 @@ in its table (dltrace's ``dl_rid``):
   - DISTINCT and UNION: the union over the duplicates merged into the row; UNION ALL: unchanged; INTERSECT:
     the union of the matching rows of both sides; EXCEPT: the matching left rows only; UNION BY NAME matches
     columns by name;
-  - a subquery predicate (EXISTS, IN, op ANY/SOME, op ALL, a comparison with a scalar subquery) anywhere
-    (WHERE, HAVING, JOIN ON, SELECT list, CASE) that evaluates to TRUE under an even number of negations
-    (NOT, ``= false``, IS NULL, IS FALSE, IS NOT TRUE count as negations; IS NOT NULL and IS NOT FALSE do not) adds its *witnesses* to the row:
-    EXISTS: all rows of the subquery (a correlated one's rows for this outer row); ``x IN (S)``/``x op ANY
-    (S)``: the rows s of S with ``x op s`` TRUE; ``x op ALL (S)``: all rows of S; a scalar subquery used as a
-    value (not directly compared): all its rows, always. A predicate that is FALSE or NULL, or negated, adds
-    nothing. Every predicate is evaluated (no short-circuit: ``A OR B`` with both TRUE adds both). A
-    subquery's rows have their lineage by these same rules, recursively. Under an aggregation the WHERE
-    witnesses are per input row, unioned like the rows' lineage (so a global aggregate over zero rows gets
-    nothing from a WHERE subquery); HAVING and SELECT-list witnesses are added to the group's row, except those
-    of a predicate inside an aggregate's argument (``sum(CASE WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS
-    (S))``, ``sum(t.a + (SELECT ...))``): the argument is evaluated per input row of the group, so its witnesses
-    are those of each evaluation, unioned over the group's rows (nothing over zero rows), a NOT around the
-    aggregate (``NOT bool_and(x IN S)``) counting as a negation of what is inside.
+  - a subquery predicate (EXISTS, IN, op ANY/SOME, op ALL, a comparison with a scalar subquery) anywhere (WHERE,
+    HAVING, JOIN ON, SELECT list, CASE) that evaluates to TRUE under an even number of negations (NOT, ``= false``,
+    IS NULL, IS FALSE, IS NOT TRUE count as negations; IS NOT NULL and IS NOT FALSE do not) adds its *witnesses* to
+    the row: EXISTS: all rows of the subquery (a correlated one's rows for this outer row); ``x IN (S)``/``x op ANY
+    (S)``: the rows s of S with ``x op s`` TRUE; ``x op ALL (S)``: all rows of S; a scalar subquery used as a value
+    (not directly compared): all its rows, always. A scalar subquery in an IN list (``k IN (1, (S))``, ``(S) IN (k,
+    2)``) is compared with ``x`` (the list is the OR of its equalities): all its rows when that equality is TRUE,
+    whatever the others give. A predicate that is FALSE or NULL, or negated, adds nothing. Every predicate is
+    evaluated (no short-circuit: ``A OR B`` with both TRUE adds both). A subquery's rows have their lineage by these
+    same rules, recursively. Under an aggregation the WHERE witnesses are per input row, unioned like the rows'
+    lineage (so a global aggregate over zero rows gets nothing from a WHERE subquery); HAVING and SELECT-list
+    witnesses are added to the group's row, except those of a predicate inside an aggregate's argument (``sum(CASE
+    WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(t.a + (SELECT ...))``): the argument is evaluated
+    per input row of the group, so its witnesses are those of each evaluation, unioned over the group's rows
+    (nothing over zero rows), a NOT around the aggregate (``NOT bool_and(x IN S)``) counting as a negation of what
+    is inside.
   - LIMIT/OFFSET cutting through a run of equal rows (ties: equal in every column) cannot say which of them
     DuckDB keeps: each kept row of that run gets the union of the run's lineage, and the result is marked
     ``inexact`` (compare with "dltrace's lineage is a subset"). Likewise ``row_number()`` over equal rows (the
@@ -59,8 +62,8 @@ import statistics
 
 from dataclasses import dataclass
 
-from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InSub, Is, Join, Lit,
-                      Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, grouping_sets)
+from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
+                      Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -540,6 +543,9 @@ class Evaluator:
             rel = self.query(e.query, env, ctes)
             v = bool(rel.rows)
             return v, (frozenset().union(*rel.lins) if v and pos else EMPTY)
+        if t is InList:  # the OR of its equalities (three-valued, every one evaluated), NOT IN its negation
+            test = functools.reduce(lambda a, b: Bin("OR", a, b), [Bin("=", e.arg, v) for v in e.values])
+            return self.ev(Not(test) if e.negated else test, env, ctes, pos, group)
         if t is InSub or t is Quant:
             x, w = self.ev(e.arg, env, ctes, pos, group)
             rel = self.query(e.query, env, ctes)

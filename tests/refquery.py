@@ -3,7 +3,8 @@ brute-force reference interpreter of tests/refeval.py. Independent of dltrace an
 
 Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] NULL/TRUE/FALSE), EqFalse
 (``(p) = false``), Case (one WHEN), Func (scalar functions), Agg, Win (window functions), and the subquery
-forms Exists, InSub (``x [NOT] IN (S)``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
+forms Exists, InSub (``x [NOT] IN (S)``), InList (``x [NOT] IN (a, (S), NULL)``: a list of values, scalar subqueries
+among them or as ``x``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
 ``CASE WHEN c THEN [a, b] ELSE [] END`` or ``... END``: a SELECT-list item giving one row per element).
 FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
 cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select (its LIMIT / OFFSET after an ORDER BY of
@@ -130,6 +131,16 @@ class InSub:
 
 
 @dataclass(frozen=True, eq=False)
+class InList:
+    """``x [NOT] IN (v1, v2, ...)``: a list of values (two or more), scalar subqueries among them or as ``x``
+    (``k IN (1, (SELECT max(k) FROM p))``, ``(SELECT ...) IN (t.k, NULL)``); SQL defines it as ``(x = v1 OR x = v2
+    ...)``, NOT IN as the negation of that."""
+    arg: "Expr"
+    values: tuple
+    negated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class Quant:
     arg: "Expr"
     op: str
@@ -142,7 +153,7 @@ class Scalar:
     query: "Query"
 
 
-Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, Quant, Scalar, Unnest]
+Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, InList, Quant, Scalar, Unnest]
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -395,6 +406,7 @@ _RENDER = {
     Func: _func, Agg: _agg, Win: _win, Unnest: _unnest,
     Exists: lambda e: f"EXISTS ({render(e.query)})",
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
+    InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {e.quant} ({render(e.query)}))",
     Scalar: lambda e: f"({render(e.query)})",
     Select: _select, SetOp: _setop, With: _with, Paren: _paren,

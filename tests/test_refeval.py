@@ -260,3 +260,31 @@ def test_the_other_aggregates_are_duckdbs():
                                                                 group=[])), f"c{i}") for i, a in enumerate(aggs)],
                      t("a"))):
         assert Counter(Evaluator(data).run(q).rows) == Counter(duck.con.sql(render(q)).fetchall()), render(q)
+
+
+def test_an_in_list_is_the_or_of_its_equalities():
+    """``x IN (1, (S), NULL)`` (the generator's in_list_scalar): rows as DuckDB's; a scalar subquery in the list, or
+    as ``x``, gives its rows as witnesses when its own equality is TRUE, whatever the list's other values give
+    (docs/design.md: a scalar subquery compared directly); NOT IN, IS NOT TRUE: negated, no witnesses."""
+    from refquery import Agg, Bin, InList, Is, Scalar
+    top = Scalar(Select([(Agg("max", Col("t_b", "k")), "m")], t("b"), group=[]))  # 2, over both rows of b
+    k = Col("t_a", "k")
+
+    def a_where(test):
+        return Select([(Col("t_a", "x"), "x")], t("a"), test)
+
+    # k 1 by the literal (1 = 2 is FALSE: no witness), k 2 by the subquery, k NULL by nothing
+    assert _run(a_where(InList(k, (Lit(1), top))))[1] == [((10,), [("a", 0)]), ((12,), [("a", 2), ("b", 0),
+                                                                                            ("b", 1)])]
+    # both TRUE for k 2: the subquery's rows all the same
+    assert _run(a_where(InList(k, (top, Lit(2)))))[1] == [((12,), [("a", 2), ("b", 0), ("b", 1)])]
+    # NOT IN: FALSE or NULL once a value matches or is NULL; a kept row has no witness
+    assert _run(a_where(InList(k, (Lit(5), top), negated=True)))[1] == [((10,), [("a", 0)])]
+    assert _run(a_where(InList(k, (Lit(5), Lit(None), top), negated=True)))[1] == []
+    assert _run(a_where(Is(InList(k, (Lit(None), top)), "TRUE", True)))[1] == [((10,), [("a", 0)]),
+                                                                               ((11,), [("a", 1)])]
+    # a correlated subquery as x: b's z for a's k, against a's y and 20
+    z = Scalar(Select([(Agg("max", Col("t_b", "z")), "m")], t("b"), Bin("=", Col("t_b", "k"), k), group=[]))
+    assert _run(a_where(InList(z, (Col("t_a", "y"), Lit(20)))))[1] == [((12,), [("a", 2), ("b", 0)])]
+    assert _run(Select([(Col("t_a", "x"), "x"), (InList(z, (Lit(21), Lit(None))), "f")], t("a")))[1] == [
+        ((10, True), [("a", 0), ("b", 1)]), ((11, None), [("a", 1)]), ((12, None), [("a", 2)])]
