@@ -8,6 +8,7 @@ the rows that change when the pipeline is rerun without the source row.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -469,6 +470,32 @@ def test_trace_finds_the_run_s_rows_holding_nan_lists_and_structs(tmp_path):
         p.trace("ratio", rows=0)  # (a raw TypeError: 'int' object is not iterable)
     assert p.trace("ratio", rows=[-1]).lineage(2) == p.lineage("ratio", 2)
     p.close()
+
+
+def test_trace_refuses_once_a_source_file_changed_with_as_many_rows(tmp_path):
+    """p.trace ran the step again over the sources as they are now and matched its rows to the run's: over a file
+    rewritten with as many rows it answered with the new rows as the lineage of the old ones (its snapshot taken
+    then), where p.backward, s.run(...).backward and stale() all said the source changed."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 2, 3], "g": ["a", "b", "a"]}), path)
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "01.sql").write_text("CREATE TABLE agg AS SELECT g, count(*) AS n FROM t GROUP BY g ORDER BY g")
+    (tmp_path / "steps" / "02.sql").write_text("CREATE TABLE rep AS SELECT g, n FROM agg WHERE n > 1")
+    p = dltrace.pipeline(tmp_path / "steps", tables={"t": str(path)})
+    try:
+        before = p.trace("rep", rows=[0])
+        assert before.lineage(0) == {"t": [0, 2]}
+        pq.write_table(pa.table({"k": [9, 8, 7], "g": ["a", "b", "a"]}), path)  # as many rows, other values
+        stamp = path.stat().st_mtime_ns + 10**9  # (a file system whose clock did not move: still another stat)
+        os.utime(path, ns=(stamp, stamp))
+        assert p.stale() == {"agg": ["t"], "rep": ["t"]}
+        for dataset in ("rep", "agg"):  # over a step, and over the source itself
+            with pytest.raises(dltrace.StaleLineage, match=f"trace of '{dataset}'.*table 't' has files changed"):
+                p.trace(dataset, rows=[0])
+        with pytest.raises(dltrace.StaleLineage, match="'t' has files changed"):
+            before.backward(0)  # (a trace made before the change names the rows of the run)
+    finally:
+        p.close()
 
 
 def test_row_keys_compare_values_as_a_rerun_gives_them():
