@@ -173,6 +173,35 @@ def test_a_one_step_result_over_a_step_is_registered_in_the_original_ids():
         s.close()
 
 
+@pytest.mark.parametrize("step, query", [("witness", "control"), ("control", "witness")])
+def test_a_query_asking_other_semantics_than_a_step_it_reads_is_refused(step, query):
+    """A step captured with witness semantics read by a query run with semantics="control" gave the step's witness
+    lineage labelled control (and the reverse): end to end, lineage is the pipeline inlined, in one semantics."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("t", pa.table({"k": [1, 2, 3], "g": ["a", "a", "b"]}))
+        s.register("u", pa.table({"k": [1, 3, 9]}))
+        q1 = "SELECT k, g FROM t WHERE k IN (SELECT k FROM u)"
+        q2 = "SELECT g, count(*) AS n FROM s1 GROUP BY g ORDER BY g"
+        s.run(f"CREATE TABLE s1 AS {q1}", semantics=step)
+        refused = f"'s1' holds {step} lineage, and this query asks for {query} semantics.*semantics='{query}'"
+        for ask in (lambda: s.run(q2, semantics=query), lambda: s.trace(q2, semantics=query),
+                    lambda: s.impact(q2, "u", [1], semantics=query)):
+            with pytest.raises(dltrace.UnsupportedQuery, match=refused):
+                ask()
+        # one step: the step's own ids are the lineage, whatever its semantics
+        assert s.run(q2, semantics=query, end_to_end=False).lineage(0) == {"s1": [0]}
+        assert s.trace(q2, semantics=query, end_to_end=False).lineage(0) == {"s1": [0]}
+        with pytest.raises(dltrace.UnsupportedQuery, match=f"run the query with semantics='{step}' to register it"):
+            s.register("s2", s.run(q2, semantics=query, end_to_end=False))  # (composed through s1's lineage)
+        inlined = s.run(f"WITH s1 AS ({q1}) {q2}", semantics=step)
+        for same in (s.run(q2, semantics=step), s.trace(q2, semantics=step)):
+            assert [same.lineage(i) for i in range(same.num_rows)] == \
+                [inlined.lineage(i) for i in range(inlined.num_rows)]
+    finally:
+        s.close()
+
+
 def test_a_table_a_step_read_is_not_replaced_under_it():
     """Replaced, the step's stored lineage named rows of the new table that did not produce it."""
     s = dltrace.connect("duckdb")

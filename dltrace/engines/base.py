@@ -81,6 +81,10 @@ class LineageSource(ArrowSource):
     # (base table, its snapshot when the lineage was computed: Catalog.snapshot): a later result reading these
     # rows end to end names those tables' rows as they were then, which its reads of base rows check
     based_on: tuple[tuple[str, tuple], ...] = ()
+    # the semantics its lineage was computed with ("witness" | "control"; None: rows without lineage): a query
+    # reading it end to end must ask the same, or its lineage would be one semantics through the step and the
+    # other in its own subqueries
+    semantics: str | None = None
 
     @property
     def private(self) -> tuple[str, ...]:
