@@ -24,7 +24,7 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import DltraceError, UnsupportedQuery, check_names, check_path
+from dltrace.errors import ArgumentError, DltraceError, UnsupportedQuery, check_names, check_path, got
 from dltrace.forward_plan import engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
@@ -103,6 +103,8 @@ class LineageResult(LineageData):
         """The rows as a pandas DataFrame with, per base table ``t``: ``dl_count_<t>`` (``lineage="count"``,
         the size of the row's lineage in ``t``), ``dl_<t>`` (``"ids"``: the list of rids, decoded for every
         row), or nothing (``None``). Under LINEAGE ON, ``"ids"`` gives the value tuples."""
+        if lineage is not None and not isinstance(lineage, str):
+            raise ArgumentError(f"to_pandas(lineage=...) takes 'count', 'ids' or None, got {got(lineage)}")
         if lineage == "count":
             return lineage_relations.with_counts(self).to_pandas()
         frame = self.table.to_pandas()

@@ -26,6 +26,7 @@ from dltrace.errors import (
     DltraceError,
     PipelineError,
     StaleLineage,
+    check_choice,
     check_mapping,
     check_path,
     check_text,
@@ -198,10 +199,8 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     # every argument checked before a session opens or a step runs: a bad one found after the steps ran wasted them
     if not isinstance(path, Pipeline):
         check_path(path, "path")
-    if method not in METHODS:
-        raise DltraceError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
-    if lineage is not None and lineage not in STRATEGIES:
-        raise DltraceError(f"unknown lineage strategy {lineage!r}: choose one of {', '.join(STRATEGIES)} or None")
+    check_choice(method, "method", METHODS)
+    check_choice(lineage, "lineage", STRATEGIES, noun="lineage strategy", none_ok=True)
     if session is not None and not isinstance(session, Session):
         raise ArgumentError(f"session must be a dltrace session (dltrace.connect(...)), got {type(session).__name__}")
     check_mapping(tables or {}, "tables", "name -> source")
