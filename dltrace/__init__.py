@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from dltrace import store
-from dltrace.engines import add_rids_on, install_functions_on
+from dltrace.engines import STRATEGIES, add_rids_on, install_functions_on
 from dltrace.errors import (
     ArgumentError,
     DltraceError,
@@ -39,11 +39,13 @@ from dltrace.errors import (
     UnknownColumn,
     UnknownTable,
     UnsupportedQuery,
+    check_choice,
     check_flag,
     check_mapping,
     check_path,
     check_text,
 )
+from dltrace.rewriter import SEMANTICS
 from dltrace.rewriter import rewrite as _rewrite
 from dltrace.pipelines import PipelineResult, run_pipeline
 from dltrace.session import Session, connect
@@ -63,6 +65,8 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
     group for holding the same string.
     """
     check_text(sql, "the SQL text")
+    check_choice(strategy, "strategy", STRATEGIES, noun="lineage strategy")
+    check_choice(semantics, "semantics", SEMANTICS)
     check_flag(pretty, "pretty")
     if schema is not None:
         for table, columns in check_mapping(schema, "schema", "table -> {column: type}").items():
@@ -82,6 +86,7 @@ def load(path: str | os.PathLike, session: Session, allow_stale: bool = False) -
         raise ArgumentError(f"load needs the session to bind the lineage to (dltrace.connect(...)), got "
                             f"{type(session).__name__} {session!r:.60}")
     check_flag(allow_stale, "allow_stale")
+    session.check_open()  # (a closed session's tables are still listed: the save loaded, bound to no engine)
     return store.load(path, session, allow_stale=allow_stale)
 
 

@@ -62,7 +62,9 @@ def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
     # with end_to_end=False over it) in that step's base tables' ids, so that its rows always carry the original
     # tables' ids (read end to end, they were the step's ids, named as if they were a base table's)
     lineage = {base: result.sets(base) for base in result.lineage_columns}
-    if any(base in composed_sources(catalog) for base in lineage):
+    through = {t: src for t, src in composed_sources(catalog).items() if t in lineage}
+    if through:
+        check_semantics(through, result.semantics, registering=True)
         lineage = compose_traced(catalog, {t: _as_sets(c, is_bitmap_type(c.type)) for t, c in lineage.items()})
     pairs = []
     for base, col in lineage.items():
@@ -71,7 +73,8 @@ def lineage_source(result: LineageData, catalog: Catalog) -> LineageSource:
         pairs.append((base, column))
     bases = {base for base, _ in pairs}
     based_on = tuple((t, v) for t, v in (result.base_snapshot or {}).items() if t in bases)
-    return LineageSource(table, lineage=tuple(pairs), strategy=strategy, based_on=based_on)
+    return LineageSource(table, lineage=tuple(pairs), strategy=strategy, based_on=based_on,
+                         semantics=result.semantics)
 
 
 def converted(source: LineageSource, strategy: str, catalog: Catalog) -> LineageSource:
@@ -110,6 +113,25 @@ def _as_sets(col: pa.ChunkedArray, is_bitmap: bool) -> pa.ChunkedArray:
 def composed_sources(catalog: Catalog) -> dict[str, LineageSource]:
     """The registered sources whose rows carry lineage, by name."""
     return {name: src for name, src in catalog.tables.items() if isinstance(src, LineageSource)}
+
+
+def check_semantics(sources: dict[str, LineageSource], semantics: str, registering: bool = False) -> None:
+    """Refuse to read the stored lineage of ``sources`` (composed sources, by name) into lineage of ``semantics``
+    when one was computed with the other semantics: the result would hold witness lineage through that step and
+    control lineage in its own subqueries (or the reverse), labelled as one of them. ``registering``: a one-step
+    result (in the sources' own ids) is being registered, composed through them."""
+    for name, src in sources.items():
+        if not src.lineage or src.semantics is None or src.semantics == semantics:
+            continue
+        if registering:
+            raise UnsupportedQuery(
+                f"{name!r} holds {src.semantics} lineage, and this result over it has {semantics} semantics: "
+                f"registered, its lineage would be composed through {name!r}'s and mix the two; run the query with "
+                f"semantics={src.semantics!r} to register it")
+        raise UnsupportedQuery(
+            f"{name!r} holds {src.semantics} lineage, and this query asks for {semantics} semantics: end to end its "
+            f"lineage would mix the two; run {name!r} with semantics={semantics!r}, or ask for one-step lineage "
+            "(end_to_end=False)")
 
 
 def compose_traced(catalog: Catalog, lineage: dict[str, pa.ChunkedArray]) -> dict[str, pa.ChunkedArray]:

@@ -129,9 +129,28 @@ def check_flag(value: object, what: str) -> bool:
 
 
 def check_path(value: object, what: str) -> str | os.PathLike:
-    """``value`` if it is a path (a string or ``os.PathLike``)."""
+    """``value`` if it is a path (a string or ``os.PathLike``) that names something: ``""`` is no path (Python
+    reads it as the current folder, so ``r.save("")`` wrote into it)."""
     if not isinstance(value, (str, os.PathLike)):
         raise ArgumentError(f"{what} must be a str or os.PathLike, got {got(value)}")
+    if not os.fspath(value):
+        raise ArgumentError(f"{what} must be a non-empty path, got ''")
+    return value
+
+
+def check_choice(value: object, what: str, choices: Iterable[str], noun: str | None = None,
+                 none_ok: bool = False) -> str | None:
+    """``value`` if it is one of ``choices`` (or None, when ``none_ok``): another type is an
+    :class:`ArgumentError` naming the argument ``what`` (``lineage=True`` is no strategy), another string the
+    error naming the choices (``noun``: what a value of it is called, default ``what``)."""
+    choices = tuple(choices)
+    if value is None and none_ok:
+        return None
+    listed = ", ".join(choices) + (" or None" if none_ok else "")
+    if not isinstance(value, str):
+        raise ArgumentError(f"{what} must be one of {listed}, got {got(value)}")
+    if value not in choices:
+        raise DltraceError(f"unknown {noun or what} {value!r}: choose one of {listed}")
     return value
 
 

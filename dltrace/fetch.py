@@ -21,7 +21,8 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.base import RID, ArrowSource, ParquetSource
-from dltrace.errors import DltraceError, UnknownColumn, UnknownTable
+from dltrace.errors import ArgumentError, DltraceError, UnknownColumn, UnknownTable, got
+from dltrace.names import unknown_table
 from dltrace.rowstore import RowStore, rowstore, thread_duckdb
 
 #: Rids closer than this (in rows) are fetched with one range: reading a few unwanted rows of the same
@@ -57,7 +58,7 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
         rids = rids.to_numpy(zero_copy_only=False)
     if isinstance(rids, (str, bytes, float, bool)) or (
             isinstance(rids, np.ndarray) and rids.size and rids.dtype.kind not in "iu"):
-        raise DltraceError(f"rids must be integers, got {type(rids).__name__} {rids!r:.60}")
+        raise ArgumentError(f"rids must be integers, got {got(rids)}")
     try:
         if isinstance(rids, np.ndarray):
             return as_sorted(rids.astype(np.int64, copy=False))
@@ -68,7 +69,7 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
     except OverflowError:  # beyond int64: no table has such a row
         raise DltraceError(f"rids must be 64-bit integers, got {rids!r:.60}") from None
     except (TypeError, ValueError):
-        raise DltraceError(f"rids must be integers, got {rids!r:.60}") from None
+        raise ArgumentError(f"rids must be integers, got {got(rids)}") from None
     return as_sorted(arr)
 
 
@@ -198,7 +199,7 @@ def fetch(catalog: Catalog, table: str, rids: Iterable[int] | np.ndarray, column
     in rid order. Rids outside the table are an error."""
     name = table.lower()
     if name not in catalog.tables:
-        raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
+        raise UnknownTable(unknown_table(table, catalog.tables))
     ids = table_rids(rids, name, catalog.num_rows(name))
     if columns is not None:
         known = catalog.table_columns(name)

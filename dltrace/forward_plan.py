@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dltrace.catalog import Catalog
-from dltrace.compose import composed_sources, converted
+from dltrace.compose import check_semantics, composed_sources, converted
 from dltrace.engines import lineage_functions
 from dltrace.engines.base import LineageSource, ParquetSource
 from dltrace.errors import UnsupportedQuery
@@ -31,7 +31,8 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
     (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
     bitmaps)."""
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
-    composed = composed_read(catalog, tree, "bitmap" if engine_bitmaps else "set") if end_to_end else {}
+    form = "bitmap" if engine_bitmaps else "set"
+    composed = composed_read(catalog, tree, form, semantics) if end_to_end else {}
     schema = catalog.schema(tree)
     read_in_place = frozenset(t for t in catalog.tables if catalog.storage.get(t) == "source")
     rewritten = rewrite_tree(tree, catalog.dialect, lineage, semantics, schema, rows,
@@ -74,15 +75,15 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
     return plan, composed
 
 
-def composed_read(catalog: Catalog, tree: Any, form: str) -> dict[str, LineageSource]:
+def composed_read(catalog: Catalog, tree: Any, form: str, semantics: str) -> dict[str, LineageSource]:
     """The composed sources ``tree`` reads, their lineage columns in ``form`` ("set" arrays or "bitmap" bytes,
     what the engine's lineage SQL unions): a source stored in the other form is converted, exactly, and
-    registered again."""
+    registered again. Each must hold lineage of ``semantics`` (:func:`~dltrace.compose.check_semantics`)."""
     read = set(base_tables(tree))
+    reached = {name: src for name, src in composed_sources(catalog).items() if name in read}
+    check_semantics(reached, semantics)
     found = {}
-    for name, src in composed_sources(catalog).items():
-        if name not in read:
-            continue
+    for name, src in reached.items():
         if src.strategy != form:
             src = converted(src, form, catalog)
             catalog.engine.register(name, src)

@@ -20,6 +20,7 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.engines.base import LineageSource
 from dltrace.errors import ArgumentError, DltraceError, UnknownTable, UnsupportedQuery, got
+from dltrace.names import unknown_table
 from dltrace.explore import forward
 from dltrace.fetch import table_rids
 from dltrace.result import LineageResult, run_forward
@@ -109,7 +110,7 @@ def _impact_saved(catalog: Catalog, sql: str, name: str, q: np.ndarray, saved: o
 def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: str, read: str,
                 semantics: str) -> Impact:
     if name not in catalog.tables:
-        raise UnknownTable(f"unknown table {name!r}; registered: {', '.join(sorted(catalog.tables)) or 'none'}")
+        raise UnknownTable(unknown_table(name, catalog.tables))
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree)
     if tree.find(LineageOn):

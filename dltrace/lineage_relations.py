@@ -42,7 +42,7 @@ HTML_ROWS = 10
 def _tables(data: LineageData, table: str | None) -> list[str]:
     if table is None:
         return list(data.lineage_columns)
-    key = table.lower()
+    key = check_text(table, "table").lower()
     if key not in data.lineage_columns:
         raise UnknownTable(f"the result has no lineage for table {table!r}; it has: "
                            f"{', '.join(data.lineage_columns) or 'none'}")
@@ -73,10 +73,15 @@ def _expand(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def lineage_batches(data: LineageData, table: str | None = None,
                     batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The lineage triples ``(row, table, rid)`` -- with ``table``, ``(row, rid)`` of that base table only --
-    ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid."""
+    ``batch_rows`` output rows at a time, ordered by row, then table (in the result's order), then rid. The
+    arguments are checked at the call, not when the first batch is asked for."""
     data.check_rid_lineage("lineage_table")
     tables = _tables(data, table)
     batch_rows = check_count(batch_rows, "batch_rows", least=1)
+    return _batches(data, tables, table is None, batch_rows)
+
+
+def _batches(data: LineageData, tables: list[str], every_table: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
     columns = {t: data.sets(t).combine_chunks() for t in tables}  # (each row's own lineage and the shared)
     for start in range(0, data.num_rows if tables else 0, batch_rows):  # (no table read: no triple)
         parts = [(k, *_expand(columns[t].slice(start, batch_rows))) for k, t in enumerate(tables)]
@@ -85,7 +90,7 @@ def lineage_batches(data: LineageData, table: str | None = None,
         which = np.concatenate([np.full(p[1].size, p[0], np.int32) for p in parts])
         order = np.lexsort((rids, which, rows))
         cols = {ROW: pa.array(rows[order], pa.int64())}
-        if table is None:
+        if every_table:
             names = pa.array(tables, pa.string())
             cols[TABLE] = pa.DictionaryArray.from_arrays(pa.array(which[order], pa.int32()), names).cast(pa.string())
         cols[RID_COLUMN] = pa.array(rids[order], pa.int64())

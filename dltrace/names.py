@@ -4,6 +4,8 @@ foundation layer)."""
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
 
 RESERVED_PREFIX = "dl_"  # lineage columns and the row id: every name dltrace adds to a result or a table
 # ... and every name the rewriter and backward tracing use inside the SQL they generate (sqlglot's
@@ -25,6 +27,20 @@ def reserved_prefix(name: str) -> str | None:
     """The reserved prefix ``name`` starts with (case-insensitive), if any."""
     lower = name.lower()
     return next((p for p in RESERVED_PREFIXES if lower.startswith(p)), None)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def names_listed(names: Iterable[str]) -> str:
+    """``names`` sorted and comma-separated for a message, each name that is not a plain identifier quoted as
+    Python writes it (``' t', a, 'b,c'``): a bare list of ``" t"`` and ``t`` read as ``registered:  t, t``."""
+    return ", ".join(n if _PLAIN_NAME.fullmatch(n) else repr(n) for n in sorted(names)) or "none"
+
+
+def unknown_table(name: str, registered: Iterable[str]) -> str:
+    """The message for table ``name``, which is not among ``registered``: what there is to read."""
+    return f"unknown table {name!r}; registered: {names_listed(registered)}"
 
 
 def one_zero(values: tuple) -> tuple:

@@ -56,8 +56,11 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
             .from_(exp.Table(this=exp.to_identifier(catalog.engine.rows_name(name), quoted=True)))
             .where(exp.column(RID, quoted=True).isin(query=keep_rids))
         )
-        alias = table.alias_or_name
-        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
+        # the table's own alias as written, its column list included (`t AS q(a)`: the query reads `a`), which the
+        # restricted rows list in the table's order as the table itself does
+        alias = table.args.get("alias")
+        alias = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
+        table.replace(exp.Subquery(this=inner, alias=alias))
     return tree.sql(catalog.dialect)
 
 

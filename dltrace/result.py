@@ -22,9 +22,9 @@ import pyarrow as pa
 from dltrace import explore, lineage_relations, oracle, save_folder
 from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
-from dltrace.compose import composed_sources, compose_traced, snapshot_read
+from dltrace.compose import check_semantics, composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import DltraceError, UnsupportedQuery, check_names, check_path
+from dltrace.errors import ArgumentError, DltraceError, UnsupportedQuery, check_names, check_path, got
 from dltrace.forward_plan import engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
@@ -103,6 +103,8 @@ class LineageResult(LineageData):
         """The rows as a pandas DataFrame with, per base table ``t``: ``dl_count_<t>`` (``lineage="count"``,
         the size of the row's lineage in ``t``), ``dl_<t>`` (``"ids"``: the list of rids, decoded for every
         row), or nothing (``None``). Under LINEAGE ON, ``"ids"`` gives the value tuples."""
+        if lineage is not None and not isinstance(lineage, str):
+            raise ArgumentError(f"to_pandas(lineage=...) takes 'count', 'ids' or None, got {got(lineage)}")
         if lineage == "count":
             return lineage_relations.with_counts(self).to_pandas()
         frame = self.table.to_pandas()
@@ -297,7 +299,10 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
 
     A source registered from a result with lineage is traced to its own rows; with ``end_to_end`` each of them
     then contributes its stored lineage (the composition of this step's trace with the earlier steps')."""
-    snapshot = snapshot_read(catalog, base_tables(parse_query(sql, dialect or catalog.dialect)), (), end_to_end)
+    reads = base_tables(parse_query(sql, dialect or catalog.dialect))
+    if end_to_end:  # (before the reverse queries run: their lineage could not be composed)
+        check_semantics({t: src for t, src in composed_sources(catalog).items() if t in reads}, semantics)
+    snapshot = snapshot_read(catalog, reads, (), end_to_end)
     found = reverse_trace(catalog, sql, rows=rows, dialect=dialect, semantics=semantics)
     names = engine_names(catalog, sql, dialect or catalog.dialect)
     if len(names) != found.table.num_columns:  # the engine lists columns the reverse query's items do not

@@ -12,13 +12,16 @@ import sqlglot
 
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
-from dltrace.engines import make_engine
+from dltrace.engines import STRATEGIES, make_engine
 from dltrace.engines.base import ArrowSource, ParquetSource, check_storage, with_rid
-from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_flag,
-                             check_text)
+from dltrace.engines.guest import ClosedEngine, closed_error
+from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_choice,
+                             check_flag, check_text)
 from dltrace.impact import Impact, impact
+from dltrace.names import unknown_table
 from dltrace.forward_plan import plain_text, rows_query
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
+from dltrace.rewriter.analysis import SEMANTICS
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
@@ -41,9 +44,15 @@ class Session(Catalog):
         ``storage``: ``"source"`` (default) reads the source at each query, ``"memory"`` copies it once into the
         engine (see :meth:`Catalog.register`).
         """
+        _check_name_argument(name)
         if isinstance(source, LineageResult):
             source = replace_fields(lineage_source(source, self), typed_by=rows_query(self, source))
         super().register(name, source, replace=replace, storage=storage)
+
+    def adopt(self, name: str, replace: bool = False) -> None:
+        """Trace your relation ``name`` as it is: :meth:`Catalog.adopt`."""
+        _check_name_argument(name)
+        super().adopt(name, replace=replace)
 
     def load_tpch(self, sf: float = 0.01, progress: Callable[[str], None] | None = None,
                   storage: str = "source") -> None:
@@ -54,6 +63,16 @@ class Session(Catalog):
         folder = ensure_tpch(sf, progress=progress)
         for t in TPCH_TABLES:
             self.register(t, str(folder / f"{t}.parquet"), replace=True, storage=storage)
+
+    def not_registered(self, name: str) -> str:
+        if self.engine.exists(name):
+            return super().not_registered(name)
+        return unknown_table(name, self.tables)  # (the names listed quoted where a bare one would mislead)
+
+    def check_open(self) -> None:
+        """Raise :class:`SessionClosed` once the session is closed (what needs no engine call checks here)."""
+        if isinstance(self.engine, ClosedEngine):
+            raise closed_error()
 
     # -- plain SQL ------------------------------------------------------------------------------
     def to_engine_sql(self, text: str, dialect: str | None = None) -> str:
@@ -103,6 +122,8 @@ class Session(Catalog):
         engine does. A source with lineage read by ``sql`` contributes its rows' lineage (``end_to_end``, in the
         original tables' row ids) or its own row ids (one step)."""
         check_text(sql, "the SQL text")
+        check_choice(lineage, "lineage", STRATEGIES, noun="lineage strategy", none_ok=True)
+        check_choice(semantics, "semantics", SEMANTICS)
         check_flag(end_to_end, "end_to_end")
         made = definition(sql, dialect or self.dialect) if _creates(sql) else None
         if made is not None:
@@ -123,6 +144,7 @@ class Session(Catalog):
         """Backward lineage by Cui-Widom reverse queries: all rows (``rows=None``) or the given ones; through
         a source with lineage (``end_to_end``) composed with its rows' stored lineage."""
         check_text(sql, "the SQL text")
+        check_choice(semantics, "semantics", SEMANTICS)
         check_flag(end_to_end, "end_to_end")
         return trace_backward(self, sql, rows=rows, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
@@ -138,6 +160,8 @@ class Session(Catalog):
         """
         check_text(sql, "the SQL text")
         check_text(table, "table")
+        check_choice(lineage, "lineage", STRATEGIES, noun="lineage strategy", none_ok=True)
+        check_choice(semantics, "semantics", SEMANTICS, none_ok=True)
         return impact(self, sql, table, rids, saved=saved, lineage=lineage, dialect=dialect, semantics=semantics)
 
     def _exists(self, name: str) -> bool:
@@ -162,7 +186,7 @@ class Session(Catalog):
         SQL you run on the engine yourself (``s.sql`` finds it when a query names ``dl_rid``)."""
         key = check_text(table, "table").lower()
         if key not in self.tables:
-            raise UnknownTable(f"unknown table {table!r}; registered: {', '.join(sorted(self.tables)) or 'none'}")
+            raise UnknownTable(unknown_table(table, self.tables))
         return self.engine.quote(self.engine.rows_name(key))
 
     def _repr_html_(self) -> str:
@@ -173,6 +197,13 @@ class Session(Catalog):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_name_argument(name: object) -> None:
+    """A blank table name passed to register or adopt is an :class:`ArgumentError`, an argument that names nothing
+    (as an empty path is); the catalog checks the rest of a name, from an argument or a CREATE alike."""
+    if isinstance(name, str) and not name.strip():
+        raise ArgumentError(f"a table name must be a non-empty string, got {name!r}")
 
 
 def _plain_rows(session: Session, result: LineageResult) -> ArrowSource:

@@ -70,6 +70,26 @@ def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
         (lambda: dltrace.connect("duckdb", threads=True), "threads must be a positive int, got bool True"),
         (lambda: dltrace.connect("spark", master=2), "master must be a string such as 'local\\[2\\]', got int 2"),
         (lambda: r.backward(0, limit=1.5), "limit must be an int >= 0, got float 1.5"),
+        # a raw AttributeError ('int' object has no attribute 'lower'), or a plain DltraceError for a wrong type
+        (lambda: r.lineage_table(3), "table must be a string, got int 3"),
+        (lambda: r.lineage_batches(3), "table must be a string, got int 3"),  # (at the call, not the first batch)
+        (lambda: r.forward("t", None), "rids must be integers, got NoneType None"),
+        (lambda: r.forward("t", [None]), r"rids must be integers, got list \[None\]"),
+        (lambda: r.to_pandas(lineage=3), "to_pandas.* takes 'count', 'ids' or None, got int 3"),
+        (lambda: s.run("SELECT a FROM t", lineage=True), "lineage must be one of set, bitmap or None, got bool True"),
+        (lambda: s.run("SELECT a FROM t", semantics=None), "semantics must be one of witness, control, got NoneType"),
+        (lambda: s.trace("SELECT a FROM t", semantics=None), "semantics must be one of witness, control, got"),
+        (lambda: s.impact("SELECT a FROM t", "t", [0], semantics=1), "semantics must be .* or None, got int 1"),
+        (lambda: s.impact("SELECT a FROM t", "t", [0], lineage=True), "lineage must be .* or None, got bool True"),
+        (lambda: dltrace.rewrite("SELECT 1", strategy=None), "strategy must be one of set, bitmap, got NoneType"),
+        (lambda: dltrace.rewrite("SELECT 1", semantics=None), "semantics must be one of witness, control, got"),
+        (lambda: dltrace.pipeline(tmp_path, lineage=True), "lineage must be one of set, bitmap or None, got bool"),
+        (lambda: dltrace.pipeline(tmp_path, method=None), "method must be one of forward, backward, got NoneType"),
+        # a name or path that names nothing: register("") was a plain DltraceError, save("") wrote into the cwd
+        (lambda: s.register("", pa.table({"a": [1]})), "a table name must be a non-empty string, got ''"),
+        (lambda: s.adopt(" "), "a table name must be a non-empty string, got ' '"),
+        (lambda: r.save(""), "path must be a non-empty path, got ''"),
+        (lambda: dltrace.load("", s), "path must be a non-empty path, got ''"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.ArgumentError, match=needle) as info:
@@ -78,6 +98,28 @@ def test_arguments_of_the_wrong_type_are_named(s, tmp_path):
         assert isinstance(info.value, TypeError)  # as Python's own error for a wrong type is
     assert dltrace.load(tmp_path / "saved", s).lineage(0) == r.lineage(0)  # the right types still work
     assert r.backward(0, tables="t", columns={"T": "a"})["t"].column_names == ["a", "dl_rid"]
+
+
+def test_a_source_without_columns_is_refused_as_such(s):
+    """An Arrow table or a pandas DataFrame without columns was DuckDB's Binder Error ("SELECT list is empty after
+    resolving * expressions"), naming neither the source nor the problem."""
+    import pandas as pd
+
+    for empty in (pa.table({}), pd.DataFrame(), pd.DataFrame(index=range(3))):
+        with pytest.raises(dltrace.SourceError, match="source has no columns: a table needs at least one"):
+            s.register("e", empty)
+    assert "e" not in s.tables
+
+
+def test_the_registered_tables_an_unknown_table_lists_are_quoted_where_a_bare_name_misleads(s):
+    """`registered:  t, select, t` did not say that the first table is ' t' (a leading space)."""
+    s.register(" t", pa.table({"a": [1]}))
+    s.register("select", pa.table({"a": [1]}))
+    listed = r"registered: ' t', select, t, u$"
+    for call in (lambda: s.run("SELECT * FROM nope"), lambda: s.rows("nope"),
+                 lambda: s.impact("SELECT a FROM t", "nope", [0])):
+        with pytest.raises(dltrace.UnknownTable, match=r"unknown table 'nope'; " + listed):
+            call()
 
 
 def test_a_table_backward_columns_names_must_be_in_the_lineage(s):

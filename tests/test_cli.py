@@ -362,6 +362,25 @@ def test_save_and_query_saved_lineage(files, tmp_path):
     fails(cli("lineage", saved, "--forward", "nosuch:1"), "no lineage for table 'nosuch'")
 
 
+def test_saved_lineage_as_csv_answers_one_question_and_always_has_its_header(tmp_path):
+    """Two --forward with --csv printed the first one's table, then the error (bad input leaves stdout empty); a
+    --forward that reached no row printed nothing at all, where `dltrace run` prints the header of no rows."""
+    pq.write_table(pa.table({"k": [1, 2], "g": ["a", "b"]}), tmp_path / "t.parquet")
+    (tmp_path / "q.sql").write_text("SELECT g FROM t WHERE k = 1")
+    saved = tmp_path / "saved"
+    ok(cli("run", tmp_path / "q.sql", "--table", f"t={tmp_path / 't.parquet'}", "--save", saved))
+    fails(cli("lineage", saved, "--forward", "t:0", "--forward", "t:0-1", "--csv"), "--csv writes one table")
+    fails(cli("lineage", saved, "--row", "0", "--forward", "t:0", "--csv"), "--csv writes one table")
+    assert list(csv.reader(io.StringIO(ok(cli("lineage", saved, "--forward", "t:0", "--csv"))))) == [
+        ["dl_row", "g", "dl_t"], ["0", "a", "0"]]
+    assert list(csv.reader(io.StringIO(ok(cli("lineage", saved, "--forward", "t:1", "--csv"))))) == [
+        ["dl_row", "g", "dl_t"]]
+    (tmp_path / "none.sql").write_text("SELECT g FROM t WHERE k = 9")
+    assert ok(cli("run", tmp_path / "none.sql", "--table", f"t={tmp_path / 't.parquet'}", "--csv")) == \
+        "dl_row,g,dl_t\n"  # (what `run` prints for no rows)
+    assert ok(cli("lineage", saved, "--forward", "t:1", "--json")) == ""
+
+
 def test_stale_lineage_names_the_cli_option(files, tmp_path):
     data = tmp_path / "sales.parquet"
     shutil.copy(files / "sales.parquet", data)

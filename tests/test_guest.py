@@ -358,16 +358,18 @@ def test_threads_is_put_back_at_close(user_con):
     assert user_con.sql("SELECT current_setting('threads')").fetchall() == [(3,)]
 
 
-def test_a_closed_session_says_so(user_con):
+def test_a_closed_session_says_so(user_con, tmp_path):
     """After close() every use of the session, and of a result that needs the engine, is one dltrace error (a
     tester got DuckDB's "Connection has already been closed", a SourceError, and a rows relation's name)."""
     s = dltrace.connect("duckdb")
     s.register("t", SALES)
     r = s.run(BY_REGION.format(t="t"))
+    saved = r.save(tmp_path / "saved")
     s.close()
     s.close()  # again: nothing to do
     for use in (lambda: s.run(BY_REGION.format(t="t")), lambda: s.sql("SELECT 1"), lambda: r.verify(0),
-                lambda: s.rows("t"), lambda: s.register("u", SALES), lambda: s.trace(BY_REGION.format(t="t"))):
+                lambda: s.rows("t"), lambda: s.register("u", SALES), lambda: s.trace(BY_REGION.format(t="t")),
+                lambda: dltrace.load(saved, s)):  # (it loaded: a result bound to no engine)
         with pytest.raises(dltrace.SessionClosed, match="this dltrace session is closed"):
             use()
     assert r.lineage(0) == {"t": [3]}  # what the result holds is still there

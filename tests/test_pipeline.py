@@ -8,6 +8,7 @@ the rows that change when the pipeline is rerun without the source row.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -172,7 +173,6 @@ def test_a_one_step_result_over_a_step_is_registered_in_the_original_ids():
         s.close()
 
 
-
 @pytest.mark.parametrize("lineage", ["set", "bitmap"])
 @pytest.mark.parametrize("end_to_end", [True, False])
 def test_a_step_shows_only_its_own_columns(lineage, end_to_end):
@@ -198,6 +198,36 @@ def test_a_step_shows_only_its_own_columns(lineage, end_to_end):
         assert star.lineage(0) == ({"t": [0, 2]} if end_to_end else {"s1": [0]})
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("step, query", [("witness", "control"), ("control", "witness")])
+def test_a_query_asking_other_semantics_than_a_step_it_reads_is_refused(step, query):
+    """A step captured with witness semantics read by a query run with semantics="control" gave the step's witness
+    lineage labelled control (and the reverse): end to end, lineage is the pipeline inlined, in one semantics."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("t", pa.table({"k": [1, 2, 3], "g": ["a", "a", "b"]}))
+        s.register("u", pa.table({"k": [1, 3, 9]}))
+        q1 = "SELECT k, g FROM t WHERE k IN (SELECT k FROM u)"
+        q2 = "SELECT g, count(*) AS n FROM s1 GROUP BY g ORDER BY g"
+        s.run(f"CREATE TABLE s1 AS {q1}", semantics=step)
+        refused = f"'s1' holds {step} lineage, and this query asks for {query} semantics.*semantics='{query}'"
+        for ask in (lambda: s.run(q2, semantics=query), lambda: s.trace(q2, semantics=query),
+                    lambda: s.impact(q2, "u", [1], semantics=query)):
+            with pytest.raises(dltrace.UnsupportedQuery, match=refused):
+                ask()
+        # one step: the step's own ids are the lineage, whatever its semantics
+        assert s.run(q2, semantics=query, end_to_end=False).lineage(0) == {"s1": [0]}
+        assert s.trace(q2, semantics=query, end_to_end=False).lineage(0) == {"s1": [0]}
+        with pytest.raises(dltrace.UnsupportedQuery, match=f"run the query with semantics='{step}' to register it"):
+            s.register("s2", s.run(q2, semantics=query, end_to_end=False))  # (composed through s1's lineage)
+        inlined = s.run(f"WITH s1 AS ({q1}) {q2}", semantics=step)
+        for same in (s.run(q2, semantics=step), s.trace(q2, semantics=step)):
+            assert [same.lineage(i) for i in range(same.num_rows)] == \
+                [inlined.lineage(i) for i in range(inlined.num_rows)]
+    finally:
+        s.close()
+
 
 def test_a_table_a_step_read_is_not_replaced_under_it():
     """Replaced, the step's stored lineage named rows of the new table that did not produce it."""
@@ -496,6 +526,32 @@ def test_trace_finds_the_run_s_rows_holding_nan_lists_and_structs(tmp_path):
         p.trace("ratio", rows=0)  # (a raw TypeError: 'int' object is not iterable)
     assert p.trace("ratio", rows=[-1]).lineage(2) == p.lineage("ratio", 2)
     p.close()
+
+
+def test_trace_refuses_once_a_source_file_changed_with_as_many_rows(tmp_path):
+    """p.trace ran the step again over the sources as they are now and matched its rows to the run's: over a file
+    rewritten with as many rows it answered with the new rows as the lineage of the old ones (its snapshot taken
+    then), where p.backward, s.run(...).backward and stale() all said the source changed."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 2, 3], "g": ["a", "b", "a"]}), path)
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "01.sql").write_text("CREATE TABLE agg AS SELECT g, count(*) AS n FROM t GROUP BY g ORDER BY g")
+    (tmp_path / "steps" / "02.sql").write_text("CREATE TABLE rep AS SELECT g, n FROM agg WHERE n > 1")
+    p = dltrace.pipeline(tmp_path / "steps", tables={"t": str(path)})
+    try:
+        before = p.trace("rep", rows=[0])
+        assert before.lineage(0) == {"t": [0, 2]}
+        pq.write_table(pa.table({"k": [9, 8, 7], "g": ["a", "b", "a"]}), path)  # as many rows, other values
+        stamp = path.stat().st_mtime_ns + 10**9  # (a file system whose clock did not move: still another stat)
+        os.utime(path, ns=(stamp, stamp))
+        assert p.stale() == {"agg": ["t"], "rep": ["t"]}
+        for dataset in ("rep", "agg"):  # over a step, and over the source itself
+            with pytest.raises(dltrace.StaleLineage, match=f"trace of '{dataset}'.*table 't' has files changed"):
+                p.trace(dataset, rows=[0])
+        with pytest.raises(dltrace.StaleLineage, match="'t' has files changed"):
+            before.backward(0)  # (a trace made before the change names the rows of the run)
+    finally:
+        p.close()
 
 
 def test_row_keys_compare_values_as_a_rerun_gives_them():

@@ -32,9 +32,13 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if getattr(args, "csv", False) and args.row and args.forward:
-        raise common.CliError("--csv writes one table: ask --row or --forward (or use --json, whose lines name "
-                              "their question)")
+    # one CSV table answers one question (--row, however many rows, or one --forward): refused before anything
+    # runs, where two --forward printed the first one's table and then the error
+    questions = {"--row"} if args.row else set()
+    questions |= {f"--forward {spec}" for spec in args.forward or []}
+    if getattr(args, "csv", False) and len(questions) > 1:
+        raise common.CliError("--csv writes one table: ask --row or one --forward per run (or use --json, whose "
+                              "lines name their question)")
     folder, manifest = read_manifest(args.dir)
     s = _session(args, manifest)
     r = dltrace.load(folder, s, allow_stale=args.allow_stale)
@@ -151,6 +155,6 @@ def _reach(r, spec: str) -> tuple[str, list[range], list[int]]:
 def _forward(p: output.Printer, r, spec: str, table: str, ranges: list[range], rows: list[int]) -> None:
     hits = "[" + output.rids_text(rows, 10, counted=False) + "]"
     p.line(f"{len(rows):,} of {r.num_rows:,} output rows depend on {table} rids {rid_set_text(ranges)}: {hits}")
-    if rows:
+    if rows or not p.is_table:  # (CSV: its header, as `dltrace run` prints for no rows)
         p.rows(r, rows, question=f"--forward {spec}")
     p.line()

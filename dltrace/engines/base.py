@@ -81,6 +81,10 @@ class LineageSource(ArrowSource):
     # (base table, its snapshot when the lineage was computed: Catalog.snapshot): a later result reading these
     # rows end to end names those tables' rows as they were then, which its reads of base rows check
     based_on: tuple[tuple[str, tuple], ...] = ()
+    # the semantics its lineage was computed with ("witness" | "control"; None: rows without lineage): a query
+    # reading it end to end must ask the same, or its lineage would be one semantics through the step and the
+    # other in its own subqueries
+    semantics: str | None = None
 
     @property
     def private(self) -> tuple[str, ...]:
@@ -264,9 +268,11 @@ def with_rid(table: pa.Table) -> pa.Table:
 
 
 def check_columns(names: list[str], where: str = "source") -> None:
-    """Refuse a source that already has a column in the reserved ``dl_`` namespace, or two columns whose names
-    differ only in case: SQL reads names without case on both engines (DuckDB renamed the second ``A_1``; Spark
+    """Refuse a source without columns, one that already has a column in the reserved ``dl_`` namespace, or two
+    columns whose names differ only in case: SQL reads names without case on both engines (DuckDB renamed the second ``A_1``; Spark
     found every reference ambiguous)."""
+    if not names:  # (an engine's own error named no source: DuckDB's "SELECT list is empty")
+        raise SourceError(f"{where} has no columns: a table needs at least one")
     seen: dict[str, str] = {}
     for n in names:
         if n.lower().startswith(RESERVED_PREFIX):

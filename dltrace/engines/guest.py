@@ -175,4 +175,9 @@ class ClosedEngine:
         self.name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        raise SessionClosed("this dltrace session is closed: open a new one with dltrace.connect(...)")
+        raise closed_error()
+
+
+def closed_error() -> SessionClosed:
+    """The error every use of a closed session raises."""
+    return SessionClosed("this dltrace session is closed: open a new one with dltrace.connect(...)")

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from dltrace.compose import definition
 from dltrace.errors import DltraceError, PipelineError, read_user_text
+from dltrace.names import unknown_table
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import not_a_query, parse_error_text
 from dltrace.rewriter.shape import engine_reads
@@ -92,7 +93,7 @@ class Pipeline:
         for s in self.steps:
             for r in s.reads:
                 if r not in defined and r not in known:
-                    reason = why(r) if why else f"unknown table {r!r}; registered: {', '.join(sorted(known)) or 'none'}"
+                    reason = why(r) if why else unknown_table(r, known)
                     raise PipelineError(f"{s.where} reads {r!r}, which no step defines: {reason}")
 
 

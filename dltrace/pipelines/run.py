@@ -25,6 +25,8 @@ from dltrace.errors import (
     ArgumentError,
     DltraceError,
     PipelineError,
+    StaleLineage,
+    check_choice,
     check_mapping,
     check_path,
     check_text,
@@ -83,6 +85,13 @@ class PipelineResult:
         step = self.pipeline.step(dataset)
         stored = self[dataset]
         wanted = row_indexes(rows, stored.num_rows)  # (checked before the step runs again)
+        # the trace's ids are matched to the rows this run stored and read back against the sources as they were
+        # then: a source changed since (even with as many rows) would give the new rows as the old rows' lineage
+        changed = self.session.changed_since(stored.base_snapshot or {})
+        if changed:
+            why = "; ".join(f"table {t!r} {reason}" for t, reason in changed)
+            raise StaleLineage(f"trace of {dataset!r}: the pipeline's sources changed since it ran: {why}; the ids "
+                               "it stored name other rows now: run the pipeline again")
         traced = self.session.trace(step.query, dialect=step.dialect)
         take = pa.array(_same_rows(stored.table, traced.table, step), type=pa.int64())
         lineage = {}
@@ -95,7 +104,7 @@ class PipelineResult:
             lineage[t] = col
         return BackwardResult(self.session, step.query, step.dialect, stored.table, lineage,
                               "reverse-all" if wanted is None else "reverse-one", traced.semantics, None,
-                              composed_from=traced.composed_from,
+                              base_snapshot=stored.base_snapshot, composed_from=traced.composed_from,
                               traced=None if wanted is None else tuple(wanted), queries=traced.queries)
 
     # -- which outputs of every step does this source row reach (forward impact across the graph) -----------
@@ -190,10 +199,8 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     # every argument checked before a session opens or a step runs: a bad one found after the steps ran wasted them
     if not isinstance(path, Pipeline):
         check_path(path, "path")
-    if method not in METHODS:
-        raise DltraceError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
-    if lineage is not None and lineage not in STRATEGIES:
-        raise DltraceError(f"unknown lineage strategy {lineage!r}: choose one of {', '.join(STRATEGIES)} or None")
+    check_choice(method, "method", METHODS)
+    check_choice(lineage, "lineage", STRATEGIES, noun="lineage strategy", none_ok=True)
     if session is not None and not isinstance(session, Session):
         raise ArgumentError(f"session must be a dltrace session (dltrace.connect(...)), got {type(session).__name__}")
     check_mapping(tables or {}, "tables", "name -> source")
