@@ -20,7 +20,7 @@ from dltrace.engines.base import (ArrowSource, NativeSource, ParquetSource, chec
 from dltrace.engines.guest import ClosedEngine
 from dltrace.errors import (DltraceError, DuplicateTable, QueryError, ReservedName, StaleLineage, UnknownTable,
                              UnsupportedQuery, check_flag, check_text)
-from dltrace.names import reserved_prefix
+from dltrace.names import reserved_prefix, unknown_table
 from dltrace.plans import PlanCache
 
 T = TypeVar("T")
@@ -403,7 +403,7 @@ class Catalog:
         if self.engine.exists(name):
             return f"table {name!r} is on the engine but dltrace does not trace it yet: s.adopt({name!r}) it (or " \
                    "register it) first"
-        return f"unknown table {name!r}; registered: {', '.join(sorted(self.tables)) or 'none'}"
+        return unknown_table(name, self.tables)  # (the names listed quoted where a bare one would mislead)
 
     def rows_relations(self) -> dict[str, str]:
         """Each registered table's rows relation (the rewriter reads row ids there)."""

@@ -64,11 +64,6 @@ class Session(Catalog):
         for t in TPCH_TABLES:
             self.register(t, str(folder / f"{t}.parquet"), replace=True, storage=storage)
 
-    def not_registered(self, name: str) -> str:
-        if self.engine.exists(name):
-            return super().not_registered(name)
-        return unknown_table(name, self.tables)  # (the names listed quoted where a bare one would mislead)
-
     def check_open(self) -> None:
         """Raise :class:`SessionClosed` once the session is closed (what needs no engine call checks here)."""
         if isinstance(self.engine, ClosedEngine):
