@@ -292,6 +292,15 @@ def test_backward_tracing_refuses_the_time_of_day(s, sql):
     assert s.trace(dated).lineage_all() == s.run(dated, lineage="set").lineage_all()
 
 
+def test_spark_unix_timestamp_reads_the_clock_only_without_arguments(s):
+    """``unix_timestamp(x)`` parses its argument, which the reverse queries repeat alike; it was refused as
+    reading the time of day, as ``unix_timestamp()`` is (found by a probe on Spark)."""
+    parsed = "SELECT a, unix_timestamp('2000-01-01 00:00:00') + b AS x FROM t WHERE b > 10"
+    assert s.trace(parsed, dialect="spark").lineage_all() == s.run(parsed, dialect="spark").lineage_all()
+    with pytest.raises(dltrace.UnsupportedQuery, match="reading the time of day"):
+        s.trace("SELECT a FROM t WHERE unix_timestamp() > b", dialect="spark")
+
+
 def test_backward_tracing_refuses_a_function_the_engine_declares_volatile(s):
     """A user's function registered with side effects (DuckDB: VOLATILE) is called again by the reverse queries;
     one without (DuckDB: CONSISTENT) is traced as any deterministic function."""

@@ -13,9 +13,10 @@ RANDOM = (exp.Rand, exp.Randn, exp.Randstr, exp.Shuffle, exp.Uuid, exp.Uniform)
 # rewrite that reads a relation twice or copies a filter must not rely on them
 NONDETERMINISTIC = (*RANDOM, exp.Anonymous)
 # functions that read the clock (or the session's time zone): one value within a statement, maybe another in the
-# next one (Spark's unix_timestamp() is the clock's without arguments: taken whatever its arguments)
+# next one (Spark's unix_timestamp() without arguments is read as StrToUnix(CURRENT_TIMESTAMP), the clock's; with
+# one, a parse of its argument, which backward tracing repeats alike: found by a probe)
 CLOCK = (exp.CurrentDate, exp.CurrentTime, exp.CurrentTimestamp, exp.CurrentDatetime, exp.Localtime,
-         exp.Localtimestamp, exp.CurrentTimezone, exp.StrToUnix)
+         exp.Localtimestamp, exp.CurrentTimezone)
 RANDOM_NAMES = frozenset({"nextval", "setseed", "random_uuid", "gen_random_uuid", "uuidv4", "uuidv7"})
 # the clock by name, where sqlglot reads a plain call (DuckDB's now(), get_current_timestamp(), ...)
 CLOCK_NAMES = frozenset({"now", "get_current_timestamp", "get_current_time", "transaction_timestamp",
