@@ -39,6 +39,11 @@ BAD = [
     # the parenthesized join is the refusal, not the star over its inner side (checked first)
     ("SELECT t.*, u.* FROM t JOIN (u JOIN t AS t2 ON u.a = t2.a) ON t.a = u.a", dltrace.UnsupportedQuery,
      "a parenthesized join is not supported"),
+    # a SEMI JOIN is read as an EXISTS: the refusal names the null-safe correlation the user wrote
+    ("SELECT a FROM t SEMI JOIN u ON t.a IS NOT DISTINCT FROM u.a", dltrace.UnsupportedQuery,
+     "correlated through IS NOT DISTINCT FROM"),
+    ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a <=> t.a)", dltrace.UnsupportedQuery,
+     "correlated through IS NOT DISTINCT FROM"),
 ]
 
 

@@ -27,7 +27,7 @@ from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
 from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import is_correlated, subquery_kind
+from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
@@ -163,6 +163,16 @@ def _top_level_conjunct(node: exp.Expression) -> bool:
         and (parent.kind or "").upper() in ("", "INNER", "CROSS")
 
 
+def _why_not_decorrelated(query: exp.Expression) -> str:
+    """A hint for a refusal of ``query``: a correlation through ``IS NOT DISTINCT FROM`` (Spark's ``<=>``, also
+    a SEMI JOIN's ON read as an EXISTS), which sqlglot does not decorrelate, else nothing."""
+    outer = {id(c) for c in outer_columns(query)}
+    if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.NullSafeEQ)):
+        return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is not decorrelated; compare with = "\
+               "where a NULL key may match nothing"
+    return ""
+
+
 def _never(condition: exp.Expression | None) -> bool:
     return isinstance(condition, exp.Boolean) and not condition.this
 
@@ -283,7 +293,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
-                f"{'NOT ' if negative else ''}{what}), at {position(written)}"
+                f"{'NOT ' if negative else ''}{what}), at {position(written)}{_why_not_decorrelated(query)}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation
