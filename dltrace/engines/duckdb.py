@@ -12,7 +12,9 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import duckdb_types, duckdb_udfs
-from dltrace.engines.base import (
+from dltrace.engines.base import release_target
+from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
+from dltrace.engines.sources import (
     RID,
     ArrowSource,
     NativeSource,
@@ -20,9 +22,7 @@ from dltrace.engines.base import (
     Source,
     check_columns,
     check_storage,
-    release_target,
 )
-from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.errors import DltraceError, QueryError, SourceError
 
 F = TypeVar("F", bound=Callable[..., Any])
