@@ -24,8 +24,8 @@ import time
 
 from sqlglot import exp
 
-from dltrace.engines.base import RID
 from dltrace.engines.duckdb import DuckDBEngine, _table
+from dltrace.engines.sources import RID
 from dltrace.names import rows_relation
 from dltrace.session import Session
 from dltrace.tpch.queries import query_sql

@@ -15,9 +15,9 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source
-from dltrace.engines.base import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
-                                  parquet_metadata)
 from dltrace.engines.guest import ClosedEngine
+from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
+                                     parquet_metadata)
 from dltrace.errors import (DltraceError, DuplicateTable, QueryError, ReservedName, StaleLineage, UnknownTable,
                              UnsupportedQuery, check_flag, check_text)
 from dltrace.names import reserved_prefix, unknown_table

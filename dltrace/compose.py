@@ -1,6 +1,6 @@
 """Composition: a step's result registered as a source of the next step, so lineage spans a whole pipeline.
 
-A result that carries lineage becomes a :class:`~dltrace.engines.base.LineageSource`: its rows, their own
+A result that carries lineage becomes a :class:`~dltrace.engines.sources.LineageSource`: its rows, their own
 ``dl_rid`` (positions, for one-step lineage) and one lineage column per base table they came from, all in the
 source's private rows relation; the user's relation shows only the result's columns. A forward query reading
 it (end to end) takes those columns as its rows' lineage (:mod:`dltrace.rewriter.rules.sources`), so its
@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog, TableState
 from dltrace.engines import BITS64
-from dltrace.engines.base import LineageSource
+from dltrace.engines.sources import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID, reserved_prefix

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.base import RID, ArrowSource, ParquetSource
+from dltrace.engines.sources import RID, ArrowSource, ParquetSource
 from dltrace.errors import ArgumentError, DltraceError, UnknownColumn, UnknownTable, got
 from dltrace.names import unknown_table
 from dltrace.rowstore import RowStore, rowstore, thread_duckdb

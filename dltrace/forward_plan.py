@@ -12,7 +12,7 @@ from typing import Any
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, converted
 from dltrace.engines import lineage_functions
-from dltrace.engines.base import LineageSource, ParquetSource
+from dltrace.engines.sources import LineageSource, ParquetSource
 from dltrace.errors import UnsupportedQuery
 from dltrace.lineage_data import LineageData
 from dltrace.plans import ForwardPlan
@@ -108,7 +108,7 @@ def plain_text(catalog: Catalog, tree: Any) -> str:
 def rows_query(catalog: Catalog, result: LineageData) -> str:
     """The engine's SQL of ``result``'s query as written, run without lineage (a LINEAGE ON clause taken off):
     the query whose column types ``result``'s rows have, which a step registered from it keeps
-    (:attr:`~dltrace.engines.base.ArrowSource.typed_by`)."""
+    (:attr:`~dltrace.engines.sources.ArrowSource.typed_by`)."""
     tree = parse_query(result.sql, result.dialect)
     take_clause(tree)
     return plain_text(catalog, tree)

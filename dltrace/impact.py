@@ -18,7 +18,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.base import LineageSource
+from dltrace.engines.sources import LineageSource
 from dltrace.errors import ArgumentError, DltraceError, UnknownTable, UnsupportedQuery, got
 from dltrace.names import unknown_table
 from dltrace.explore import forward

@@ -11,7 +11,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.base import ArrowSource
+from dltrace.engines.sources import ArrowSource
 from dltrace.names import RID
 from dltrace.py_values import py_list, py_value
 from dltrace.rewriter.parse import mentions_rid, parse_query

@@ -20,7 +20,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.cache import cache_root
-from dltrace.engines.base import RID, ParquetSource
+from dltrace.engines.sources import RID, ParquetSource
 from dltrace.errors import DltraceError
 from dltrace.fingerprints import file_hash
 

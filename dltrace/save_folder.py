@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.base import ArrowSource, NativeSource, ParquetSource
+from dltrace.engines.sources import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError, StaleLineage, folder_problem
 from dltrace.fingerprints import arrow_hash, file_hash, new_hash
 from dltrace.lineage_data import LineageData

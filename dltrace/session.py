@@ -13,7 +13,7 @@ import sqlglot
 from dltrace.catalog import Catalog
 from dltrace.compose import definition, lineage_source
 from dltrace.engines import STRATEGIES, make_engine
-from dltrace.engines.base import ArrowSource, ParquetSource, check_storage, with_rid
+from dltrace.engines.sources import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.engines.guest import ClosedEngine, closed_error
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_choice,
                              check_flag, check_text)

@@ -26,7 +26,7 @@ from dltrace.backward.segments import (
     unwrap,
 )
 from dltrace.backward.tracing import TID, Builder, Targets
-from dltrace.engines.base import ArrowSource
+from dltrace.engines.sources import ArrowSource
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.grammar import generate

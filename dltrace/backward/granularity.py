@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from dltrace.backward.assemble import Collector
 from dltrace.catalog import Catalog
-from dltrace.engines.base import ArrowSource
+from dltrace.engines.sources import ArrowSource
 from dltrace.names import RID, one_zero
 from dltrace.py_values import py_list
 from dltrace.rewriter.grammar import generate

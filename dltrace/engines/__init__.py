@@ -5,11 +5,12 @@ Other code reaches an engine through the :class:`~dltrace.engines.base.Engine` p
 dialect through :func:`lineage_functions` (and what its engine adds to sqlglot's generator through
 :func:`generator_transforms`), and a user's own connection through :func:`install_functions_on`.
 
-Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``, with ``spark_frames.py`` reading a
-source as a DataFrame with its row ids: they import the engine's library), its lineage SQL (``duckdb_sql.py``,
-``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()`` runs with no engine installed or started) and the
-installation of its dl_* functions (``duckdb_udfs.py``, ``spark_udfs.py``). The engine-free parts (the Engine
-protocol and the table sources, the shared lineage SQL builders) are ``base.py`` and ``lineage_sql.py``.
+Per engine, beside each other: the adapter (``duckdb.py``, ``spark.py``, with ``duckdb_sources.py`` registering a
+source as DuckDB relations and ``spark_frames.py`` reading one as a DataFrame, with its row ids: they import the
+engine's library), its lineage SQL (``duckdb_sql.py``, ``spark_sql.py``: pure sqlglot, so ``dltrace.rewrite()``
+runs with no engine installed or started) and the installation of its dl_* functions (``duckdb_udfs.py``,
+``spark_udfs.py``). The engine-free parts (the Engine protocol and who made each relation, the table sources, the
+shared lineage SQL builders) are ``base.py``, ``sources.py`` and ``lineage_sql.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from dltrace.engines import duckdb as duckdb_adapter
 from dltrace.engines import spark as spark_adapter
-from dltrace.engines.base import RID, Engine, resolve_source
+from dltrace.engines.base import Engine
 from dltrace.engines.duckdb_sql import DuckDBFunctions
 from dltrace.engines.lineage_sql import (
     BITS64,
@@ -28,6 +29,7 @@ from dltrace.engines.lineage_sql import (
     GeneratorTransforms,
     LineageFunctions,
 )
+from dltrace.engines.sources import RID, resolve_source
 from dltrace.engines.spark_sql import SparkFunctions
 from dltrace.errors import ArgumentError, DltraceError, check_count, got
 

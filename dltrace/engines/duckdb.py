@@ -1,31 +1,26 @@
-"""DuckDB adapter: in-process, no server, no Java. The embedded default."""
+"""DuckDB adapter: in-process, no server, no Java. The embedded default.
+
+Sources are registered (and a user's relation adopted) with their row ids by :mod:`.duckdb_sources`: for
+parquet, ``file_row_number`` plus the file's offset, files in sorted name order -- the same ids Spark gives with
+``_metadata.row_index``. DuckDB's errors reach the user as one line (:mod:`.duckdb_errors`).
+"""
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from collections.abc import Collection
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines import duckdb_types, duckdb_udfs
-from dltrace.engines.base import (
-    RID,
-    ArrowSource,
-    NativeSource,
-    ParquetSource,
-    Source,
-    check_columns,
-    check_storage,
-    release_target,
-)
+from dltrace.engines import duckdb_sources, duckdb_udfs
+from dltrace.engines.base import release_target
+from dltrace.engines.duckdb_errors import engine_errors, one_line
 from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
-from dltrace.errors import DltraceError, QueryError, SourceError
-
-F = TypeVar("F", bound=Callable[..., Any])
+from dltrace.engines.sources import RID, Source
+from dltrace.errors import QueryError, SourceError
 
 
 def owns(obj: Any) -> bool:
@@ -42,26 +37,6 @@ def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
 def _table(name: str) -> exp.Table:
     """A relation named ``name`` exactly (quoted: any case, any character)."""
     return exp.Table(this=exp.to_identifier(name, quoted=True))
-
-
-def _one_line(e: Exception) -> str:
-    text = str(e).strip()
-    first = text.splitlines()[0] if text else type(e).__name__
-    return first
-
-
-def _engine_errors(error: type[DltraceError]) -> Callable[[F], F]:
-    """A method whose DuckDB errors reach the user as ``error`` in one line (a user's connection closed under
-    dltrace, a source file deleted after it was registered, an Arrow type DuckDB cannot read...)."""
-    def wrap(method: F) -> F:
-        @functools.wraps(method)
-        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(self, *args, **kwargs)
-            except duckdb.Error as e:
-                raise error(f"DuckDB: {_one_line(e)}") from None
-        return call  # type: ignore[return-value]
-    return wrap
 
 
 class DuckDBEngine:
@@ -101,141 +76,21 @@ class DuckDBEngine:
     def quote(self, name: str) -> str:
         return exp.to_identifier(name, quoted=True).sql(self.name)
 
-    @_engine_errors(SourceError)
+    @engine_errors(SourceError)
     def register(self, name: str, source: Source, storage: str = "source") -> None:
-        """``name``: the user's columns; :func:`rows_relation` of it: the same rows with ``dl_rid`` (an Arrow
-        table without ``dl_rid``, e.g. dltrace's own target rows, is registered as ``name`` alone, in place).
+        """Views over the source, or its rows copied into a native temporary table, and its rows relation with
+        ``dl_rid`` (:func:`.duckdb_sources.register`)."""
+        duckdb_sources.register(self, name, source, storage)
 
-        ``storage="source"``: views over the parquet files (or the Arrow table, scanned in place);
-        ``"memory"``: the rows copied once into a native temporary table (see :meth:`_load_memory`)."""
-        check_storage(storage)
-        if isinstance(source, NativeSource):
-            raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
-        if isinstance(source, ArrowSource) and RID not in source.table.column_names:
-            self._register_arrow(name, source.table)
-            return
-        if isinstance(source, ArrowSource):
-            self._register_arrow_rows(name, source, storage)
-            return
-        self.drop(name)  # a registration replaced by one of another storage: a view may become a table
-        rows = self.made.new_rows_name(name)
-        assert isinstance(source, ParquetSource)
-        # The rid of a row is its position in the source: file offset + row number within the file,
-        # files in sorted name order. One scan per file keeps the offset a constant per scan. A 4-byte INTEGER
-        # when every id fits, as in memory storage (_load_memory): the lists of a lineage query carry half the
-        # bytes (TPC-H SF 1 parquet, one thread: Q9 1.45x -> 1.14x of the query, Q4 1.89x -> 1.63x).
-        parts = []
-        for path, offset in zip(source.files, source.offsets):
-            scan = exp.func(
-                "read_parquet",
-                exp.Literal.string(path),
-                exp.EQ(this=exp.var("file_row_number"), expression=exp.true()),
-            )
-            position = exp.Add(this=exp.column("file_row_number"), expression=exp.Literal.number(offset))
-            if source.num_rows < 2**31:
-                position = exp.cast(position, "INTEGER")
-            rid = exp.alias_(position, RID, quoted=True)
-            parts.append(exp.select(exp.Star(except_=[exp.column("file_row_number")]), rid).from_(scan))
-        body = parts[0]
-        for part in parts[1:]:  # by name, as Spark's unionByName: a file may hold the columns in another order
-            body = exp.union(body, part, distinct=False, by_name=True)
-        try:
-            if storage == "memory":
-                self._load_memory(rows, body, source.num_rows)
-            else:
-                self.create_view(rows, body)
-            names = [r[0] for r in self.con.execute(f"DESCRIBE {self.quote(rows)}").fetchall()]
-            check_columns([n for n in names if n != RID])
-            self._user_view(name)
-        except duckdb.Error as e:
-            self.drop(name)
-            raise SourceError(f"cannot register {name!r}: {_one_line(e)}") from None
-
-    def _register_arrow_rows(self, name: str, source: ArrowSource, storage: str) -> None:
-        """``name`` and its rows relation over an Arrow table with ``dl_rid``: scanned in place (``"source"``),
-        copied (``"memory"``), or copied into the types DuckDB gives the rows themselves (a step's query, a pandas
-        categorical: :mod:`~dltrace.engines.duckdb_types`), which their Arrow form lost."""
-        staging = self.fresh_name(f"_dl_arrow_{name}")
-        self.con.register(staging, source.table)
-        try:
-            # (before the old registration goes: a step's query may read the table it replaces)
-            shape = duckdb_types.shape(self, name, staging, source)
-            try:
-                self.drop(name)  # a registration replaced by one of another storage: a view may become a table
-                if shape is not None and self._load_typed(self.made.new_rows_name(name), shape, staging, source):
-                    pass
-                elif storage == "memory":
-                    self._load_memory(self.made.new_rows_name(name), exp.select("*").from_(_table(staging)),
-                                      source.num_rows)
-                else:
-                    self._register_arrow(self.made.new_rows_name(name), source.table)
-            finally:
-                if shape is not None:
-                    self.drop(shape)
-        finally:
-            self.con.unregister(staging)
-        self._user_view(name, source.private)
-
-    def _load_typed(self, rows: str, shape: str, staging: str, source: ArrowSource) -> bool:
-        """Copy the rows of ``staging`` into the temporary table ``rows`` whose own columns are as in ``shape``
-        (:mod:`~dltrace.engines.duckdb_types`); False, with nothing made, when a value does not cast (a query
-        that binds otherwise now than when it ran: the rows then keep their Arrow types)."""
-        try:
-            self.materialize(rows, duckdb_types.empty_rows(shape, staging, source).sql(self.name))
-            self.con.execute(duckdb_types.insert_rows(self, rows, shape, staging, source).sql(self.name))
-        except (duckdb.Error, QueryError):
-            self.drop(rows)
-            return False
-        return True
-
-    def _register_arrow(self, name: str, table: pa.Table) -> None:
-        self.made.check_free(name)
-        self._arrow[name] = table  # DuckDB scans the Arrow table in place: keep a reference
-        self.con.register(name, table)
-        self.made.add(name)
-
-    def _load_memory(self, rows: str, body: exp.Expression, num_rows: int) -> None:
-        """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage, as the
-        temporary table ``rows``.
-
-        The rows relation is a native temporary table with ``dl_rid`` stored as a column; the user's ``name`` is
-        the view over it without that column (DuckDB binds the view away and scans only the columns a query
-        reads, so the original query reads a native table of the user's columns). The other layout, a native
-        table ``name`` of the user's columns with the rows relation ``SELECT *, rowid AS dl_rid FROM name``, was
-        measured beside it (``benchmarks/duckdb_memory_layouts.py``, TPC-H SF 1, 1 thread, 8 queries, median of
-        5, the layouts interleaved, run twice in both orders): the original queries took the same time (geo.
-        mean 0.134 s vs 0.134 s, 0.143 s vs 0.143 s), the bitmap queries within noise (0.391 s vs 0.377 s,
-        then 0.408 s vs 0.422 s), loading the same, and the stored ids cost 72 MiB more (1,320 vs 1,248 MiB).
-        Equal on speed, the stored id wins on validity: ``rowid`` is the row's position only if the copy kept
-        the source's order (``preserve_insertion_order``, a setting a user's connection may turn off) and
-        nobody inserts into, deletes from or vacuums the table, which would be the user's own table here; a
-        stored ``dl_rid`` is right whatever order the rows landed in, and the user's view cannot be modified.
-        Temporary: on a user's persistent database nothing is written to their file.
-
-        ``dl_rid`` is stored as a 4-byte INTEGER when every id fits (fewer than 2**31 rows): a lineage query
-        reads and gathers the ids of every row it keeps, and half the bytes is a fifth less capture time on
-        TPC-H SF 1 (Q1 1.72x -> 1.42x of the original, Q9 1.41x -> 1.32x, Q6 1.21x -> 1.17x; no query slower).
-        Readers widen the ids to int64 (:mod:`dltrace.lineage_data`), so nothing outside the engine sees it."""
-        if num_rows < 2**31:
-            narrow = exp.alias_(exp.cast(exp.column(RID, quoted=True), "INTEGER"), RID, quoted=True)
-            body = exp.select(exp.Star(replace=[narrow])).from_(body.subquery("_dl_loaded"))
-        self.materialize(rows, body.sql(self.name))
-
-    def _user_view(self, name: str, private: tuple[str, ...] = ()) -> None:
-        """``name`` as the user sees it: every column of its rows relation but ``dl_rid`` (and ``private``)."""
-        view = exp.select(exp.Star(except_=[exp.column(c, quoted=True) for c in (RID, *private)])).from_(
-            _table(self.rows_name(name)))
-        self.create_view(name, view)
-
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def exists(self, name: str) -> bool:
         """Is there a relation ``name`` (a table, a view, a registered Arrow object or reader) on the connection,
         whoever made it? Case-insensitive, like DuckDB's identifiers."""
         return bool(self._relation_kinds(name))
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def created(self, name: str) -> bool:
         """Did this engine make relation ``name`` (so that it may replace or drop it), and is it still its own
         (another dltrace session on the same connection may have taken the name over)?"""
@@ -258,7 +113,7 @@ class DuckDBEngine:
         ).fetchall()
         return [kind for (kind,) in found]
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.made.check_free(name)
@@ -266,30 +121,26 @@ class DuckDBEngine:
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
         self.made.add(name)
 
-    @_engine_errors(SourceError)
+    def register_arrow(self, name: str, table: pa.Table) -> None:
+        """Relation ``name`` scanning the Arrow table ``table`` in place (dropped by :meth:`drop`)."""
+        self.made.check_free(name)
+        self._arrow[name] = table  # DuckDB scans the Arrow table in place: keep a reference
+        self.con.register(name, table)
+        self.made.add(name)
+
+    @engine_errors(SourceError)
     def adopt(self, name: str) -> None:
-        """Give the user's relation ``name`` a rows relation with row ids, leaving ``name`` itself alone.
+        """Give the user's relation ``name`` a rows relation with row ids, its rows copied once, leaving ``name``
+        itself alone (:func:`.duckdb_sources.adopt`)."""
+        duckdb_sources.adopt(self, name)
 
-        The rows are copied once into a temporary table (ids numbered in the relation's scan order, then
-        frozen): a view or a stream may give its rows in another order, or only once, on a later read."""
-        if not self.exists(name):
-            hint = ("; a name is one relation of the connection's search path, not schema.table: adopt a view of "
-                    "it" if "." in name else "")
-            raise SourceError(f"no table, view or registered object named {name!r} on this DuckDB connection{hint}")
-        names = list(self.con.sql(exp.select("*").from_(_table(name)).sql(self.name)).columns)
-        check_columns(names)
-        rid = exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)), RID,
-                         quoted=True)
-        body = exp.select("*", rid).from_(_table(name))
-        self.materialize(self.made.new_rows_name(name), body.sql(self.name))
-
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:
         # a relation is bound, not run: half the time of DESCRIBE (each query's rewrite reads its tables' columns)
         rel = self.con.sql(f"SELECT * FROM {self.quote(name)}")
         return {c: str(t) for c, t in zip(rel.columns, rel.dtypes) if c != RID}
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def sql(self, text: str) -> pa.Table:
         try:
             return self._run(text)
@@ -320,7 +171,7 @@ class DuckDBEngine:
         finally:
             self.con.execute(f"SET disabled_optimizers = {exp.Literal.string(kept).sql(self.name)}")
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def content_hash(self, name: str, exclude: Collection[str] = ()) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by DuckDB (the hash
         of a row is of its values: the same rows without the ``exclude`` columns hash alike)."""
@@ -330,13 +181,13 @@ class DuckDBEngine:
         out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {source} AS t")
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (bound, not run: DESCRIBE; a
         relation from ``con.sql`` runs a query that calls a volatile function such as ``nextval`` at once)."""
         return [row[0] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def column_types(self, text: str) -> list[str]:
         """The SQL types of the output columns of query ``text``, as DuckDB spells them (bound, not run: DESCRIBE)."""
         return [row[1] for row in self.con.execute(f"DESCRIBE {text}").fetchall()]
@@ -349,7 +200,7 @@ class DuckDBEngine:
         except (duckdb.Error, ValueError, LookupError, TypeError):
             return None
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def collated_strings(self, names: Collection[str]) -> bool:
         """A string column's collation is not in its DuckDB type (``VARCHAR`` for ``VARCHAR COLLATE NOCASE``): true
         when the connection sets a ``default_collation``, or the definition DuckDB keeps of one of relations
@@ -374,7 +225,7 @@ class DuckDBEngine:
             "AND list_contains(?, lower(function_name))", [sorted(names)]).fetchall()
         return frozenset(name for (name,) in found)
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:
         self.made.check_free(name)
         self.sql(f"CREATE OR REPLACE TEMP TABLE {self.quote(name)} AS {text}")
@@ -395,7 +246,7 @@ class DuckDBEngine:
                 what = "VIEW" if kind[0][0] == "VIEW" else "TABLE"
                 self.con.execute(f"DROP {what} IF EXISTS temp.main.{self.quote(relation)}")
 
-    @_engine_errors(QueryError)
+    @engine_errors(QueryError)
     def install_functions(self) -> None:
         if self._installed:
             return
@@ -452,4 +303,4 @@ def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:
     try:
         con.execute(update.sql("duckdb"))
     except duckdb.Error as e:
-        raise QueryError(f"DuckDB: {_one_line(e)}") from None
+        raise QueryError(f"DuckDB: {one_line(e)}") from None

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines.base import RID, ArrowSource
+from dltrace.engines.sources import RID, ArrowSource
 from dltrace.errors import QueryError
 
 

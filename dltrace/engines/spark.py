@@ -21,16 +21,9 @@ from sqlglot import exp
 
 from dltrace.engines import spark_udfs
 from dltrace.engines.spark_sql import SparkFunctions
-from dltrace.engines.base import (
-    RID,
-    ArrowSource,
-    NativeSource,
-    ParquetSource,
-    Source,
-    check_storage,
-    release_target,
-)
+from dltrace.engines.base import release_target
 from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
+from dltrace.engines.sources import RID, ArrowSource, NativeSource, ParquetSource, Source, check_storage
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
 from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame, typed_frame
 from dltrace.errors import QueryError, SourceError

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines.base import RID, ParquetSource, check_columns
+from dltrace.engines.sources import RID, ParquetSource, check_columns
 from dltrace.engines.spark_errors import one_line, spark_errors
 from dltrace.errors import SourceError
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from dltrace.compose import composed_sources
 from dltrace.engines import STRATEGIES, resolve_source
-from dltrace.engines.base import ArrowSource, LineageSource, ParquetSource, with_rid
+from dltrace.engines.sources import ArrowSource, LineageSource, ParquetSource, with_rid
 from dltrace.errors import (
     ArgumentError,
     DltraceError,
