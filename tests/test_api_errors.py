@@ -111,6 +111,15 @@ def test_a_source_without_columns_is_refused_as_such(s):
     assert "e" not in s.tables
 
 
+def test_a_pandas_column_of_mixed_types_is_refused_naming_it(s):
+    """An object column mixing strings and floats raised pyarrow's own ArrowTypeError (found by a probe)."""
+    import pandas as pd
+
+    with pytest.raises(dltrace.SourceError, match="pandas DataFrame does not convert.*column o.*one type"):
+        s.register("mixed", pd.DataFrame({"o": ["x", None, 3.5]}))
+    assert "mixed" not in s.tables
+
+
 def test_the_registered_tables_an_unknown_table_lists_are_quoted_where_a_bare_name_misleads(s):
     """`registered:  t, select, t` did not say that the first table is ' t' (a leading space)."""
     s.register(" t", pa.table({"a": [1]}))

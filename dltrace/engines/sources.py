@@ -147,7 +147,13 @@ def resolve_source(source: Any) -> Source:
     if type(source).__module__.startswith("pandas"):
         # copied: Arrow would share the frame's numeric columns, and the user's later edit in place (df.loc[...]
         # = ...) would change the registered rows under the ids (1M rows, 5 columns: 36 ms -> 53 ms)
-        return ArrowSource(with_rid(pa.Table.from_pandas(source.copy(deep=True), preserve_index=False)))
+        try:
+            table = pa.Table.from_pandas(source.copy(deep=True), preserve_index=False)
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as e:  # (an object column of mixed types: 'x', 3.5)
+            raise SourceError(f"the pandas DataFrame does not convert to Arrow, whose columns hold one type each: "
+                              f"{'; '.join(' '.join(str(a).split()) for a in e.args)}; give that column one type "
+                              f"(df[col].astype(str))") from None
+        return ArrowSource(with_rid(table))
     if type(source).__module__.startswith("pyspark"):
         return NativeSource(source)
     if isinstance(source, pa.RecordBatchReader):  # a stream is read once: its rows, in order
