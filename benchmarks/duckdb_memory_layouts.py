@@ -24,7 +24,8 @@ import time
 
 from sqlglot import exp
 
-from dltrace.engines.duckdb import DuckDBEngine, _table
+from dltrace.engines import duckdb_sources
+from dltrace.engines.duckdb import DuckDBEngine
 from dltrace.engines.sources import RID
 from dltrace.names import rows_relation
 from dltrace.session import Session
@@ -36,20 +37,23 @@ from dltrace.tpch_data import TABLES
 class RowidLayout(DuckDBEngine):
     """``storage="memory"`` as a native table of the user's columns and a ``rowid`` rows relation."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._tables: set[str] = set()
 
-    def _load_memory(self, name: str, body: exp.Expression) -> None:
-        user = exp.select(exp.Star(except_=[exp.column(RID, quoted=True)])).from_(body.subquery("src"))
-        self.materialize(name, user.sql(self.name))
-        self._tables.add(name)
-        rows = exp.select("*", exp.alias_(exp.column("rowid"), RID, quoted=True)).from_(_table(name))
-        self.create_view(rows_relation(name), rows)
+def _load_memory(engine, rows: str, body: exp.Expression, num_rows: int) -> None:
+    """The rowid layout's copy (:class:`RowidLayout`): a native table of the user's columns, and the rows
+    relation ``rows`` the view ``SELECT *, rowid AS dl_rid`` over it (the user's view over that binds away to the
+    native table); other engines load as dltrace does."""
+    if not isinstance(engine, RowidLayout):
+        return _stored_ids(engine, rows, body, num_rows)
+    native = engine.fresh_name(f"{rows}_native")
+    engine.materialize(native, exp.select(exp.Star(except_=[exp.column(RID, quoted=True)]))
+                       .from_(body.subquery("src")).sql(engine.name))
+    engine.create_view(rows, exp.select("*", exp.alias_(exp.column("rowid"), RID, quoted=True))
+                       .from_(exp.to_table(native, quoted=True)))
 
-    def _user_view(self, name: str, private: tuple[str, ...] = ()) -> None:
-        if name not in self._tables:  # the table itself is the user's relation
-            super()._user_view(name, private)
+
+# the layout is chosen where dltrace loads a memory copy (engines/duckdb_sources.py), per engine
+_stored_ids = duckdb_sources._load_memory
+duckdb_sources._load_memory = _load_memory
 
 
 def memory_bytes(s: Session) -> int:

@@ -82,7 +82,6 @@ class DuckDBEngine:
         ``dl_rid`` (:func:`.duckdb_sources.register`)."""
         duckdb_sources.register(self, name, source, storage)
 
-    @engine_errors(QueryError)
     # -- the user's relations: dltrace is a guest on a connection passed in ---------------------------------
     @engine_errors(QueryError)
     def exists(self, name: str) -> bool:
