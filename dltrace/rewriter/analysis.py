@@ -32,6 +32,7 @@ from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
+    PREDICATE_CLAUSE,
     PREDICATE_SUBQUERIES,
     SCALAR_VALUE,
     ZERO_FILL,
@@ -308,7 +309,8 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             out.append(ClauseSubquery(query, clause, "witness", "all" if kind == "all" else "any", comparison,
                                       operand))
     if control:
-        out += [ClauseSubquery(q, "where") for q in select.meta.get(PREDICATE_SUBQUERIES, [])]
+        out += [ClauseSubquery(q, q.meta.get(PREDICATE_CLAUSE, "where"))
+                for q in select.meta.get(PREDICATE_SUBQUERIES, [])]
     return out
 
 

@@ -62,8 +62,8 @@ Every other subquery is kept in place, evaluated by the engine exactly as writte
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
 
 Marks each subquery that decorrelation made a FROM/JOIN item (``meta[DECORRELATED]``), and keeps a copy of
-every uncorrelated WHERE/HAVING subquery on its SELECT (``meta[PREDICATE_SUBQUERIES]``): control lineage needs
-all of their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
+every uncorrelated WHERE/HAVING/aggregate FILTER subquery on its SELECT (``meta[PREDICATE_SUBQUERIES]``): control
+lineage needs all of their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, glo
                                    negated, returns_rows_per_row)
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
-PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING subqueries
+PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING/FILTER subqueries
+PREDICATE_CLAUSE = "dl_predicate_clause"  # meta key of such a copy: "where" (per input row) or "having" (per group)
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
 ZERO_FILL = "dl_zero_fill"  # meta key of the COALESCE(_u.c, 0) sqlglot reads a decorrelated COUNT through
 SCALAR_IN_PLACE = "dl_scalar_in_place"  # meta key of an uncorrelated scalar subquery left where it is written
@@ -375,6 +376,11 @@ def _in_a_global_aggregate_row(holder: exp.Expression) -> bool:
 
 
 def _remember_predicate_subqueries(tree: exp.Expression) -> None:
+    """Keep a copy of each uncorrelated subquery of a SELECT's WHERE, HAVING or aggregate FILTER on the SELECT,
+    marked with the clause whose rows its control lineage goes to (``meta[PREDICATE_CLAUSE]``): a HAVING's to
+    the output row itself (a global aggregate over zero rows has one: it lost the lineage, as its input rows
+    have none), a WHERE's and a FILTER's to each input row (sqlglot decorrelates a FILTER's IN as a WHERE's,
+    whose copy control lineage did not keep: it gave the witnesses alone)."""
     for scope in traverse_scope(tree):
         select = scope.expression
         if not isinstance(select, exp.Select):
@@ -382,8 +388,23 @@ def _remember_predicate_subqueries(tree: exp.Expression) -> None:
         copies = []
         for sub_scope in scope.subquery_scopes:
             node = sub_scope.expression
-            if enclosing_clause(node, select) in ("where", "having") and not sub_scope.is_correlated_subquery:
-                copies.append(node.copy())
+            clause = enclosing_clause(node, select)
+            if sub_scope.is_correlated_subquery or (clause not in ("where", "having")
+                                                    and not _in_an_aggregate_filter(node, select)):
+                continue
+            copy = node.copy()
+            copy.meta[PREDICATE_CLAUSE] = "having" if clause == "having" else "where"
+            copies.append(copy)
         if copies:
             select.meta[PREDICATE_SUBQUERIES] = copies
+
+
+def _in_an_aggregate_filter(node: exp.Expression, select: exp.Select) -> bool:
+    """Is ``node`` inside the FILTER (WHERE ...) of an aggregate of ``select`` (not of a nested query)?"""
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, exp.Where) and isinstance(parent.parent, exp.Filter):
+            return True
+        parent = parent.parent
+    return False
 
