@@ -56,6 +56,15 @@ def test_bad_input_is_refused_clearly(sql, error, needle):
     assert "\n" not in message
 
 
+def test_a_refusal_quotes_the_construct_in_the_dialect_it_was_written_in():
+    """Spark's LATERAL VIEW was quoted as DuckDB's translation, `CROSS JOIN UNNEST(arr) AS x(e)`, which the user
+    never wrote (found by a probe on Spark)."""
+    schema = {"t": {"k": "INT", "arr": "ARRAY<INT>"}}
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"LATERAL is not supported, at line 1, col \d+ "
+                                                       r"\(`LATERAL VIEW EXPLODE\(arr\) x AS e`\)"):
+        dltrace.rewrite("SELECT k, e FROM t LATERAL VIEW explode(arr) x AS e", dialect="spark", schema=schema)
+
+
 def test_unsupported_names_its_position():
     with pytest.raises(dltrace.UnsupportedQuery, match=r"LATERAL .*line 1, col \d+"):
         dltrace.rewrite("SELECT * FROM t, LATERAL (SELECT * FROM u WHERE u.a = t.a) AS x", schema=S)

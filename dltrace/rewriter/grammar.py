@@ -137,9 +137,15 @@ def dialect(name: str) -> Dialect:
     return _extend(base, generator_transforms(name), string_escapes(name))()
 
 
+WRITTEN_IN = "dl_written_in"  # meta key of a parsed statement: the dialect its text is written in
+
+
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
     with no_command_fallback_warning():
         trees = sqlglot.parse(sql, read=dialect(dialect_name))
+    for tree in trees:
+        if tree is not None:  # (an error quotes the user's construct in the user's dialect: parse.position)
+            tree.meta[WRITTEN_IN] = dialect_name
     return [_hint_names(tree) for tree in trees]
 
 

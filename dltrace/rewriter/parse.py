@@ -10,15 +10,17 @@ from sqlglot.tokens import TokenType
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
-from dltrace.rewriter.grammar import generate
+from dltrace.rewriter.grammar import WRITTEN_IN, generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.shape import from_items
 
 
 def position(node: exp.Expression) -> str:
-    """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it."""
-    snippet = generate(node, "duckdb")
+    """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it; the
+    snippet in the dialect the query was written in (Spark's ``LATERAL VIEW`` was quoted as DuckDB's ``CROSS JOIN
+    UNNEST``), DuckDB's where the node's tree no longer says."""
+    snippet = generate(node, node.root().meta.get(WRITTEN_IN, "duckdb"))
     if len(snippet) > 60:
         snippet = snippet[:57] + "..."
     for n in node.walk():
