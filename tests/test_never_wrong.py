@@ -1159,6 +1159,24 @@ CONTROL = [
 ]
 
 
+# an EXISTS over an aggregate (always TRUE) is read as a count of its rows; under NOT it has no witnesses
+CONTROL += [
+    ("SELECT a, NOT EXISTS (SELECT max(c) FROM u WHERE u.a = t.a) AS e FROM t",
+     [((1, False), L(t=[0])), ((2, False), L(t=[1])), ((None, False), L(t=[2])), ((2, False), L(t=[3]))],
+     [((1, False), L(t=[0])), ((2, False), L(t=[1], u=[0, 3])), ((None, False), L(t=[2])),
+      ((2, False), L(t=[3], u=[0, 3]))]),
+    ("SELECT a, (EXISTS (SELECT max(c) FROM u WHERE u.a = t.a)) IS FALSE AS e FROM t",
+     [((1, False), L(t=[0])), ((2, False), L(t=[1])), ((None, False), L(t=[2])), ((2, False), L(t=[3]))],
+     [((1, False), L(t=[0])), ((2, False), L(t=[1], u=[0, 3])), ((None, False), L(t=[2])),
+      ((2, False), L(t=[3], u=[0, 3]))]),
+    ("SELECT a, EXISTS (SELECT max(c) FROM u WHERE u.a = t.a) AS e FROM t",
+     [((1, True), L(t=[0])), ((2, True), L(t=[1], u=[0, 3])), ((None, True), L(t=[2])),
+      ((2, True), L(t=[3], u=[0, 3]))],
+     [((1, True), L(t=[0])), ((2, True), L(t=[1], u=[0, 3])), ((None, True), L(t=[2])),
+      ((2, True), L(t=[3], u=[0, 3]))]),
+]
+
+
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])
 @pytest.mark.parametrize("sql,witness,control", CONTROL)
 def test_control_lineage_holds_every_predicate_subquery_whole(s, sql, witness, control, strategy):

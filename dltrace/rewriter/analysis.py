@@ -29,7 +29,7 @@ from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
-from dltrace.rewriter.passes.decorrelatable import SPLIT_VALUE, WRITTEN_AS
+from dltrace.rewriter.passes.decorrelatable import EXISTS_COUNT, SPLIT_VALUE, WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
     DECORRELATED,
     PREDICATE_CLAUSE,
@@ -77,7 +77,10 @@ def mark_witness_uses(expression: exp.Expression, context: PassContext, copy: bo
         if sub.meta.get(DECORRELATED):
             select = sub.find_ancestor(exp.Select)
             refs = _uses(select, sub)
-            if not sub.this.meta.get(SCALAR_VALUE) and any(_is_existence_test(ref) for ref in refs):
+            if sub.this.meta.get(EXISTS_COUNT):  # the user's EXISTS, tested as `COALESCE(count, 0) IS NULL`
+                positive = any(not negated(_value_use(r), select) for r in refs)
+                condition = None if positive else exp.false()
+            elif not sub.this.meta.get(SCALAR_VALUE) and any(_is_existence_test(ref) for ref in refs):
                 positive = any(not _is_existence_test(r) or not negated(r, select) for r in refs)
                 condition = None if positive else exp.false()
             else:  # a scalar subquery's value

@@ -20,6 +20,7 @@ WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of 
 SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subquery became (its value's use)
 
 
+EXISTS_COUNT = "dl_exists_count"  # meta key of the count an EXISTS over an aggregate is read as (its test is the EXISTS)
 PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
 
 
@@ -96,6 +97,7 @@ def count_rows_of_true_exists(tree: exp.Expression) -> None:
         count.set("order", None)
         count.set("distinct", None)
         count.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "_dl_rows")])
+        count.meta[EXISTS_COUNT] = True  # (its rows are witnesses as the EXISTS's are: not under a negation)
         counted = exp.Subquery(this=count)
         counted.meta[WRITTEN_AS] = node.copy()  # what a refusal names: the user's EXISTS, not this count
         node.replace(exp.paren(counted.is_(exp.null()).not_(), copy=False))
