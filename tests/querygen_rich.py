@@ -94,9 +94,10 @@ KNOWN_DLTRACE_BUGS = ("EXISTS / op ALL ((q) ... OFFSET n): a sqlglot parse error
 # (``tests/hunt.py --boost a,b``); empty in the tests
 BOOST: frozenset = frozenset()
 # how often an example is checked in control semantics (``Generated.semantics``, feature ``control``): 1 in
-# CONTROL_RATE examples, drawn after the query (so the query a seed draws is the same in either semantics); 0:
-# only when boosted (``--boost control``), with no draw at all otherwise, so the tests' examples do not change
-CONTROL_RATE = 0
+# CONTROL_RATE examples (1 in 2 with ``--boost control``), drawn after the query (so the query a seed draws is the
+# same in either semantics); 0: only when boosted, with no draw at all otherwise. Hunts of 1,500 examples (seeds
+# 91-95, half control) found no disagreement with the evaluator
+CONTROL_RATE = 8
 
 
 class Gen:
