@@ -78,6 +78,7 @@ def minimize(session, target: str, allow, n: int) -> None:
                                      suppress_health_check=list(HealthCheck)))
     print("features:", sorted(g.features))
     print("sql:", g.sql)
+    print("semantics:", g.semantics)
     print("data:", {name: t.to_pydict() for name, t in data.items() if f'{name}' in g.sql or name == 'my t'})
     print("outcome:", classify(session, data, g))
 
@@ -142,7 +143,8 @@ def main():
         if kind != "ok":
             samples[kind].append((len(g.sql), g.sql, msg))
             if out:
-                out.write(json.dumps({"kind": kind, "features": sorted(g.features), "sql": g.sql, "msg": msg,
+                out.write(json.dumps({"kind": kind, "features": sorted(g.features), "sql": g.sql, "semantics": g.semantics,
+                                      "msg": msg,
                                       "data": {n: t.to_pydict() for n, t in data.items()}}) + "\n")
 
     if args.minimize:

@@ -1,9 +1,10 @@
 """The reference-evaluator oracle and the TLP oracle over generated query ASTs (tests/querygen_rich.py).
 
 ``check_reference``: the interpreter's rows must equal DuckDB's own answer to the rendered SQL (a check of the
-interpreter itself), then dltrace's forward lineage (set and bitmap) must equal the interpreter's witness
-lineage as multisets of (row, lineage), and backward tracing (``trace``) must hold, for every row, the
-interpreter's lineage of all equal rows (its derivation pool). ``check_tlp``: SQLancer's ternary logic
+interpreter itself), then dltrace's forward lineage (set and bitmap) must equal the interpreter's lineage in the
+example's semantics (``Generated.semantics``: witness, or control) as multisets of (row, lineage), and backward
+tracing (``trace``, same semantics) must hold, for every row, the interpreter's lineage of all equal rows (its
+derivation pool). ``check_tlp``: SQLancer's ternary logic
 partitioning, Q == Q WHERE p ⊎ Q WHERE NOT p ⊎ Q WHERE p IS NULL, through dltrace with and without lineage.
 Failures raise ``OracleFailure`` naming the oracle; dltrace's ``UnsupportedQuery`` raises ``Refused`` (a
 refusal of backward tracing after forward passed is returned as a note instead).
@@ -143,7 +144,8 @@ def check_reference(session, duck: Duck, data: dict, g: Generated, backward: boo
         engine = duck.rows(sql)
     except EngineRaises as e:
         return _check_raises(session, sql, str(e), backward, strategies)
-    ev = Evaluator(data)
+    semantics = g.semantics
+    ev = Evaluator(data, semantics)
     try:
         rel = ev.run(g.query)
     except EvalError as e:
@@ -162,7 +164,7 @@ def check_reference(session, duck: Duck, data: dict, g: Generated, backward: boo
                              f"{sorted(Counter(r for r, _ in expected).items(), key=repr)}\n  duckdb:      "
                              f"{sorted(Counter(engine).items(), key=repr)}")
     for strategy in strategies:
-        res = _call(session.run, sql, lineage=strategy)
+        res = _call(session.run, sql, lineage=strategy, semantics=semantics)
         got_rows = rows_of(res.table)
         if Counter(got_rows) != Counter(engine):
             raise OracleFailure(f"rows/{strategy}", f"{sql}\n  expected {sorted(Counter(engine).items(), key=repr)}"
@@ -182,7 +184,7 @@ def check_reference(session, duck: Duck, data: dict, g: Generated, backward: boo
                                 f"\n  got, not expected: {sorted(extra, key=repr)}")
     if backward:
         try:
-            back = _call(session.trace, sql)
+            back = _call(session.trace, sql, semantics=semantics)
         except Refused as e:  # forward passed; backward tracing refuses some constructs by design
             return [f"backward refused: {e}"]
         pools = {}
@@ -254,7 +256,8 @@ def check_tlp(session, duck: Duck, g: Generated) -> None:
     for mode in (None, "set"):
         total = Counter()
         for sql in [whole] + parts:
-            got = Counter(rows_of(_call(session.run, sql, lineage=mode).table))
+            got = Counter(rows_of(_call(session.run, sql, lineage=mode,
+                                        semantics="witness" if mode is None else g.semantics).table))
             want = Counter(duck.rows(sql))
             if got != want:
                 raise OracleFailure(f"tlp/{mode}", f"{sql}\n  expected {sorted(want.items(), key=repr)}\n"

@@ -1,5 +1,5 @@
 """Reference evaluator: a brute-force interpreter of tests/refquery.py ASTs over small in-memory tables that
-gives every output row its values *and* its witness lineage, independently of dltrace's rewriter.
+gives every output row its values *and* its witness (or control) lineage, independently of dltrace's rewriter.
 
 Rows and values follow SQL (DuckDB) exactly: three-valued logic (a comparison with NULL is NULL; AND/OR/NOT are
 Kleene's), ``x IN (S)`` is TRUE when some s equals x, else NULL when x or some s is NULL (and S is not empty), else
@@ -52,6 +52,17 @@ in its table (dltrace's ``dl_rid``):
     ``inexact`` (compare with "dltrace's lineage is a subset"). Likewise ``row_number()`` over equal rows (the
     generator orders it by every column of the FROM, so only equal rows tie): when QUALIFY keeps some rows of a
     run of ties and drops others, each kept one gets the union of the run's lineage, ``inexact``.
+
+Control semantics (``Evaluator(tables, "control")``, docs/design.md "Semantics"): witness lineage plus the *whole*
+lineage of every predicate subquery (EXISTS, IN, NOT IN, op ANY/ALL, a scalar subquery compared, also in an IN
+list) wherever it stands (WHERE, ON, HAVING, QUALIFY, the SELECT list, CASE, an aggregate's argument or FILTER),
+whatever it evaluates to and under any number of negations: the union of the lineage of all its rows (a
+correlated one's rows for this outer row), those rows' lineage being control lineage too; and EXCEPT's kept rows
+also get the whole lineage of its right side. It goes where the predicate is evaluated, as witnesses do: a WHERE's
+or FILTER's or an aggregate argument's to each input row that passes the WHERE (unioned over the group, so a
+global aggregate over zero rows gets none of it), a HAVING's or a grouped SELECT list's to the output row, an
+inner join ON's to each joined pair (a SEMI join is its EXISTS: the matched rows; an ANTI join's NOT EXISTS
+finds no rows, so adds nothing). A scalar subquery used as a value has all its rows in either semantics.
 """
 
 from __future__ import annotations
@@ -140,8 +151,11 @@ def _order_key(order):
 
 
 class Evaluator:
-    def __init__(self, tables: dict):
-        """``tables``: name -> pyarrow.Table (the generated data)."""
+    def __init__(self, tables: dict, semantics: str = "witness"):
+        """``tables``: name -> pyarrow.Table (the generated data); ``semantics``: "witness" or "control"."""
+        if semantics not in ("witness", "control"):
+            raise ValueError(f"unknown semantics {semantics!r}")
+        self.control = semantics == "control"
         self.tables = {n.lower(): (t.column_names, [tuple(r.values()) for r in t.to_pylist()]) for n, t in tables.items()}
         self.table_names = {n.lower(): n for n in tables}
         self.inexact = False
@@ -220,7 +234,9 @@ class Evaluator:
             keep = [r for r in lmerged if r in rmerged]
             return Rel(cols, keep, [lmerged[r] | rmerged[r] for r in keep])
         keep = [r for r in lmerged if r not in rmerged]
-        return Rel(cols, keep, [lmerged[r] for r in keep])
+        # control: every kept row also has the right side's whole lineage (what it was checked against)
+        whole = frozenset().union(*right.lins) if self.control else EMPTY
+        return Rel(cols, keep, [lmerged[r] | whole for r in keep])
 
     def _select(self, q: Select, env, ctes) -> Rel:
         src = self.from_(q.from_, env, ctes) if q.from_ is not None else Rel([], [()], [EMPTY])
@@ -542,7 +558,7 @@ class Evaluator:
         if t is Exists:
             rel = self.query(e.query, env, ctes)
             v = bool(rel.rows)
-            return v, (frozenset().union(*rel.lins) if v and pos else EMPTY)
+            return v, (frozenset().union(*rel.lins) if (v and pos) or self.control else EMPTY)
         if t is InList:  # the OR of its equalities (three-valued, every one evaluated), NOT IN its negation
             test = functools.reduce(lambda a, b: Bin("OR", a, b), [Bin("=", e.arg, v) for v in e.values])
             return self.ev(Not(test) if e.negated else test, env, ctes, pos, group)
@@ -562,6 +578,8 @@ class Evaluator:
             # NOT IN is a NOT around IN: it flips the polarity (so `(x NOT IN S) IS FALSE` is a positive IN)
             negated = t is InSub and e.negated
             witnessed = v is True and pos != negated
+            if self.control:  # every row of the subquery (for this outer row), whatever the predicate gives
+                wit, witnessed = frozenset().union(*rel.lins), True
             return (_not(v) if negated else v), w | (wit if witnessed else EMPTY)
         raise EvalError(f"cannot evaluate {t.__name__}")
 
@@ -574,10 +592,12 @@ class Evaluator:
         b, w2 = self.ev(e.right, env, ctes, pos, group)
         if e.op in COMPARISONS:
             v = _cmp(e.op, a, b)
-            # a comparison with a scalar subquery is a predicate: its rows are witnesses only when TRUE
-            if isinstance(e.left, Scalar) and not (v is True and pos):
+            # a comparison with a scalar subquery is a predicate: its rows are witnesses only when TRUE (control:
+            # all of them, always)
+            witnessed = (v is True and pos) or self.control
+            if isinstance(e.left, Scalar) and not witnessed:
                 w1 = EMPTY
-            if isinstance(e.right, Scalar) and not (v is True and pos):
+            if isinstance(e.right, Scalar) and not witnessed:
                 w2 = EMPTY
             return v, w1 | w2
         if a is None or b is None:

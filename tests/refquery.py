@@ -415,9 +415,11 @@ _RENDER = {
 
 @dataclass
 class Generated:
-    """A generated query: its AST, its SQL and the features it uses."""
+    """A generated query: its AST, its SQL, the features it uses and the lineage semantics it is checked in
+    ("witness", or "control": feature ``control``)."""
     query: Query
     features: set = field(default_factory=set)
+    semantics: str = "witness"
 
     @property
     def sql(self) -> str:

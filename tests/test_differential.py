@@ -16,7 +16,7 @@ The richer generator (tests/querygen_rich.py: ASTs with subqueries everywhere, o
 nested set operations, windows, grouping sets, odd names...) feeds two more oracles (tests/oracles.py):
   6. the reference evaluator (tests/refeval.py, a brute-force interpreter independent of the rewriter): its
      rows must equal DuckDB's (a check of the interpreter), then dltrace's rows and witness lineage (set,
-     bitmap) must equal the interpreter's as multisets of (row, lineage), and backward tracing must hold the
+     bitmap; for an example drawn with feature ``control``, control lineage) must equal the interpreter's as multisets of (row, lineage), and backward tracing must hold the
      lineage of all equal rows;
   7. TLP (SQLancer's ternary logic partitioning): Q == Q WHERE p + Q WHERE NOT p + Q WHERE p IS NULL through
      dltrace, with and without lineage, each against DuckDB's own rows.
@@ -209,9 +209,9 @@ class SparkAsDuckDB:
     def __init__(self, sparks):
         self.sparks = sparks
 
-    def run(self, sql, lineage="set"):
+    def run(self, sql, lineage="set", semantics="witness"):
         try:
-            return self.sparks.run(sql, lineage=lineage, dialect="duckdb")
+            return self.sparks.run(sql, lineage=lineage, dialect="duckdb", semantics=semantics)
         except (dltrace.QueryError, dltrace.ParseError):
             try:
                 self.sparks.sql(sql, dialect="duckdb")
@@ -227,7 +227,7 @@ class _FakeSpark:
     def __init__(self, plain_fails: bool):
         self.plain_fails = plain_fails
 
-    def run(self, sql, lineage="set", dialect=None):
+    def run(self, sql, lineage="set", dialect=None, semantics="witness"):
         raise dltrace.QueryError("Spark: [UNSUPPORTED_CORRELATED_SCALAR_SUBQUERY] ...")
 
     def sql(self, sql, dialect=None):

@@ -288,3 +288,62 @@ def test_an_in_list_is_the_or_of_its_equalities():
     assert _run(a_where(InList(z, (Col("t_a", "y"), Lit(20)))))[1] == [((12,), [("a", 2), ("b", 0)])]
     assert _run(Select([(Col("t_a", "x"), "x"), (InList(z, (Lit(21), Lit(None))), "f")], t("a")))[1] == [
         ((10, True), [("a", 0), ("b", 1)]), ((11, None), [("a", 1)]), ((12, None), [("a", 2)])]
+
+
+# docs/design.md "Semantics" (and tests/test_semantics.py's hand-checked tables): control lineage is witness
+# lineage plus the whole lineage of every predicate subquery, wherever it stands and whatever it gives, and EXCEPT's
+# right side; a WHERE's or FILTER's to each input row (none over zero rows), a HAVING's to the output row
+CT = pa.table({"a": pa.array([1, 2, 2, 3], pa.int64()), "b": pa.array([10, 20, 20, None], pa.int64())})
+CU = pa.table({"a": pa.array([1, 2, 4, None, 2], pa.int64()), "c": pa.array([100, 200, 400, 500, 15], pa.int64())})
+
+
+def _control_cases():
+    from refquery import Agg, Bin, Exists, InSub, Is, Not, Scalar, SetOp
+
+    ta, tb, ua, uc = Col("t", "a"), Col("t", "b"), Col("u", "a"), Col("u", "c")
+    tt, uu = Table("t", "t"), Table("u", "u")
+    u_a = Select([(ua, "a")], uu)
+    every_u = [("u", i) for i in range(5)]
+    return [
+        ("except", SetOp("EXCEPT", False, Select([(ta, "a")], tt), u_a),
+         [((3,), [("t", 3)])], [((3,), [("t", 3)] + every_u)]),
+        ("not_in", Select([(ta, "a")], tt, InSub(ta, Select([(ua, "a")], uu, Is(ua, "NULL", True)), negated=True)),
+         [((3,), [("t", 3)])], [((3,), [("t", 3), ("u", 0), ("u", 1), ("u", 2), ("u", 4)])]),
+        ("in", Select([(tb, "b")], tt, InSub(ta, Select([(ua, "a")], uu, Bin(">", uc, Lit(150))))),
+         [((20,), [("t", 1), ("u", 1)]), ((20,), [("t", 2), ("u", 1)])],
+         [((20,), [("t", 1), ("u", 1), ("u", 2), ("u", 3)]), ((20,), [("t", 2), ("u", 1), ("u", 2), ("u", 3)])]),
+        # a scalar compared under NOT: the kept row (10 > 15 FALSE) has no witness, but the whole subquery
+        ("scalar_negated", Select([(ta, "a")], tt, Not(Bin(">", tb, Scalar(Select([(Agg("min", uc), "m")], uu,
+                                                                                   group=[]))))),
+         [((1,), [("t", 0)])], [((1,), [("t", 0)] + every_u)]),
+        # a HAVING subquery's lineage is the output row's: a global aggregate over no rows has it
+        ("having_over_nothing", Select([(Agg("count"), "n")], tt, Bin(">", ta, Lit(10)), group=[],
+                                       having=InSub(Lit(1), u_a)),
+         [((0,), [("u", 0)])], [((0,), every_u)]),
+        # a WHERE subquery's goes to each input row: none over no rows
+        ("where_over_nothing", Select([(Agg("count"), "n")], tt, Bin("AND", Bin(">", ta, Lit(10)), InSub(ta, u_a)),
+                                      group=[]),
+         [((0,), [])], [((0,), [])]),
+        # a FILTER's subquery is evaluated per input row, as a WHERE's
+        ("filter", Select([(Agg("count", None, False, InSub(ta, Select([(ua, "a")], uu, Bin(">", uc, Lit(150))))),
+                            "n")], tt, group=[]),
+         [((2,), [("t", 0), ("t", 1), ("t", 2), ("t", 3), ("u", 1)])],
+         [((2,), [("t", 0), ("t", 1), ("t", 2), ("t", 3), ("u", 1), ("u", 2), ("u", 3)])]),
+        # correlated: its rows for this outer row (an aggregate: one row, also over none), under NOT in the SELECT
+        ("correlated_negated", Select([(ta, "a"), (Not(Exists(Select([(Agg("max", uc), "m")], uu, Bin("=", ua, ta),
+                                                                      group=[]))), "e")], tt),
+         [((1, False), [("t", 0)]), ((2, False), [("t", 1)]), ((2, False), [("t", 2)]), ((3, False), [("t", 3)])],
+         [((1, False), [("t", 0), ("u", 0)]), ((2, False), [("t", 1), ("u", 1), ("u", 4)]),
+          ((2, False), [("t", 2), ("u", 1), ("u", 4)]), ((3, False), [("t", 3)])]),
+    ]
+
+
+@pytest.mark.parametrize("name,q,witness,control", _control_cases(), ids=lambda x: x if isinstance(x, str) else "")
+def test_control_lineage_adds_every_predicate_subquery_whole(name, q, witness, control):
+    data = {"t": CT, "u": CU}
+    duck = Duck()
+    duck.load(data)
+    for semantics, expected in (("witness", witness), ("control", control)):
+        rel = Evaluator(data, semantics).run(q)
+        assert Counter(rel.rows) == Counter(duck.con.sql(render(q)).fetchall()), render(q)
+        assert sorted(zip(rel.rows, [sorted(x) for x in rel.lins])) == sorted(expected), (semantics, render(q))
