@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.shape import from_items, random_call, returns_rows_per_row
+from dltrace.rewriter.shape import conjuncts, from_items, random_call, returns_rows_per_row
 
 
 def subquery_kind(holder: exp.Expression) -> tuple[str, exp.Expression, str | None]:
@@ -142,3 +142,26 @@ def enclosing_clause(node: exp.Expression, select: exp.Select) -> str | None:
     while parent is not None and parent is not select:
         child, parent = parent, parent.parent
     return None if parent is None else child.arg_key
+
+
+def movable_quantified(tree: exp.Expression, kind: type[exp.Any] | type[exp.All]) -> list[tuple[exp.Binary, exp.Select]]:
+    """``(comparison, S)`` for each ``x op ANY (S)`` / ``x op ALL (S)`` (``kind``) of ``tree`` that is a top-level
+    conjunct of its SELECT's WHERE -- where NULL and FALSE both drop the row --, whose S is a correlated SELECT of
+    plain rows (:func:`plain_correlated_rows`), and whose ``x`` may move into S: it reads no name S binds itself,
+    no subquery, aggregate or window (``passes/quantified_all.py``, ``passes/quantified_any.py``)."""
+    found = []
+    for quantified in list(tree.find_all(kind)):
+        query = quantified.this.this if isinstance(quantified.this, exp.Subquery) else quantified.this
+        comparison = quantified.parent
+        if not (isinstance(comparison, exp.Binary) and comparison.key in COMPARISONS
+                and comparison.expression is quantified) or not plain_correlated_rows(query):
+            continue
+        select = comparison.find_ancestor(exp.Select)
+        if select is None or enclosing_clause(comparison, select) != "where" or not any(
+                c is comparison for c in conjuncts(select.args["where"])):
+            continue
+        if any(c.table in source_names(query) for c in comparison.this.find_all(exp.Column)) \
+                or comparison.this.find(exp.Query, exp.AggFunc, exp.Window) is not None:
+            continue  # (x moves into the subquery: a name the subquery binds itself would read its own table)
+        found.append((comparison, query))
+    return found

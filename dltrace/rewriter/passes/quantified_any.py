@@ -22,26 +22,15 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import COMPARISONS, enclosing_clause, plain_correlated_rows, source_names
+from dltrace.rewriter.passes.correlation import movable_quantified
 from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
-from dltrace.rewriter.shape import conjuncts
 
 
 def read_any_as_exists(tree: exp.Expression) -> None:
     """Rewrite, in place, every ANY the module docstring describes."""
-    for quantified in list(tree.find_all(exp.Any)):
-        query = quantified.this.this if isinstance(quantified.this, exp.Subquery) else quantified.this
-        comparison = quantified.parent
-        if not (isinstance(comparison, exp.Binary) and comparison.key in COMPARISONS and comparison.key != "eq"
-                and comparison.expression is quantified) or not plain_correlated_rows(query):
-            continue
-        select = comparison.find_ancestor(exp.Select)
-        if select is None or enclosing_clause(comparison, select) != "where" or not any(
-                c is comparison for c in conjuncts(select.args["where"])):
-            continue
-        if any(c.table in source_names(query) for c in comparison.this.find_all(exp.Column)) \
-                or comparison.this.find(exp.Query, exp.AggFunc, exp.Window) is not None:
-            continue  # (x moves into the subquery: a name the subquery binds itself would read its own table)
+    for comparison, query in movable_quantified(tree, exp.Any):
+        if comparison.key == "eq":
+            continue  # (an IN, which sqlglot takes)
         value = query.expressions[0].unalias()
         holds = type(comparison)(this=comparison.this.copy(), expression=value.copy())
         witness = over_the_same_rows(query, exp.Literal.number(1), "_dl_one")
