@@ -34,11 +34,6 @@ def install_functions_on(con: duckdb.DuckDBPyConnection) -> None:
     installed_by_user(con, duckdb_udfs.install(con))
 
 
-def _table(name: str) -> exp.Table:
-    """A relation named ``name`` exactly (quoted: any case, any character)."""
-    return exp.Table(this=exp.to_identifier(name, quoted=True))
-
-
 class DuckDBEngine:
     """One DuckDB connection; tables are views over parquet (rids from ``file_row_number``) or Arrow, or native
     temporary tables (``storage="memory"``)."""
@@ -116,7 +111,8 @@ class DuckDBEngine:
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.made.check_free(name)
-        self.con.execute(exp.Create(this=_table(name), kind="VIEW", replace=True, expression=query,
+        view = exp.table_(name, quoted=True)
+        self.con.execute(exp.Create(this=view, kind="VIEW", replace=True, expression=query,
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
         self.made.add(name)
 
@@ -283,7 +279,7 @@ def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:
     if kinds != ["BASE TABLE"]:
         raise SourceError(f"{table!r} is a {kinds[0].lower()}, not a table: add_rids adds a column, so copy it "
                           f"into a table first (CREATE TABLE ... AS SELECT * FROM {table})")
-    target = _table(table)
+    target = exp.table_(table, quoted=True)
     columns = [c.lower() for c in con.sql(exp.select("*").from_(target).limit(0).sql("duckdb")).columns]
     if RID in columns:
         raise SourceError(f"table {table!r} already has a {RID} column")

@@ -30,11 +30,6 @@ from dltrace.engines.sources import (
 from dltrace.errors import QueryError, SourceError
 
 
-def _table(name: str) -> exp.Table:
-    """A relation named ``name`` exactly (quoted: any case, any character)."""
-    return exp.Table(this=exp.to_identifier(name, quoted=True))
-
-
 def register(engine: Any, name: str, source: Source, storage: str = "source") -> None:
     """``name``: the user's columns; :func:`rows_relation` of it: the same rows with ``dl_rid`` (an Arrow
     table without ``dl_rid``, e.g. dltrace's own target rows, is registered as ``name`` alone, in place).
@@ -94,11 +89,11 @@ def adopt(engine: Any, name: str) -> None:
         hint = ("; a name is one relation of the connection's search path, not schema.table: adopt a view of "
                 "it" if "." in name else "")
         raise SourceError(f"no table, view or registered object named {name!r} on this DuckDB connection{hint}")
-    names = list(engine.con.sql(exp.select("*").from_(_table(name)).sql(engine.name)).columns)
+    names = list(engine.con.sql(exp.select("*").from_(exp.table_(name, quoted=True)).sql(engine.name)).columns)
     check_columns(names)
     rid = exp.alias_(exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)), RID,
                      quoted=True)
-    body = exp.select("*", rid).from_(_table(name))
+    body = exp.select("*", rid).from_(exp.table_(name, quoted=True))
     engine.materialize(engine.made.new_rows_name(name), body.sql(engine.name))
 
 
@@ -116,7 +111,8 @@ def _register_arrow_rows(engine: Any, name: str, source: ArrowSource, storage: s
             if shape is not None and _load_typed(engine, engine.made.new_rows_name(name), shape, staging, source):
                 pass
             elif storage == "memory":
-                _load_memory(engine, engine.made.new_rows_name(name), exp.select("*").from_(_table(staging)),
+                _load_memory(engine, engine.made.new_rows_name(name),
+                             exp.select("*").from_(exp.table_(staging, quoted=True)),
                              source.num_rows)
             else:
                 engine.register_arrow(engine.made.new_rows_name(name), source.table)
@@ -172,5 +168,5 @@ def _load_memory(engine: Any, rows: str, body: exp.Expression, num_rows: int) ->
 def _user_view(engine: Any, name: str, private: tuple[str, ...] = ()) -> None:
     """``name`` as the user sees it: every column of its rows relation but ``dl_rid`` (and ``private``)."""
     view = exp.select(exp.Star(except_=[exp.column(c, quoted=True) for c in (RID, *private)])).from_(
-        _table(engine.rows_name(name)))
+        exp.table_(engine.rows_name(name), quoted=True))
     engine.create_view(name, view)

@@ -24,10 +24,6 @@ from dltrace.engines.sources import RID, ArrowSource
 from dltrace.errors import QueryError
 
 
-def _table(name: str) -> exp.Table:
-    return exp.Table(this=exp.to_identifier(name, quoted=True))
-
-
 def shape(engine: Any, name: str, staging: str, source: ArrowSource) -> str | None:
     """A temporary table of no rows whose columns are ``source``'s own in the types DuckDB gives them (its query's,
     a DataFrame's), or None when the Arrow types are those already (the rows are then scanned in place, not
@@ -71,7 +67,8 @@ def _types_query(staging: str, source: ArrowSource) -> str | None:
     as_enums = [exp.alias_(exp.cast(exp.column(c, quoted=True), _enum(values)), c, quoted=True)
                 for c, values in enums.items()]
     hidden = [exp.column(c, quoted=True) for c in source.table.column_names if c not in own]
-    return exp.select(exp.Star(except_=hidden, replace=as_enums)).from_(_table(staging)).limit(0).sql("duckdb")
+    return exp.select(exp.Star(except_=hidden, replace=as_enums)).from_(exp.table_(staging, quoted=True)) \
+        .limit(0).sql("duckdb")
 
 
 def pandas_enums(table: pa.Table) -> dict[str, list[str]]:
@@ -106,8 +103,8 @@ def empty_rows(shape_table: str, staging: str, source: ArrowSource) -> exp.Selec
         elif c not in own:
             extra.append(exp.column(c, "_dl_a", quoted=True))
     return (exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("_dl_s")), *extra)
-            .from_(_table(shape_table).as_("_dl_s"))
-            .join(_table(staging).as_("_dl_a"), join_type="cross")
+            .from_(exp.table_(shape_table, quoted=True).as_("_dl_s"))
+            .join(exp.table_(staging, quoted=True).as_("_dl_a"), join_type="cross")
             .limit(0))
 
 
@@ -118,7 +115,8 @@ def insert_rows(engine: Any, rows: str, shape_table: str, staging: str, source: 
     own = source.own_columns
     values = [_from_arrow(c, types[c], source.table.schema.field(c).type) for c in own]
     extra = [exp.column(c, quoted=True) for c in source.table.column_names if c not in own]
-    return exp.insert(exp.select(*values, *extra).from_(_table(staging)), _table(rows))
+    return exp.insert(exp.select(*values, *extra).from_(exp.table_(staging, quoted=True)),
+                      exp.table_(rows, quoted=True))
 
 
 def _from_arrow(column: str, duckdb_type: str, arrow_type: pa.DataType) -> exp.Expression:
