@@ -24,7 +24,6 @@ from dltrace.names import unknown_table
 from dltrace.explore import forward
 from dltrace.fetch import table_rids
 from dltrace.result import LineageResult, run_forward
-from dltrace.rewriter.analysis import SEMANTICS
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
 from dltrace.rewriter.shape import engine_reads
@@ -79,9 +78,7 @@ def impact(catalog: Catalog, sql: str, table: str, rids: int | Iterable[int],
     name = table.lower()
     # (a bad id named before anything runs; a range is checked against the table's size before it is expanded)
     q = table_rids(rids, name, catalog.num_rows(name) if name in catalog.tables else None)
-    read = dialect or catalog.dialect
-    if semantics is not None and semantics not in SEMANTICS:
-        raise DltraceError(f"unknown semantics {semantics!r}: choose one of {', '.join(SEMANTICS)}")
+    read = dialect or catalog.dialect  # (lineage and semantics checked by the session: check_choice)
     if saved is not None:
         return _impact_saved(catalog, sql, name, q, saved, read, semantics)
     # (a run without lineage would answer nothing: None reads as the default strategy)
