@@ -14,7 +14,7 @@ from typing import Any, Callable, NamedTuple, TypeVar
 import pyarrow as pa
 from sqlglot import exp
 
-from dltrace.engines import Engine, resolve_source
+from dltrace.engines import Engine, resolve_source, types_show_collation
 from dltrace.engines.guest import ClosedEngine
 from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
                                      parquet_metadata)
@@ -305,7 +305,7 @@ class Catalog:
         """May a string column of the registered tables of ``schema`` (:meth:`schema`) group distinct strings as
         one: a collation its type shows (Spark's ``string collate UTF8_LCASE``) or one the engine knows of
         otherwise (:meth:`Engine.collated_strings` over their rows relations: DuckDB's types hide it)?"""
-        if any("collate" in str(t).lower() for columns in schema.values() for t in columns.values()):
+        if types_show_collation(schema):
             return True
         return self.engine.collated_strings([self.engine.rows_name(n) for n in schema if n in self.tables])
 

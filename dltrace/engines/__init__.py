@@ -19,7 +19,7 @@ from typing import Any
 
 from dltrace.engines import duckdb as duckdb_adapter
 from dltrace.engines import spark as spark_adapter
-from dltrace.engines.base import Engine
+from dltrace.engines.base import Engine, types_show_collation
 from dltrace.engines.duckdb_sql import DuckDBFunctions
 from dltrace.engines.lineage_sql import (
     BITS64,
@@ -160,4 +160,5 @@ __all__ = [
     "names_columns_as_written",
     "aggregates_over_no_rows",
     "resolve_source",
+    "types_show_collation",
 ]

@@ -9,12 +9,19 @@ sources an adapter registers are :mod:`dltrace.engines.sources`.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
 from dltrace.engines.sources import Source
+
+def types_show_collation(schema: Mapping[str, Mapping[str, str]]) -> bool:
+    """Does a column type of ``schema`` ({table: {column: type}}) name a collation (Spark's ``string collate
+    UTF8_LCASE``, a user's ``VARCHAR COLLATE NOCASE``)? One the types do not show is the engine's to tell
+    (:meth:`Engine.collated_strings`)."""
+    return any("collate" in str(t).lower() for columns in schema.values() for t in columns.values())
+
 
 # Which engine made each relation on a connection or SparkSession that two dltrace sessions share (the second
 # may take over a name with replace=True): (id of the connection / SparkSession, relation) -> (that object, the

@@ -20,7 +20,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from dltrace.engines import BITS64, lineage_functions
+from dltrace.engines import BITS64, lineage_functions, types_show_collation
 from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import LineageOn, generate
@@ -203,7 +203,7 @@ def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics:
 
     A collation is read off ``schema``'s types: a string column with one says so (``VARCHAR COLLATE NOCASE``)."""
     tree = parse_query(sql, read or dialect)
-    collations = schema is None or any("collate" in str(t).lower() for cols in schema.values() for t in cols.values())
+    collations = schema is None or types_show_collation(schema)
     try:
         rewritten = rewrite_tree(tree, dialect, strategy, semantics, schema, collations=collations)
         rewritten.tree = spell_output_names(rewritten.tree, tree, schema, dialect, len(rewritten.columns))
