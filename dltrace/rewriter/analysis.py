@@ -2,10 +2,10 @@
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a QUALIFY, qualify, GROUP BY ALL as its keys, decorrelate,
-mark how each decorrelated subquery is used, read and translate non-equality witnesses, make cross joins
-explicit. Both directions then ask
-the same questions of the prepared tree through the functions below:
+an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a
+QUALIFY, qualify, GROUP BY ALL as its keys, decorrelate, mark how each decorrelated subquery is used, read and
+translate non-equality witnesses, make cross joins explicit. Both directions then ask the same questions of the
+prepared tree through the functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
   where it made a predicate true, i.e. it is used positively; control: always);

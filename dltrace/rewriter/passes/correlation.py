@@ -144,7 +144,8 @@ def enclosing_clause(node: exp.Expression, select: exp.Select) -> str | None:
     return None if parent is None else child.arg_key
 
 
-def movable_quantified(tree: exp.Expression, kind: type[exp.Any] | type[exp.All]) -> list[tuple[exp.Binary, exp.Select]]:
+def movable_quantified(tree: exp.Expression,
+                       kind: type[exp.Any] | type[exp.All]) -> list[tuple[exp.Binary, exp.Select]]:
     """``(comparison, S)`` for each ``x op ANY (S)`` / ``x op ALL (S)`` (``kind``) of ``tree`` that is a top-level
     conjunct of its SELECT's WHERE -- where NULL and FALSE both drop the row --, whose S is a correlated SELECT of
     plain rows (:func:`plain_correlated_rows`), and whose ``x`` may move into S: it reads no name S binds itself,

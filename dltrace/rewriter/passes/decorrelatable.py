@@ -19,8 +19,8 @@ WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of 
 
 SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subquery became (its value's use)
 
-
-EXISTS_COUNT = "dl_exists_count"  # meta key of the count an EXISTS over an aggregate is read as (its test is the EXISTS)
+# meta key of the count an EXISTS over an aggregate is read as (its test is the EXISTS's: no witnesses under NOT)
+EXISTS_COUNT = "dl_exists_count"
 PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
 
 

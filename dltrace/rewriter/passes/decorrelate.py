@@ -407,4 +407,3 @@ def _in_an_aggregate_filter(node: exp.Expression, select: exp.Select) -> bool:
             return True
         parent = parent.parent
     return False
-

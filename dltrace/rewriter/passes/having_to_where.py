@@ -11,8 +11,8 @@ directly or as a correlation of a subquery -- is a plain GROUP BY key of a type 
 identical (:mod:`key_types`: integers, decimals, dates, timestamps, booleans, strings where no collation applies;
 not floats, whose 0.0 and -0.0 are one group, nor intervals, whose '1 month' and '30 days' are). A group then
 keeps or loses all of its rows at once, so the WHERE keeps exactly the rows of the groups the HAVING kept, and the
-aggregates, windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is made or
-lost. Witnesses: a HAVING subquery's belong to the group's row, a WHERE subquery's to each input row, unioned
+aggregates, windows and QUALIFY after it see the same groups; a GROUP BY group has at least one row, so no group is
+made or lost. Witnesses: a HAVING subquery's belong to the group's row, a WHERE subquery's to each input row, unioned
 over the group -- the same rows, since each row of the group evaluates it with the same keys. Only under a plain
 GROUP BY (not GROUPING SETS, ROLLUP, CUBE, ALL or WITH TOTALS, where a subtotal's key is NULL and its rows' are
 not), and only where sqlglot can tell the key's type (a base table's from the schema, a CTE's or a derived
