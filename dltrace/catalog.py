@@ -69,7 +69,7 @@ class Catalog:
         Every row gets the stable dense id ``dl_rid`` in ``[0, n)``: its position in the source.
         ``storage``: ``"source"`` (default) reads the source at each query (parquet files scanned in place, an
         Arrow table in place); ``"memory"`` copies the rows once into the engine's own storage (a DuckDB native
-        temporary table, a cached Spark DataFrame), dropped or unpersisted with the table. Same rows, same ids;
+        table, a cached Spark DataFrame), dropped or unpersisted with the table. Same rows, same ids;
         a memory copy does not see later changes to the files (register again).
         """
         self._check_name(name)

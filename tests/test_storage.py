@@ -1,5 +1,5 @@
 """Where registered tables live while queries run: ``storage="source"`` (views over the parquet files, Arrow in
-place) or ``"memory"`` (a DuckDB native temporary table, a cached Spark DataFrame). The row ids, rows and lineage
+place) or ``"memory"`` (a DuckDB native table: on its own connection compressed in its own in-memory database, on a user's a temporary table; a cached Spark DataFrame). The row ids, rows and lineage
 must be the same in both, on both engines; dltrace stays a guest on a user's connection; ``dltrace tpch
 --storage`` runs either and says which in its report."""
 
@@ -49,6 +49,10 @@ def test_memory_storage_keeps_ids_in_four_bytes(memory):
     assert r.lineage_columns["lineitem"].type == pa.list_(pa.int64())  # readers see 64-bit ids as before
 
 
+#: memory storage on dltrace's own connection: a table of its in-memory database and the temporary view of it
+HELD = ["BASE TABLE", "VIEW"]
+
+
 def relation_kinds(con, name: str) -> list[str]:
     return [k for (k,) in con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = ?",
                                       [name]).fetchall()]
@@ -57,11 +61,40 @@ def relation_kinds(con, name: str) -> list[str]:
 def test_memory_storage_is_native_tables_with_the_users_columns(memory, duck):
     con = memory.engine.con
     for t in TABLES:
-        assert relation_kinds(con, rows_relation(t)) == ["LOCAL TEMPORARY"]  # a native temporary table
+        # on its own connection: a table of dltrace's in-memory database, with the rows relation the temporary
+        # view of it
+        kinds = con.execute("SELECT table_catalog, table_type FROM information_schema.tables WHERE table_name = ? "
+                            "ORDER BY 1", [rows_relation(t)]).fetchall()
+        assert kinds == [("_dl_store", "BASE TABLE"), ("temp", "VIEW")]
         assert relation_kinds(con, t) == ["VIEW"]  # the user's columns, no dl_rid
         assert memory.storage[t] == "memory" and duck.storage[t] == "source"
         assert memory.engine.columns(t) == duck.engine.columns(t)
         assert "dl_rid" not in memory.sql(f"SELECT * FROM {t} LIMIT 0").column_names
+
+
+def test_memory_storage_is_compressed_on_its_own_connection(memory):
+    """DuckDB compresses an in-memory database's tables at a checkpoint, never a temporary table's."""
+    codecs = {c for (c,) in memory.engine.con.execute(
+        f"SELECT DISTINCT compression FROM pragma_storage_info('_dl_store.main.{rows_relation('lineitem')}')"
+    ).fetchall()}
+    assert codecs and "Uncompressed" not in codecs
+
+
+def test_memory_storage_on_a_users_connection_attaches_nothing():
+    """A guest attaches no database: the rows are a temporary table, and a write inside the user's own open
+    transaction stays possible (DuckDB lets one transaction write to one database only)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE mine AS SELECT 1 AS a")
+    before = con.execute("SELECT database_name FROM duckdb_databases() ORDER BY 1").fetchall()
+    con.execute("BEGIN")
+    con.execute("INSERT INTO mine VALUES (2)")
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.register("t", pa.table({"k": [1, 2, 2]}), storage="memory")
+        assert relation_kinds(con, rows_relation("t")) == ["LOCAL TEMPORARY"]
+        assert con.execute("SELECT database_name FROM duckdb_databases() ORDER BY 1").fetchall() == before
+        assert s.run("SELECT k, count(*) AS n FROM t GROUP BY k ORDER BY k").lineage(1) == {"t": [1, 2]}
+    con.execute("COMMIT")
+    assert con.execute("SELECT sum(a) FROM mine").fetchone()[0] == 3
 
 
 def test_same_row_ids_in_both_storages(memory, duck):
@@ -91,7 +124,7 @@ def test_arrow_and_csv_sources_in_memory(tmp_path):
         for s, storage in ((a, "source"), (b, "memory")):
             s.register("sales", str(csv), storage=storage)
             s.register("t", arrow, storage=storage)
-        assert relation_kinds(b.engine.con, rows_relation("t")) == ["LOCAL TEMPORARY"]
+        assert sorted(relation_kinds(b.engine.con, rows_relation("t"))) == HELD
         for t in ("sales", "t"):
             assert rows_with_ids(a, t).equals(rows_with_ids(b, t))
         sql = "SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY region"
@@ -105,7 +138,7 @@ def test_a_pipeline_step_in_memory(tpch_folder):
         step = s.run("SELECT o_custkey, count(*) AS n FROM orders GROUP BY o_custkey ORDER BY o_custkey")
         s.register("by_source", step)
         s.register("by_memory", step, storage="memory")
-        assert relation_kinds(s.engine.con, rows_relation("by_memory")) == ["LOCAL TEMPORARY"]
+        assert sorted(relation_kinds(s.engine.con, rows_relation("by_memory"))) == HELD
         assert s.sql("SELECT * FROM by_memory").column_names == step.table.column_names  # lineage stays private
         sql = "SELECT n, count(*) AS k FROM {} GROUP BY n ORDER BY n"
         a, b = s.run(sql.format("by_source")), s.run(sql.format("by_memory"))
@@ -119,9 +152,9 @@ def test_register_again_in_the_other_storage(tpch_folder):
     with dltrace.connect("duckdb") as s:
         s.register("nation", path)
         before = rows_with_ids(s, "nation")
-        for storage, kind in (("memory", "LOCAL TEMPORARY"), ("source", "VIEW"), ("memory", "LOCAL TEMPORARY")):
+        for storage, kinds in (("memory", HELD), ("source", ["VIEW"]), ("memory", HELD)):
             s.register("nation", path, replace=True, storage=storage)
-            assert relation_kinds(s.engine.con, rows_relation("nation")) == [kind]
+            assert sorted(relation_kinds(s.engine.con, rows_relation("nation"))) == kinds
             assert rows_with_ids(s, "nation").equals(before)
 
 

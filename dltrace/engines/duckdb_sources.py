@@ -2,7 +2,7 @@
 
 What :class:`~dltrace.engines.duckdb.DuckDBEngine` registers and adopts (as :mod:`.spark_frames` reads a source for
 Spark). Parquet files are scanned in place with ``file_row_number`` plus each file's offset (docs/design.md "Row
-ids"), or copied once into a native temporary table (``storage="memory"``); an Arrow table is scanned in place,
+ids"), or copied once into a native table (``storage="memory"``, ``DuckDBEngine.hold``); an Arrow table is scanned in place,
 copied, or copied into the types DuckDB gives the query it is the result of (:mod:`.duckdb_types`); a user's own
 relation is numbered once in its scan order and frozen. The user's relation is a view of the rows relation
 without ``dl_rid``. Every relation is made through the adapter (``create_view``, ``materialize``,
@@ -35,7 +35,7 @@ def register(engine: Any, name: str, source: Source, storage: str = "source") ->
     table without ``dl_rid``, e.g. dltrace's own target rows, is registered as ``name`` alone, in place).
 
     ``storage="source"``: views over the parquet files (or the Arrow table, scanned in place);
-    ``"memory"``: the rows copied once into a native temporary table (see :func:`_load_memory`)."""
+    ``"memory"``: the rows copied once into a native table (see :func:`_load_memory`)."""
     check_storage(storage)
     if isinstance(source, NativeSource):
         raise SourceError(f"a {source.kind} object cannot be registered on DuckDB; pass parquet, CSV or Arrow")
@@ -138,10 +138,11 @@ def _load_typed(engine: Any, rows: str, shape: str, staging: str, source: ArrowS
 
 
 def _load_memory(engine: Any, rows: str, body: exp.Expression, num_rows: int) -> None:
-    """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage, as the
-    temporary table ``rows``.
+    """Copy the rows of ``body`` (the source's columns and ``dl_rid``) into DuckDB's own storage, as the rows
+    relation ``rows`` (``DuckDBEngine.hold``: compressed in dltrace's own in-memory database on its own
+    connection, a temporary table on a user's).
 
-    The rows relation is a native temporary table with ``dl_rid`` stored as a column; the user's ``name`` is
+    The rows relation is a native table with ``dl_rid`` stored as a column; the user's ``name`` is
     the view over it without that column (DuckDB binds the view away and scans only the columns a query
     reads, so the original query reads a native table of the user's columns). The other layout, a native
     table ``name`` of the user's columns with the rows relation ``SELECT *, rowid AS dl_rid FROM name``, was
@@ -162,7 +163,7 @@ def _load_memory(engine: Any, rows: str, body: exp.Expression, num_rows: int) ->
     if num_rows < 2**31:
         narrow = exp.alias_(exp.cast(exp.column(RID, quoted=True), "INTEGER"), RID, quoted=True)
         body = exp.select(exp.Star(replace=[narrow])).from_(body.subquery("_dl_loaded"))
-    engine.materialize(rows, body.sql(engine.name))
+    engine.hold(rows, body.sql(engine.name))
 
 
 def _user_view(engine: Any, name: str, private: tuple[str, ...] = ()) -> None:

@@ -102,8 +102,8 @@ Source = ParquetSource | ArrowSource | NativeSource
 
 # Where a registered table's rows live while queries run (``register(..., storage=)``):
 #   "source": read from the source at each query (parquet files scanned in place, Arrow tables scanned in place);
-#   "memory": copied once into the engine's own storage when registered (a DuckDB native temporary table, a
-#             cached Spark DataFrame), so queries never touch the files again. Row ids are the same in both.
+#   "memory": copied once into the engine's own storage when registered (a DuckDB native table, compressed on
+#             dltrace's own connection; a cached Spark DataFrame), so queries never touch the files again. Row ids are the same in both.
 STORAGES = ("source", "memory")
 
 
