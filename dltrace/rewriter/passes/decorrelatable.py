@@ -125,7 +125,7 @@ def split_aggregate_values(tree: exp.Expression, dialect: str) -> None:
     :mod:`empty_aggregates`). An aggregate call is taken whole, with its FILTER, DISTINCT or ORDER BY. Each piece
     is a scalar subquery sqlglot decorrelates (its lineage: the same rows, so their union is the subquery's); the
     expression carries ``meta[SPLIT_VALUE]``, so its witnesses are decided where the user's subquery was used
-    (:func:`dltrace.rewriter.analysis.mark_witness_uses`). While sqlglot runs, a piece sits in an ``IS NULL``
+    (:func:`dltrace.rewriter.passes.witness_uses.mark_witness_uses`). While sqlglot runs, a piece sits in an ``IS NULL``
     (:func:`_under_is_null`).
     """
     for sub in list(tree.find_all(exp.Subquery)):

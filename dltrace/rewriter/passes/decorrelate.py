@@ -172,7 +172,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
     restore(tree)
     # sqlglot reads a decorrelated COUNT as COALESCE(_u.c, 0) (0 over no rows): the subquery's value, not a
-    # function of it -- its witnesses are decided where that COALESCE is used (analysis._value_use)
+    # function of it -- its witnesses are decided where that COALESCE is used (witness_uses.value_use)
     for coalesce in tree.find_all(exp.Coalesce):
         if not coalesce.meta.pop(_WRITTEN, False):
             coalesce.meta[ZERO_FILL] = True

@@ -113,7 +113,7 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
     The grouped subquery of the value's LEFT JOIN counts its rows too (``COUNT(*)``, grouped by the correlation
     keys: the rows the lookup finds), and each read of the value becomes ``CASE WHEN <the join's condition> AND
     _u._dl_rows > 1 THEN error(...) ELSE _u._dl_value END`` (marked ``meta[GUARD]``: its witnesses are the value's,
-    :func:`dltrace.rewriter.analysis._value_use`), so whatever evaluates the user's conjunct for a row tests that
+    :func:`dltrace.rewriter.passes.witness_uses.value_use`), so whatever evaluates the user's conjunct for a row tests that
     row's lookup. Found by the long generator profile: a test ANDed beside the user's conjunct was skipped for rows
     the conjunct dropped first (``(lookup) IS NULL AND <test>``), one in the join's ON was skipped where the engine
     made the user's comparison a join key, and a test of the subquery's columns alone was computed over groups no
