@@ -23,6 +23,7 @@ from dltrace.rewriter.passes.build_on_read import build_on_read
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.in_lists import in_lists
+from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
 from dltrace.rewriter.passes.dictionary import add_dictionary
@@ -44,7 +45,9 @@ from dltrace.rewriter.rules.whole_lineage import whole_lineage_query
 
 FIXTURES = Path(__file__).parent / "fixtures" / "passes"
 SCHEMA = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}, "s": {"a": "BIGINT", "n": "BIGINT"},
-          "v": {"a": "DOUBLE", "c": "BIGINT"}}
+          "v": {"a": "DOUBLE", "c": "BIGINT"},
+          # quantified_types.sql: DECIMALs whose digits together pass 38 (p.d against q.e) and those that do not
+          "p": {"k": "INT", "d": "DECIMAL(18,4)"}, "q": {"g": "INT", "e": "DECIMAL(38,0)", "x": "DECIMAL(15,2)"}}
 # in the *_composed fixtures, "s" is an earlier step's result carrying lineage of t and u (not its own rids)
 COMPOSED = {"s": (("t", "dl_t"), ("u", "dl_u"))}
 
@@ -80,6 +83,7 @@ PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),
     "in_lists.sql": (None, in_lists, "duckdb", "set"),
+    "quantified_types.sql": (qualify, quantified_types, "duckdb", "set"),
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
     "exists_limit.sql": (None, exists_limit, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
@@ -173,7 +177,7 @@ def test_every_pass_file_has_cases():
 
 def test_passes_do_not_mutate_their_input():
     query = 'SELECT "t"."a" AS "a" FROM "t" AS "t" WHERE EXISTS (SELECT 1 FROM "u" AS "u" WHERE "u"."a" = "t"."a" AND "u"."c" <> "t"."b")'
-    for name in ("parenthesised.sql", "column_lists.sql", "in_lists.sql", "semi_joins.sql", "distinct_on.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
+    for name in ("parenthesised.sql", "column_lists.sql", "in_lists.sql", "quantified_types.sql", "semi_joins.sql", "distinct_on.sql", "decorrelate.sql", "array_witness.sql", "inner_joins.sql", "instrument.sql", "build_on_read.sql",
                  "late_witnesses.sql"):
         before, under_test, dialect, strategy = PASSES[name]
         context = PassContext(dialect, lineage_functions(dialect, strategy, name == "build_on_read.sql"), SCHEMA,

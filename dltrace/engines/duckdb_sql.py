@@ -63,6 +63,8 @@ class DuckDBFunctions(LineageFunctions):
     # DuckDB 2.0.1: SELECT -v AS v, v FROM t ORDER BY v orders by -v, SELECT -v AS v FROM t ORDER BY v + 0 by t.v
     binds_repeated_order_by_names = True
     order_by_expressions_read_columns = True
+    # DuckDB 2.0.1: DECIMAL(18,4) 1.5 IN (SELECT DECIMAL(38,0) 2) is TRUE (both cast to DECIMAL(38,0)), 1.5 = 2 is not
+    quantified_common_type = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

@@ -121,6 +121,11 @@ class LineageFunctions:
     #: a bare name inside an ORDER BY expression (``ORDER BY -v``) reads the input column of that name before an
     #: output alias; false: the alias first
     order_by_expressions_read_columns: ClassVar[bool] = False
+    #: ``x IN (subquery)`` / ``x op ANY|ALL (subquery)`` compares both sides cast to their common supertype, which
+    #: for two DECIMALs whose digits together pass 38 keeps the integer digits and drops scale, where ``x = y``
+    #: keeps the scale (DuckDB's binder: ``TryGetMaxLogicalType`` against the comparison's own rule): a rewrite
+    #: that writes the IN as a comparison casts both sides first (:mod:`dltrace.rewriter.passes.quantified_types`)
+    quantified_common_type: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

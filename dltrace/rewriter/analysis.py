@@ -47,6 +47,7 @@ from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
+from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.passes.union_by_name import union_by_name
 from dltrace.rewriter.passes.witness_uses import (
@@ -80,8 +81,8 @@ def _why_not_decorrelated(query: exp.Expression) -> str:
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, distinct_on, known_aggregates,
-                   qualify, group_by_all, outer_join_filters, having_to_where, union_by_name, decorrelate,
-                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+                   qualify, group_by_all, outer_join_filters, having_to_where, union_by_name, quantified_types,
+                   decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
