@@ -25,6 +25,7 @@ from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
 from dltrace.rewriter.parse import check_query, position
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
 from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
+from dltrace.rewriter.passes.coarse_keys import COARSE
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
@@ -70,9 +71,13 @@ from dltrace.rewriter.shape import engine_reads, random_call_read
 SEMANTICS = ("witness", "control")
 
 
-def _why_not_decorrelated(query: exp.Expression) -> str:
-    """A hint for a refusal of ``query``: a correlation through ``IS NOT DISTINCT FROM`` (Spark's ``<=>``, also
-    a SEMI JOIN's ON read as an EXISTS), which sqlglot does not decorrelate, else nothing."""
+def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> str:
+    """A hint for a refusal of ``query``: an equality coarser than grouping (:mod:`.passes.coarse_keys`), a
+    correlation through ``IS NOT DISTINCT FROM`` (Spark's ``<=>``, also a SEMI JOIN's ON read as an EXISTS), which
+    sqlglot does not decorrelate, else nothing."""
+    if coarse:
+        return f": it is correlated through {coarse}; cast both sides to one type, or compare with a COLLATE both " \
+               f"sides share"
     outer = {id(c) for c in outer_columns(query)}
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.NullSafeEQ)):
         return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is not decorrelated; compare with = "\
@@ -196,7 +201,8 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
-                f"{'NOT ' if negative else ''}{what}), at {position(written)}{_why_not_decorrelated(query)}"
+                f"{'NOT ' if negative else ''}{what}), at {position(written)}"
+                f"{_why_not_decorrelated(query, holder.meta.get(COARSE))}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation

@@ -77,6 +77,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.coarse_keys import COARSE, mark_coarse_keys
 from dltrace.rewriter.passes.correlation import (COMPARISONS, enclosing_clause, in_a_clause, is_correlated,
                                                  one_value, outer_columns, positive_filter, reaches_past_itself,
                                                  subquery_kind)
@@ -150,6 +151,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         for holder in covered_in_subqueries(tree, _in_a_clause_subquery):
             holder.meta[COVERED_WITNESSES] = True
     refuse_unknown(tree, context.dialect, WRITTEN_AS)  # (kept in place or not: a correlated one is refused)
+    mark_coarse_keys(tree, list(_holders(tree)), context)
     kept = _keep_in_place(tree)
     stand_in(tree, context.dialect)  # (after: a subquery kept in place is the user's as written)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
@@ -329,6 +331,8 @@ def _in_a_clause_subquery(node: exp.Expression) -> bool:
 def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE) or holder.meta.get(COVERED_WITNESSES):
         return False  # (read also for a subquery around it: sqlglot would move this one with its correlation)
+    if holder.meta.get(COARSE):
+        return False  # its groups may join an outer row several times (passes/coarse_keys.py)
     query = holder.this
     kind, predicate, comparison = subquery_kind(holder)
     correlated = is_correlated(query)
