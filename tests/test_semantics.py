@@ -145,3 +145,19 @@ def test_spark_bitmap_scalar_subquery_lineage(small_spark):
     for name in ("scalar_in_predicate", "scalar_in_select"):
         sql, rows = CASES[name]
         assert observed(small_spark.run(sql, lineage="bitmap", dialect="duckdb")) == expected(rows), name
+
+
+@pytest.mark.parametrize("test", ["= FALSE", "IS NOT TRUE", "IS FALSE", "IS DISTINCT FROM TRUE", "< TRUE",
+                                  "<= FALSE", "IS NOT DISTINCT FROM FALSE"])
+def test_a_negated_exists_compared_with_a_boolean_that_negates_it_again_has_witnesses(test):
+    """Every form that keeps the rows where ``NOT EXISTS`` is FALSE uses the EXISTS positively (a probe found
+    ``IS DISTINCT FROM TRUE`` and ``< TRUE`` read as a single negation: no witnesses), forward and backward."""
+    with dltrace.connect("duckdb") as s:
+        s.register("e", pa.table({"k": [1, 2]}))
+        s.register("u", pa.table({"k": [1, 1]}))
+        sql = f"SELECT k FROM e WHERE (NOT EXISTS (SELECT 1 FROM u WHERE u.k = e.k)) {test}"
+        r = s.run(sql)
+        assert r.table.to_pylist() == [{"k": 1}]
+        assert r.lineage(0) == s.trace(sql).lineage(0) == {"e": [0], "u": [0, 1]}
+        flipped = f"SELECT k FROM e WHERE (EXISTS (SELECT 1 FROM u WHERE u.k = e.k)) {test}"
+        assert s.run(flipped).lineage(0) == {"e": [1], "u": []}  # kept where EXISTS is FALSE: no witnesses

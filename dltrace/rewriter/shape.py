@@ -258,8 +258,9 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
 
 
 def negated(node: exp.Expression, select: exp.Select) -> bool:
-    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE``, ``= FALSE``
-    and ``<> TRUE`` each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive, and so is ``<> FALSE``)?"""
+    """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE``, and a
+    comparison with a boolean that holds only on FALSE (``= FALSE``, ``<> TRUE``, ``IS DISTINCT FROM TRUE``, ``< TRUE``,
+    ``<= FALSE``) each negate (so ``IS NOT NULL``, a NOT around an IS NULL, is positive, and so is ``<> FALSE``)?"""
     flips = 0
     child, parent = node, node.parent
     while parent is not None and child is not select:
@@ -267,12 +268,24 @@ def negated(node: exp.Expression, select: exp.Select) -> bool:
             flips += 1
         elif isinstance(parent, exp.Is) and child is parent.this and _null_or_false(parent.expression):
             flips += 1
-        elif isinstance(parent, (exp.EQ, exp.NEQ)):
+        elif isinstance(parent, exp.NullSafeEQ) and child is parent.this and isinstance(parent.expression, exp.Null):
+            flips += 1  # `IS NOT DISTINCT FROM NULL`, an IS NULL
+        elif isinstance(parent, tuple(_PASSES_ON_FALSE)):
             other = parent.expression if child is parent.this else parent.this
-            if isinstance(other, exp.Boolean) and other.this == isinstance(parent, exp.NEQ):
-                flips += 1  # `= FALSE`, `<> TRUE`
+            mirrored = child is not parent.this  # `TRUE > x` is `x < TRUE`
+            if isinstance(other, exp.Boolean) and other.this in _PASSES_ON_FALSE[type(parent)][mirrored]:
+                flips += 1  # `= FALSE`, `<> TRUE`, `IS DISTINCT FROM TRUE`, `< TRUE`, `<= FALSE` ...
         child, parent = parent, parent.parent
     return flips % 2 == 1
+
+
+# a comparison of a predicate with a boolean literal that holds only where the predicate is FALSE (a negation):
+# class -> (literal values that make it one with the predicate on the left, ... on the right)
+_PASSES_ON_FALSE = {
+    exp.EQ: ((False,), (False,)), exp.NEQ: ((True,), (True,)),
+    exp.NullSafeEQ: ((False,), (False,)), exp.NullSafeNEQ: ((True,), (True,)),
+    exp.LT: ((True,), ()), exp.LTE: ((False,), ()), exp.GT: ((), (True,)), exp.GTE: ((), (False,)),
+}
 
 
 def _null_or_false(node: exp.Expression) -> bool:
