@@ -65,3 +65,23 @@ def test_equalities_that_tell_values_apart_still_decorrelate(session):
         r = s.run(sql)
         assert rows(r.table) == sorted(con.execute(sql).fetchall())
         assert rows(s.trace(sql).table) == rows(r.table)
+
+
+def test_a_field_named_like_an_outer_table_is_refused():
+    """``dept.id`` inside a subquery over ``emp`` (a struct column ``dept``) while the outer query reads the table
+    ``dept``: DuckDB reads the field, sqlglot read the outer table (a probe's find: another answer)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE emp(x INT, dept STRUCT(id INT));"
+                "INSERT INTO emp VALUES (10, {'id': 20}), (10, {'id': 10}), (20, {'id': 99});"
+                "CREATE TABLE dept(id INT); INSERT INTO dept VALUES (10), (20), (30);")
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.adopt("emp")
+        s.adopt("dept")
+        sql = "SELECT id, (SELECT count(*) FROM emp WHERE emp.x = dept.id) AS c FROM dept"
+        for ask in (s.run, s.trace):
+            with pytest.raises(UnsupportedQuery, match=r"dept.id names a column 'dept'.*write \(dept\).id"):
+                ask(sql)
+        for sql in ("SELECT id, (SELECT count(*) FROM emp WHERE emp.x = (dept).id) AS c FROM dept",
+                    "SELECT id, (SELECT count(*) FROM emp WHERE emp.x = d.id) AS c FROM dept AS d",
+                    "SELECT dept.id, x FROM emp"):
+            assert rows(s.run(sql).table) == sorted(con.execute(sql).fetchall())

@@ -36,6 +36,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     check_known_tables(expression, context.schema)
     check_using_after_outer_merge(expression)
     check_functions_named_like_columns(expression, context.schema)
+    check_fields_named_like_outer_tables(expression, context.schema)
     schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     if context.schema is not None and mentions_rid(tree):
@@ -103,6 +104,42 @@ _BARE_FUNCTIONS = {getattr(exp, cls): name for cls, name in (
     ("CurrentUser", "current_user"), ("SessionUser", "session_user"), ("CurrentCatalog", "current_catalog"),
     ("CurrentSchema", "current_schema"), ("CurrentRole", "current_role"), ("Localtime", "localtime"),
     ("Localtimestamp", "localtimestamp")) if hasattr(exp, cls)}
+
+
+def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | None) -> None:
+    """Refuse ``x.f`` inside a subquery where ``x`` is both a column of the subquery's own sources (a struct, ``f``
+    its field) and a table of an enclosing query.
+
+    The engines bind the name in the nearest scope first: DuckDB read ``dept.id`` as the field ``id`` of
+    ``emp.dept``, sqlglot as the outer table ``dept``'s column, which made the subquery correlated and its answer
+    another (found by a probe). A spelling that names one of them is read alike: ``(dept).id`` for the field, the
+    outer table under an alias."""
+    if not schema:
+        return
+    lower = {t.lower(): cols for t, cols in schema.items()}
+    try:
+        scopes = traverse_scope(tree)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return  # (qualification itself says what it cannot read)
+    for scope in scopes:
+        own = {alias.lower() for alias in scope.sources}
+        columns = set()
+        for source in scope.sources.values():
+            names = lower.get(source.name.lower(), {}) if isinstance(source, exp.Table) else \
+                getattr(source.expression, "named_selects", [])
+            columns |= {c.lower() for c in names}
+        for column in scope.columns:
+            name = column.table.lower()
+            if not name or column.args.get("db") or name in own or name not in columns:
+                continue
+            outer = scope.parent
+            while outer is not None and name not in {a.lower() for a in outer.sources}:
+                outer = outer.parent
+            if outer is not None:
+                raise UnsupportedQuery(f"{column.sql()} names a column {column.table!r} of this subquery's sources "
+                                       f"(a field of it) and an enclosing query's table {column.table!r}, at "
+                                       f"{position(column)}: write ({column.table}).{column.name} for the field, "
+                                       f"or give the outer table an alias")
 
 
 def check_functions_named_like_columns(tree: exp.Expression, schema: dict | None) -> None:
