@@ -119,6 +119,13 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a lookup correlated by a range, which the engine evaluates "
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
+    setop = next(normal.find_all(exp.SetOperation), None)
+    if setop is not None and (context.collations or normal.find(exp.Collate) is not None):
+        # a side's rows are found again by comparing them with the output's values, each in its own column's
+        # collation, where the engine compared both sides in the operation's (a plain VARCHAR side lost its 'A'
+        # to a NOCASE side's 'a'; found by a probe)
+        raise UnsupportedQuery(f"backward tracing of a set operation where a string collation may apply is not "
+                               f"supported, at {position(setop)}: forward lineage (run) reads it")
     tables = list(prepared.tables)
     _check_unread_lookups(catalog, tree, normal, context)
     number_nodes(normal)
