@@ -232,3 +232,12 @@ def test_a_range_of_rids_is_checked_by_its_ends_before_it_is_expanded(s, tmp_pat
     with pytest.raises(dltrace.DltraceError, match=r"rids must be 64-bit integers, got \[100000000000000000000\]"):
         r.forward("t", [10**20])
     p.close()
+
+
+@pytest.mark.parametrize("column", ["dl_x", "_dl_x", "_u_0"])
+def test_a_source_column_of_any_reserved_prefix_is_refused_when_registered(column):
+    """A query naming ``_u_0`` or ``_dl_x`` is refused (decorrelation's and dltrace's own names): registering such a
+    column is refused up front, as ``dl_x`` was (a probe found it accepted, then unreadable by name)."""
+    with dltrace.connect("duckdb") as s:
+        with pytest.raises(dltrace.ReservedName, match=f"'{column}' uses the reserved prefix"):
+            s.register("t", pa.table({column: [1]}))

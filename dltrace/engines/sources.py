@@ -19,7 +19,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dltrace.errors import ReservedName, SourceError
-from dltrace.names import RESERVED_PREFIX, RID
+from dltrace.names import RID, reserved_prefix
 
 
 @dataclass(frozen=True)
@@ -273,15 +273,17 @@ def with_rid(table: pa.Table) -> pa.Table:
 
 
 def check_columns(names: list[str], where: str = "source") -> None:
-    """Refuse a source without columns, one that already has a column in the reserved ``dl_`` namespace, or two
+    """Refuse a source without columns, one that already has a column of a reserved prefix (``dl_``, ``_dl_``,
+    ``_u_``: :data:`dltrace.names.RESERVED_PREFIXES`), or two
     columns whose names differ only in case: SQL reads names without case on both engines (DuckDB renamed the second ``A_1``; Spark
     found every reference ambiguous)."""
     if not names:  # (an engine's own error named no source: DuckDB's "SELECT list is empty")
         raise SourceError(f"{where} has no columns: a table needs at least one")
     seen: dict[str, str] = {}
     for n in names:
-        if n.lower().startswith(RESERVED_PREFIX):
-            raise ReservedName(f"{where} column {n!r} uses the reserved prefix 'dl_'; rename it before registering")
+        if (prefix := reserved_prefix(n)) is not None:  # (a query naming it would be refused: refused here first)
+            raise ReservedName(f"{where} column {n!r} uses the reserved prefix {prefix!r}; rename it before "
+                               f"registering")
         if n == seen.get(n.lower()):
             raise SourceError(f"{where} has two columns named {n!r}; rename one before registering")
         if n.lower() in seen:
