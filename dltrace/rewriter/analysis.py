@@ -202,7 +202,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
                 f"{'NOT ' if negative else ''}{what}), at {position(written)}"
-                f"{_why_not_decorrelated(query, holder.meta.get(COARSE))}"
+                f"{_why_not_decorrelated(query, query.meta.get(COARSE))}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation

@@ -12,7 +12,8 @@ every two values the grouping does. Two cases break it (found by a probe):
 - a cast: ``b.s = a.i`` with ``b.s`` a VARCHAR and ``a.i`` an INTEGER compares ``'01'`` and ``'1'`` as ``1``.
 
 An equality is taken as fine when both sides have the same type, or types whose comparison casts the inner values
-one-to-one: integers and DECIMALs among themselves (compared exactly), FLOAT and DOUBLE, DATE and TIMESTAMP. A type
+one-to-one: integers and DECIMALs among themselves (compared exactly), FLOAT and DOUBLE, the string types (VARCHAR and
+TEXT are one; a collation is the case above), DATE and TIMESTAMP. A type
 sqlglot cannot tell counts as coarse. Without a schema nothing is known and nothing is held back (the rewrite then
 assumes the sides' types compare one-to-one). A subquery held back is kept in place: the engine evaluates it, and a
 correlated one is refused, the message saying why.
@@ -28,6 +29,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
 from dltrace.rewriter.passes.key_types import STRINGS
 from dltrace.rewriter.passes.qualify import schema_for
+from dltrace.rewriter.passes.scalar_lookups import GUARD, ITEM_GUARD
 
 T = exp.DataType.Type
 COARSE = "dl_coarse_key"  # meta key of a subquery held back: why, for the refusal's message
@@ -35,29 +37,29 @@ _EXACT_NUMBERS = frozenset({
     T.TINYINT, T.SMALLINT, T.MEDIUMINT, T.INT, T.BIGINT, T.INT128, T.INT256, T.UTINYINT, T.USMALLINT, T.UMEDIUMINT,
     T.UINT, T.UBIGINT, T.UINT128, T.UINT256, T.DECIMAL, T.DECIMAL32, T.DECIMAL64, T.DECIMAL128, T.DECIMAL256,
     T.BIGDECIMAL, T.UDECIMAL})
-_ONE_TO_ONE = (_EXACT_NUMBERS, frozenset({T.FLOAT, T.DOUBLE}),
+_ONE_TO_ONE = (_EXACT_NUMBERS, frozenset({T.FLOAT, T.DOUBLE}), STRINGS,
                frozenset({T.DATE, T.DATE32, T.DATETIME, T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMP_S, T.TIMESTAMP_MS,
                           T.TIMESTAMP_NS}))
 
 
 def mark_coarse_keys(tree: exp.Expression, holders: list[exp.Expression], context: PassContext) -> None:
-    """Set ``meta[COARSE]`` (a reason) on each of ``holders`` (EXISTS, IN or scalar subquery holders of ``tree``)
-    that an equality coarser than grouping would join to one outer row several times. Reads a typed copy."""
+    """Set ``meta[COARSE]`` (a reason) on the query of each of ``holders`` (EXISTS, IN or scalar subquery holders
+    of ``tree``) that an equality coarser than grouping would join to one outer row several times (on the query:
+    a form a later pass writes from it, a copy, keeps the mark). Reads a typed copy."""
     if context.schema is None or not holders:
         return
     twin = tree.copy()
+    typed_of = dict(zip(map(id, tree.walk()), twin.walk()))  # (before annotating, which may wrap nodes)
     try:
         annotate_types(twin, schema=schema_for(twin, context.schema, context.dialect), dialect=context.dialect)
     except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
         return
     collated = context.collations or tree.find(exp.Collate) is not None
-    nodes = list(tree.walk())
-    typed_of = dict(zip(map(id, nodes), twin.walk()))
     for holder in holders:
         for inner, outer in _key_pairs(holder):
             why = _coarse(typed_of.get(id(inner)), typed_of.get(id(outer)), collated)
             if why:
-                holder.meta[COARSE] = why
+                holder.this.meta[COARSE] = why
                 break
 
 
@@ -86,8 +88,26 @@ def _key_pairs(holder: exp.Expression) -> list[tuple[exp.Expression, exp.Express
     return pairs
 
 
+def _type(node: exp.Expression | None) -> exp.DataType | None:
+    """sqlglot's type of ``node``; a scalar subquery's, its one item's (sqlglot leaves the subquery untyped); a
+    lookup's guard (``CASE WHEN <two rows> THEN error(...) ELSE <value> END``, passes/scalar_lookups.py), its
+    value's (sqlglot types that CASE by its error call)."""
+    while node is not None:
+        node = node.unnest()
+        if isinstance(node, exp.Alias):
+            node = node.this
+        elif isinstance(node, exp.Select):  # (unnest() reads a subquery's query)
+            node = node.expressions[0] if len(node.expressions) == 1 else None
+        elif isinstance(node, exp.Case) and (node.meta.get(GUARD) or node.meta.get(ITEM_GUARD)) \
+                and node.args.get("default") is not None:
+            node = node.args["default"]
+        else:
+            break
+    return node.type if node is not None and isinstance(node.type, exp.DataType) else None
+
+
 def _coarse(inner: exp.Expression | None, outer: exp.Expression | None, collated: bool) -> str:
-    types = [n.type if n is not None and isinstance(n.type, exp.DataType) else None for n in (inner, outer)]
+    types = [_type(n) for n in (inner, outer)]
     if any(t is None or t.this == T.UNKNOWN for t in types):
         return "a side whose type dltrace cannot tell"
     a, b = types

@@ -125,6 +125,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = exp.maybe_copy(expression, copy)
     _name_subquery_items(tree)
+    # (on the subqueries as the user wrote them, whose types sqlglot reads; the forms written below copy the mark)
+    mark_coarse_keys(tree, list(_holders(tree)), context)
     _remember_predicate_subqueries(tree)
     hoist_outer_tests(tree)
     lookups = context.fns is not None and bool(context.fns.error_function)
@@ -151,7 +153,6 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
         for holder in covered_in_subqueries(tree, _in_a_clause_subquery):
             holder.meta[COVERED_WITNESSES] = True
     refuse_unknown(tree, context.dialect, WRITTEN_AS)  # (kept in place or not: a correlated one is refused)
-    mark_coarse_keys(tree, list(_holders(tree)), context)
     kept = _keep_in_place(tree)
     stand_in(tree, context.dialect)  # (after: a subquery kept in place is the user's as written)
     # the query's own subqueries are tagged, not remembered by identity: sqlglot copies a subquery it moves into
@@ -331,7 +332,7 @@ def _in_a_clause_subquery(node: exp.Expression) -> bool:
 def _safe_to_decorrelate(holder: exp.Expression) -> bool:
     if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE) or holder.meta.get(COVERED_WITNESSES):
         return False  # (read also for a subquery around it: sqlglot would move this one with its correlation)
-    if holder.meta.get(COARSE):
+    if holder.this.meta.get(COARSE):
         return False  # its groups may join an outer row several times (passes/coarse_keys.py)
     query = holder.this
     kind, predicate, comparison = subquery_kind(holder)
