@@ -28,7 +28,7 @@ import dataclasses
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
+from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
                       Is, Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
@@ -346,7 +346,8 @@ class Gen:
             p = self.in_list_scalar(scope, depth, ctes, outer)
         else:
             p = self.sub_pred_kind(scope, depth, ctes, outer)
-        wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or"])
+        wrap = self.pick(["none", "none", "not", "eq_false", "is_null", "is_true", "is_not_true", "is_false", "or",
+                          "bool_cmp"])
         if wrap == "none" or not self.ok("wrap"):
             return p
         self.feat(f"wrap_{wrap}")
@@ -356,6 +357,9 @@ class Gen:
             return EqFalse(p)
         if wrap == "or":
             return Bin("OR", p, self.pred(scope, 0, ctes))
+        if wrap == "bool_cmp":  # (a probe found `IS DISTINCT FROM TRUE` and `< TRUE` read as no negation)
+            op = self.pick(["IS DISTINCT FROM", "IS NOT DISTINCT FROM", "<", "<=", ">", ">=", "<>"])
+            return BoolCmp(p, op, self.draw(st.booleans()), self.chance(3))
         return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
                   wrap == "is_not_true")
 

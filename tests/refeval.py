@@ -73,7 +73,7 @@ import statistics
 
 from dataclasses import dataclass
 
-from refquery import (COMPARISONS, Agg, Bin, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
+from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
                       Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
@@ -113,6 +113,15 @@ def _cmp(op: str, a, b):
     if a is None or b is None:
         return None
     return {"=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _bool_cmp(e: BoolCmp, v):
+    a, b = (e.value, v) if e.mirrored else (v, e.value)
+    if e.op == "IS DISTINCT FROM":
+        return a != b
+    if e.op == "IS NOT DISTINCT FROM":
+        return a == b
+    return _cmp(e.op, a, b)
 
 
 def _and(a, b):
@@ -524,6 +533,12 @@ class Evaluator:
         if t is EqFalse:
             v, w = self.ev(e.arg, env, ctes, not pos, group)
             return _cmp("=", v, False), w
+        if t is BoolCmp:
+            # a negation where the comparison holds for FALSE and not for TRUE (`< TRUE`, `IS DISTINCT FROM TRUE`),
+            # read off its own truth table
+            flips = _bool_cmp(e, False) is True and _bool_cmp(e, True) is not True
+            v, w = self.ev(e.arg, env, ctes, pos != flips, group)
+            return _bool_cmp(e, v), w
         if t is Is:
             # IS NULL / IS FALSE negate, IS NOT negates once more (IS NOT NULL, IS NOT FALSE are positive)
             flips = (e.what in ("NULL", "FALSE")) != e.negated

@@ -1,7 +1,7 @@
 """A small query AST for the randomised tests: it renders to DuckDB SQL (``render``) and is evaluated by the
 brute-force reference interpreter of tests/refeval.py. Independent of dltrace and of sqlglot.
 
-Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] NULL/TRUE/FALSE), EqFalse
+Expressions: Col, Lit, Bin (comparison, arithmetic, AND/OR), Not, Is (IS [NOT] NULL/TRUE/FALSE), EqFalse, BoolCmp
 (``(p) = false``), Case (one WHEN), Func (scalar functions), Agg, Win (window functions), and the subquery
 forms Exists, InSub (``x [NOT] IN (S)``), InList (``x [NOT] IN (a, (S), NULL)``: a list of values, scalar subqueries
 among them or as ``x``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
@@ -81,6 +81,16 @@ class EqFalse:
 
 
 @dataclass(frozen=True, eq=False)
+class BoolCmp:
+    """``(arg) op value``, or ``value op (arg)`` when ``mirrored``: a predicate compared with a boolean literal
+    (``IS DISTINCT FROM TRUE``, ``< TRUE``, ``FALSE >= (...)``): some forms negate it, as ``= false`` does."""
+    arg: "Expr"
+    op: str  # one of COMPARISONS, "IS DISTINCT FROM" or "IS NOT DISTINCT FROM"
+    value: bool
+    mirrored: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class Case:
     cond: "Expr"
     then: "Expr"
@@ -153,7 +163,7 @@ class Scalar:
     query: "Query"
 
 
-Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, Case, Func, Agg, Win, Exists, InSub, InList, Quant, Scalar, Unnest]
+Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, BoolCmp, Case, Func, Agg, Win, Exists, InSub, InList, Quant, Scalar, Unnest]
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -402,6 +412,8 @@ def _with(q: With) -> str:
 _RENDER = {
     Col: _col, Lit: lambda e: literal(e.value), Bin: _bin, Not: lambda e: f"(NOT {render(e.arg)})", Is: _is,
     EqFalse: lambda e: f"(({render(e.arg)}) = false)",
+    BoolCmp: lambda e: (f"({str(e.value).lower()} {e.op} ({render(e.arg)}))" if e.mirrored
+                        else f"(({render(e.arg)}) {e.op} {str(e.value).lower()})"),
     Case: lambda e: f"CASE WHEN {render(e.cond)} THEN {render(e.then)} ELSE {render(e.else_)} END",
     Func: _func, Agg: _agg, Win: _win, Unnest: _unnest,
     Exists: lambda e: f"EXISTS ({render(e.query)})",
