@@ -96,3 +96,40 @@ def test_backward_tracing_of_a_set_operation_under_a_collation_is_refused(sessio
             s.trace(sql)
     r = s.run("SELECT s FROM f UNION SELECT t FROM h ORDER BY lower(s)")
     assert [r.lineage(i) for i in range(r.num_rows)][0] == {"f": [0], "h": [0, 1]}
+
+
+def test_a_struct_field_read_through_its_tables_alias():
+    """``o.customer.id``: the field ``id`` of ``o``'s column ``customer``, as the engine reads it, also where an
+    outer table is named ``customer`` (sqlglot read schema ``o``, table ``customer``: a probe found the IN refused
+    as correlated and the EXISTS failing in the engine)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE customer(id INTEGER, name VARCHAR); INSERT INTO customer VALUES (1,'a'),(2,'b'),(3,'c');"
+                "CREATE TABLE orders(oid INTEGER, customer STRUCT(id INTEGER, tier VARCHAR));"
+                "INSERT INTO orders VALUES (1,{'id':1,'tier':'gold'}),(2,{'id':3,'tier':'silver'}),(3,{'id':3,'tier':'gold'})")
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.adopt("customer")
+        s.adopt("orders")
+        for sql, lineage in [
+            ("SELECT name FROM customer WHERE id IN (SELECT o.customer.id FROM orders o) ORDER BY name",
+             [{"customer": [0], "orders": [0]}, {"customer": [2], "orders": [1, 2]}]),
+            ("SELECT name FROM customer c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer.id = c.id) ORDER BY 1",
+             [{"customer": [0], "orders": [0]}, {"customer": [2], "orders": [1, 2]}]),
+            ("SELECT o.customer.tier, count(*) AS n FROM orders o GROUP BY o.customer.tier ORDER BY 1",
+             [{"orders": [0, 2]}, {"orders": [1]}]),
+        ]:
+            for ask in (s.run, s.trace):
+                r = ask(sql)
+                assert rows(r.table) == sorted(con.execute(sql).fetchall())
+                assert [r.lineage(i) for i in range(r.num_rows)] == lineage
+
+
+@pytest.mark.parametrize("sql,hint", [
+    ("SELECT i, (SELECT s FROM b WHERE b.k = a.i ORDER BY s DESC LIMIT 1) AS last FROM a", "it has a LIMIT"),
+    ("SELECT i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.i AND EXISTS (SELECT 1 FROM p WHERE p.g = a.i))",
+     "correlated two levels up"),
+    ("SELECT i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.i OR b.s = 'x')", "correlated under OR"),
+])
+def test_a_refused_correlation_says_why(session, sql, hint):
+    s, _ = session
+    with pytest.raises(UnsupportedQuery, match=f"could not be decorrelated.*{hint}"):
+        s.run(sql)

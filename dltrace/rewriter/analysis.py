@@ -28,7 +28,7 @@ from dltrace.rewriter.passes.array_witness import array_witness as read_array_wi
 from dltrace.rewriter.passes.coarse_keys import COARSE
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
+from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, reaches_past_itself, subquery_kind
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
@@ -82,6 +82,14 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.NullSafeEQ)):
         return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is not decorrelated; compare with = "\
                "where a NULL key may match nothing"
+    if isinstance(query, exp.Select) and (query.args.get("limit") or query.args.get("offset")):
+        return ": it has a LIMIT or OFFSET, which a join of its rows grouped per outer row cannot keep (a LIMIT 1 " \
+               "picking the latest row: compare with the max in a subquery of its own, or use arg_max)"
+    if reaches_past_itself(query):
+        return ": a subquery inside it reads a query outside this one (correlated two levels up); correlate each " \
+               "subquery with the query just outside it"
+    if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.Or)):
+        return ": it is correlated under OR, which is not decorrelated"
     return ""
 
 

@@ -39,6 +39,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     check_fields_named_like_outer_tables(expression, context.schema)
     schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
+    read_struct_fields(tree, context.schema)
     if context.schema is not None and mentions_rid(tree):
         _hide_rid_from_stars(tree)
     _alias_unsafe_names(tree)
@@ -104,6 +105,39 @@ _BARE_FUNCTIONS = {getattr(exp, cls): name for cls, name in (
     ("CurrentUser", "current_user"), ("SessionUser", "session_user"), ("CurrentCatalog", "current_catalog"),
     ("CurrentSchema", "current_schema"), ("CurrentRole", "current_role"), ("Localtime", "localtime"),
     ("Localtimestamp", "localtimestamp")) if hasattr(exp, cls)}
+
+
+def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
+    """Read ``o.customer.id`` as the field ``id`` of the column ``o.customer`` where ``o`` names a source of the
+    column's SELECT (or an enclosing one) and ``customer`` is a column of it, as the engines do.
+
+    sqlglot parses ``a.b.c`` as the column ``c`` of table ``b`` in schema ``a``: the field of a struct read through
+    its table's alias became the outer query's table ``customer``, a correlated subquery that was refused, or the
+    engine's "Referenced table o.customer not found" (found by a probe). Changes ``tree`` in place."""
+    if not schema or not any(c.args.get("db") and not c.args.get("catalog") for c in tree.find_all(exp.Column)):
+        return
+    lower = {t.lower(): {c.lower() for c in cols} for t, cols in schema.items()}
+    try:
+        scopes = traverse_scope(tree)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return
+    for scope in scopes:
+        for column in list(scope.columns):
+            if not column.args.get("db") or column.args.get("catalog"):
+                continue
+            alias, name = column.args["db"].name.lower(), column.table.lower()
+            outer = scope
+            while outer is not None:
+                source = next((src for a, src in outer.sources.items() if a.lower() == alias), None)
+                if source is not None:
+                    columns = lower.get(source.name.lower(), set()) if isinstance(source, exp.Table) else \
+                        {c.lower() for c in getattr(source.expression, "named_selects", [])}
+                    if name in columns:
+                        column.replace(exp.Dot(this=exp.Column(this=column.args["table"].copy(),
+                                                               table=column.args["db"].copy()),
+                                               expression=column.this.copy()))
+                    break
+                outer = outer.parent
 
 
 def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | None) -> None:

@@ -13,10 +13,12 @@ This pass runs before them, on an engine that says so (``LineageFunctions.quanti
 ANY / ALL over a SELECT it decides from the two sides' types:
 
 - a side whose type dltrace knows exactly: a column of a base table (the schema's type), or a CAST;
-- a side it does not (an aggregate, an expression: sqlglot's types do not follow DuckDB's DECIMAL arithmetic,
-  ``sum`` of a DECIMAL(15,2) is a DECIMAL(38,2), of an INTEGER a HUGEINT) is a number of unknown digits whose scale
-  is at most the sum of the scales of every DECIMAL the query reads or writes (a product adds its factors' scales;
-  a sum, an addition, a rounding keep the largest; a division gives a DOUBLE);
+- ``max``, ``min``, ``any_value``, ``first``, ``last`` of a known side have its type, ``sum`` a DECIMAL(38, s) of a
+  DECIMAL(p, s), a HUGEINT of integers (DuckDB's);
+- a side it does not (an expression, a column of a derived table: sqlglot's types do not follow DuckDB's DECIMAL
+  arithmetic) is an integer of unknown width where sqlglot reads an integer (no scale either way), else a number
+  of unknown digits whose scale is at most the sum of the scales of every DECIMAL the query reads or writes (a
+  product adds its factors' scales; a sum, an addition, a rounding keep the largest; a division gives a DOUBLE);
 - a side of another type (a string, a date, a DOUBLE column) compares alike either way.
 
 Where the common supertype cannot drop scale, nothing changes. Where both types are known and it does, both sides
@@ -109,16 +111,25 @@ def _name(holder: exp.Expression) -> str:
 
 
 def _digits(node: exp.Expression, ctes: set[str], tables: set[str]) -> tuple[int, int] | str | None:
-    """(integer digits, scale) of a side whose type is known exactly; "number" for a number of unknown digits;
-    None for another type (compared alike by both rules)."""
+    """(integer digits, scale) of a side whose type is known exactly; "integer" for an integer of unknown width,
+    "number" for a number of unknown digits; None for another type (compared alike by both rules)."""
     typed = node.unnest()
     data_type = typed.type if isinstance(typed.type, exp.DataType) else None
     kind = data_type.this if data_type is not None else T.UNKNOWN
     if kind not in NUMBERS:
         return None
+    if isinstance(typed, (exp.Max, exp.Min, exp.AnyValue, exp.First, exp.Last)) and typed.this is not None:
+        return _digits(typed.this, ctes, tables)  # (the engine's type of its argument)
+    if isinstance(typed, exp.Sum) and not isinstance(typed.this, exp.Distinct):
+        summed = _digits(typed.this, ctes, tables)  # DuckDB: a DECIMAL(p, s) sums to a DECIMAL(38, s), integers
+        if isinstance(summed, tuple):                # to a HUGEINT
+            return MAX_DIGITS - summed[1], summed[1]
+        return summed if summed is None else "number"
     known = isinstance(typed, exp.Cast) or (isinstance(typed, exp.Column) and _base_column(typed, ctes, tables))
     if not known or kind not in DECIMALS and kind not in INTEGER_DIGITS:
-        return "number"
+        # an integer in sqlglot's reading may be another integer in the engine's (a sum is a HUGEINT), never a
+        # DECIMAL with a scale
+        return "integer" if kind in INTEGER_DIGITS else "number"
     if kind in INTEGER_DIGITS:
         return INTEGER_DIGITS[kind], 0
     params = [p.this for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
@@ -149,6 +160,9 @@ def _common_type(left, right, scale_bound: int) -> exp.DataType | None | bool:
     not known."""
     if left is None or right is None:
         return None
+    if all(side == "integer" or isinstance(side, tuple) and side[1] == 0 for side in (left, right)):
+        return None  # integers of at most 38 digits, no scale: the common type holds both
+    left, right = (("integer" if side == "integer" else side) for side in (left, right))
     if isinstance(left, tuple) and isinstance(right, tuple):
         digits, scale = max(left[0], right[0]), max(left[1], right[1])
         if digits + scale <= MAX_DIGITS:
@@ -157,6 +171,9 @@ def _common_type(left, right, scale_bound: int) -> exp.DataType | None | bool:
     if isinstance(left, str) and isinstance(right, str):
         return False if scale_bound > 0 else None  # (two numbers of no scale: integers, compared alike)
     digits, scale = left if isinstance(left, tuple) else right
+    unknown = right if isinstance(left, tuple) else left
+    if unknown == "integer":  # up to 38 integer digits, no scale: the known side's scale may be dropped
+        return False if scale > 0 else None
     # the unknown side: any integer digits, a scale of at most scale_bound. The common type drops scale when the
     # known side has some (the unknown one may have 38 integer digits) or their digits may pass 38 together
     return False if scale > 0 or digits + scale_bound > MAX_DIGITS else None

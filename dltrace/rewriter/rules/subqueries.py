@@ -291,10 +291,12 @@ def witness_slots(select: exp.Select, use: ClauseSubquery, ctx: Context) -> list
     fns = ctx.fns
     inner, exported = ctx.instrument(_without_distinct(use.query.copy()), ctx.scoped(), final=False)
     if any(e.kind != "rid" for e in exported):
-        raise UnsupportedQuery(f"IN / ANY / ALL kept in place (outside a WHERE conjunct, or over QUALIFY, a window "
-                               f"or unnest) over a subquery whose rows each carry the lineage of several (an "
-                               f"aggregate, DISTINCT before a LIMIT, a set operation, a subquery inside it) is not "
-                               f"supported, at {position(use.operand)}")
+        raise UnsupportedQuery(f"IN / ANY / ALL kept in place (an uncorrelated ANY / ALL by another comparison than "
+                               f"=, or one outside a positive WHERE filter, or over QUALIFY, a window or unnest) over "
+                               f"a subquery whose rows each carry the lineage of several (an aggregate, DISTINCT "
+                               f"before a LIMIT, a set operation, a subquery inside it) is not supported, at "
+                               f"{position(use.operand)}: where the subquery gives one value, compare with it as a "
+                               f"scalar subquery (x > (SELECT avg(v) ...))")
     names = {e.name for e in exported}
     value = next(n for n in inner.named_selects if n not in names)
     holder, array = ctx.fresh("_dl_q"), ctx.fresh("_dl_w")
