@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
+from dltrace.engines.duckdb import DuckDBEngine
 from dltrace.engines.spark_errors import one_line as spark_one_line
 from dltrace.tpch import TABLES
 
@@ -498,3 +499,16 @@ def test_duckdb_internal_bind_error_of_an_outer_join_is_run_without_that_rewrite
     assert con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0] == "late_materialization"
     s.close()
     con.close()
+
+
+def test_reading_a_setting_leaves_the_connection_free():
+    """DuckDB 2.0 refuses a relation query while an execute() result is not fetched to its end (``Resource In
+    Use``): the engine reads its settings to the end, so any call may follow (a ``collated_strings`` that answered
+    from ``default_collation`` alone left the next query failing)."""
+    con = duckdb.connect()
+    con.execute("SET default_collation = 'nocase'")
+    engine = DuckDBEngine(con)
+    assert engine.collated_strings(["t"]) is True
+    assert engine.sql("SELECT 1 AS x").to_pylist() == [{"x": 1}]
+    engine._setting("threads")
+    assert engine.sql("SELECT 2 AS x").to_pylist() == [{"x": 2}]

@@ -385,3 +385,4 @@ def test_a_registered_name_the_user_replaced_stays_theirs(user_con):
         s.register("mine", SALES, replace=True)
     s.close()
     assert user_con.sql("SELECT * FROM mine").fetchall() == [("e", 99)]
+

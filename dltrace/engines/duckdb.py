@@ -62,7 +62,8 @@ class DuckDBEngine:
         self._installed = False
 
     def _setting(self, key: str) -> Any:
-        return self.con.execute("SELECT current_setting(?)", [key]).fetchone()[0]
+        # (fetchall: DuckDB 2.0 refuses a relation query while a fetchone left an execute() result unfinished)
+        return self.con.execute("SELECT current_setting(?)", [key]).fetchall()[0][0]
 
     def fresh_name(self, base: str) -> str:
         return self.made.fresh(base)
@@ -160,7 +161,7 @@ class DuckDBEngine:
         return rel.to_arrow_table()
 
     def _without_optimizer(self, optimizer: str, text: str) -> pa.Table:
-        kept = str(self.con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0] or "")
+        kept = str(self.con.execute("SELECT current_setting('disabled_optimizers')").fetchall()[0][0] or "")
         off = ",".join(o for o in (kept, optimizer) if o)
         self.con.execute(f"SET disabled_optimizers = {exp.Literal.string(off).sql(self.name)}")
         try:
