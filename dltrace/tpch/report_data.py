@@ -15,7 +15,7 @@ BACKWARD = ("reverse-one", "reverse-all")
 LARGE_LINEAGE = 1000  # average ids per output row from which a query counts as "large lineage" (paper 4.1)
 ENGINE_NAMES = {"duckdb": "DuckDB", "spark": "Spark"}
 STORAGE_TEXT = {
-    "memory": "memory (DuckDB native tables, Spark cached DataFrames: loaded once before the runs)",
+    "memory": "memory (DuckDB native tables, compressed; Spark cached DataFrames: loaded once before the runs)",
     "parquet": "parquet (views over the parquet files, read at each query)",
 }
 OLD_STORAGE = "parquet"  # results written before --storage existed ran on views over the parquet files
