@@ -107,6 +107,21 @@ _BARE_FUNCTIONS = {getattr(exp, cls): name for cls, name in (
     ("Localtimestamp", "localtimestamp")) if hasattr(exp, cls)}
 
 
+def _scopes(tree: exp.Expression) -> list:
+    try:
+        return traverse_scope(tree)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return []  # (qualification itself says what it cannot read)
+
+
+def _columns_of(source: exp.Expression, lower: dict) -> set[str]:
+    """The lower-case column names of a scope's source: a table's from the schema, a derived table's or CTE's
+    from its SELECT list."""
+    names = lower.get(source.name.lower(), {}) if isinstance(source, exp.Table) else \
+        getattr(source.expression, "named_selects", [])
+    return {c.lower() for c in names}
+
+
 def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
     """Read ``o.customer.id`` as the field ``id`` of the column ``o.customer`` where ``o`` names a source of the
     column's SELECT (or an enclosing one) and ``customer`` is a column of it, as the engines do.
@@ -116,12 +131,8 @@ def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
     engine's "Referenced table o.customer not found" (found by a probe). Changes ``tree`` in place."""
     if not schema or not any(c.args.get("db") and not c.args.get("catalog") for c in tree.find_all(exp.Column)):
         return
-    lower = {t.lower(): {c.lower() for c in cols} for t, cols in schema.items()}
-    try:
-        scopes = traverse_scope(tree)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
-        return
-    for scope in scopes:
+    lower = {t.lower(): cols for t, cols in schema.items()}
+    for scope in _scopes(tree):
         for column in list(scope.columns):
             if not column.args.get("db") or column.args.get("catalog"):
                 continue
@@ -130,9 +141,7 @@ def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
             while outer is not None:
                 source = next((src for a, src in outer.sources.items() if a.lower() == alias), None)
                 if source is not None:
-                    columns = lower.get(source.name.lower(), set()) if isinstance(source, exp.Table) else \
-                        {c.lower() for c in getattr(source.expression, "named_selects", [])}
-                    if name in columns:
+                    if name in _columns_of(source, lower):
                         column.replace(exp.Dot(this=exp.Column(this=column.args["table"].copy(),
                                                                table=column.args["db"].copy()),
                                                expression=column.this.copy()))
@@ -151,17 +160,9 @@ def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | No
     if not schema:
         return
     lower = {t.lower(): cols for t, cols in schema.items()}
-    try:
-        scopes = traverse_scope(tree)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
-        return  # (qualification itself says what it cannot read)
-    for scope in scopes:
+    for scope in _scopes(tree):
         own = {alias.lower() for alias in scope.sources}
-        columns = set()
-        for source in scope.sources.values():
-            names = lower.get(source.name.lower(), {}) if isinstance(source, exp.Table) else \
-                getattr(source.expression, "named_selects", [])
-            columns |= {c.lower() for c in names}
+        columns = set().union(*(_columns_of(source, lower) for source in scope.sources.values()))
         for column in scope.columns:
             name = column.table.lower()
             if not name or column.args.get("db") or name in own or name not in columns:
@@ -187,11 +188,7 @@ def check_functions_named_like_columns(tree: exp.Expression, schema: dict | None
     if not schema or not tree.find(*_BARE_FUNCTIONS):
         return
     lower = {t.lower(): cols for t, cols in schema.items()}
-    try:
-        scopes = traverse_scope(tree)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
-        return  # (qualification itself says what it cannot read)
-    for scope in scopes:
+    for scope in _scopes(tree):
         for node in scope.find_all(*_BARE_FUNCTIONS):
             name = _BARE_FUNCTIONS[type(node)]
             if any(v for v in node.args.values()):
@@ -199,11 +196,7 @@ def check_functions_named_like_columns(tree: exp.Expression, schema: dict | None
             outer = scope
             while outer is not None:
                 for alias, source in outer.sources.items():
-                    if isinstance(source, exp.Table):
-                        columns = lower.get(source.name.lower(), {})
-                    else:
-                        columns = getattr(source.expression, "named_selects", [])
-                    if name in {c.lower() for c in columns}:
+                    if name in _columns_of(source, lower):
                         raise UnsupportedQuery(f"{name} is both a function and a column of {alias!r}, at "
                                                f"{position(node)}: write {alias}.{name} for the column")
                 outer = outer.parent
