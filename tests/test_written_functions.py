@@ -7,6 +7,7 @@ the row (found by a probe)."""
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import dltrace
@@ -28,3 +29,22 @@ def test_log2_values_are_the_engines():
         for sql in ("SELECT x, log2(x) AS a, log10(x) AS b, log(2, x) AS c FROM t ORDER BY x",
                     "SELECT x FROM t WHERE log2(x) <= 7.643856189774724 AND log10(x) < 2.3010299956639813 ORDER BY x"):
             assert [tuple(r.values()) for r in s.run(sql).table.to_pylist()] == con.execute(sql).fetchall()
+
+
+def test_a_string_agg_without_separator_joins_as_the_engine_of_its_dialect():
+    """Spark joins ``listagg(g)`` / ``string_agg(g)`` with '', DuckDB with ','; sqlglot wrote ',' for both (a probe
+    found Spark's answer changed)."""
+    for dialect, separator in (("spark", "''"), ("duckdb", "','")):
+        for call in ("listagg(g)", "string_agg(g)"):
+            assert generate(parse(f"SELECT {call} FROM u", dialect)[0], dialect) == \
+                f"SELECT LISTAGG(g, {separator}) FROM u"
+
+
+@pytest.mark.spark
+def test_spark_string_agg_without_separator(spark_session):
+    session = spark_session.newSession()
+    with dltrace.connect("spark", spark=session) as s:
+        s.register("u", pa.table({"id": [1, 2, 3], "g": ["a", "a", "b"]}))
+        sql = "SELECT listagg(g) WITHIN GROUP (ORDER BY id) AS l, string_agg(DISTINCT g) AS d FROM u"
+        row = s.run(sql).table.to_pylist()[0]
+        assert row["l"] == "aab" and sorted(row["d"]) == ["a", "b"] and len(row["d"]) == 2

@@ -121,6 +121,13 @@ def string_escapes(dialect: str) -> tuple[str, ...] | None:
     return functions.string_escapes if functions is not None else None
 
 
+def string_agg_separator(dialect: str) -> str | None:
+    """What the engine of ``dialect`` joins ``string_agg`` values with when the query gives no separator; None for a
+    dialect no engine runs."""
+    functions = _own_dialect(dialect)
+    return functions.string_agg_separator if functions is not None else None
+
+
 def names_columns_as_written(dialect: str) -> bool:
     """Does the engine of ``dialect`` name a bare column in a SELECT list as the query spells it (Spark), rather
     than as its table stores it (DuckDB)? False for a dialect no engine runs."""

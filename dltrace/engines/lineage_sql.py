@@ -121,6 +121,9 @@ class LineageFunctions:
     #: a bare name inside an ORDER BY expression (``ORDER BY -v``) reads the input column of that name before an
     #: output alias; false: the alias first
     order_by_expressions_read_columns: ClassVar[bool] = False
+    #: the separator the engine's ``string_agg`` / ``listagg`` puts between values when the query gives none
+    #: (sqlglot leaves it unset and writes ',' in every dialect)
+    string_agg_separator: ClassVar[str] = ","
     #: ``x IN (subquery)`` / ``x op ANY|ALL (subquery)`` compares both sides cast to their common supertype, which
     #: for two DECIMALs whose digits together pass 38 keeps the integer digits and drops scale, where ``x = y``
     #: keeps the scale (DuckDB's binder: ``TryGetMaxLogicalType`` against the comparison's own rule): a rewrite

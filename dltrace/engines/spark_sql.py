@@ -60,6 +60,7 @@ class SparkFunctions(LineageFunctions):
     }
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
     string_escapes = ("\\", "'")
+    string_agg_separator = ""  # Spark 4: listagg(g) / string_agg(g) join without one (sqlglot wrote ',')
     names_columns_as_written = True
     # collect_list / collect_set are [] over no rows on Spark, and count_if 0
     empty_by_class = {**dict.fromkeys(NULL_ON_BOTH, "null"), **dict.fromkeys(ZERO_ON_BOTH, "zero"),

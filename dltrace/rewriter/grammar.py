@@ -21,7 +21,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
-from dltrace.engines import GeneratorTransforms, generator_transforms, string_escapes
+from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
 from dltrace.errors import DltraceError
 
 
@@ -162,9 +162,16 @@ WRITTEN_IN = "dl_written_in"  # meta key of a parsed statement: the dialect its 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
     with no_command_fallback_warning():
         trees = sqlglot.parse(sql, read=dialect(dialect_name))
+    separator = string_agg_separator(dialect_name)
     for tree in trees:
         if tree is not None:  # (an error quotes the user's construct in the user's dialect: parse.position)
             tree.meta[WRITTEN_IN] = dialect_name
+            if separator is not None:
+                # the engine's own default, written out: sqlglot writes ',' for a string_agg without one, which
+                # Spark joins with '' (found by a probe)
+                for call in tree.find_all(exp.GroupConcat):
+                    if call.args.get("separator") is None:
+                        call.set("separator", exp.Literal.string(separator))
     return [_hint_names(tree) for tree in trees]
 
 
