@@ -19,10 +19,11 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.tokens import TokenType
 
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
-from dltrace.errors import DltraceError
+from dltrace.errors import DltraceError, UnsupportedQuery
 
 
 class LineageOn(exp.Expression):
@@ -214,8 +215,17 @@ def _hint_names(tree: exp.Expression | None) -> exp.Expression | None:
 
 
 def generate(tree: exp.Expression, dialect_name: str, pretty: bool = False) -> str:
-    """SQL text of ``tree`` including any LINEAGE ON clause (the round trip of :func:`parse`)."""
-    return _parenthesized_sides(tree).sql(dialect=dialect(dialect_name), pretty=pretty)
+    """SQL text of ``tree`` including any LINEAGE ON clause (the round trip of :func:`parse`).
+
+    Raises :class:`UnsupportedQuery` where sqlglot cannot write a construct in the dialect exactly: it logs a
+    warning and writes something else (Spark's ``to_char(v, '000D00')`` became a plain cast to string,
+    ``instr(s, 'b', 1, 2)`` lost its occurrence, ``max_by(id, v, 2)`` its count: wrong answers a probe found)."""
+    try:
+        return _parenthesized_sides(tree).sql(dialect=dialect(dialect_name), pretty=pretty,
+                                              unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as e:
+        why = str(e).splitlines()[0].replace(f"{type(dialect(dialect_name)).__name__}", dialect_name)
+        raise UnsupportedQuery(f"the query cannot be written for {dialect_name} exactly: {why}") from None
 
 
 def _parenthesized_sides(tree: exp.Expression) -> exp.Expression:
