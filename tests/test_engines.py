@@ -512,3 +512,12 @@ def test_reading_a_setting_leaves_the_connection_free():
     assert engine.sql("SELECT 1 AS x").to_pylist() == [{"x": 1}]
     engine._setting("threads")
     assert engine.sql("SELECT 2 AS x").to_pylist() == [{"x": 2}]
+
+
+@pytest.mark.spark
+def test_a_spark_result_arrow_cannot_read_is_a_one_line_error(spark_session):
+    """PySpark's toArrow fails on a VARIANT column holding a NULL (pyarrow's ArrowInvalid, a probe found it raw)."""
+    with dltrace.connect("spark", spark=spark_session.newSession()) as s:
+        s.register("t", pa.table({"id": [1, 2], "j": ['{"a": 1}', "not json"]}))
+        with pytest.raises(dltrace.QueryError, match="^Spark: the result cannot be read as Arrow: "):
+            s.run("SELECT id, try_parse_json(j) AS p FROM t")

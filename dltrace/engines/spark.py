@@ -265,6 +265,8 @@ class SparkEngine:
                 return self.spark.sql(text).toArrow()
         except spark_errors() as e:
             raise QueryError(f"Spark: {one_line(e)}") from None
+        except pa.ArrowException as e:  # (PySpark's own conversion: a VARIANT column holding a NULL, a probe found)
+            raise QueryError(f"Spark: the result cannot be read as Arrow: {str(e).splitlines()[0]}") from None
 
     def content_hash(self, name: str, exclude: Collection[str] = ()) -> tuple[int, int]:
         """(row count, an order-independent hash of every row) of table ``name``, computed by Spark."""
