@@ -12,6 +12,7 @@ dialect also takes the transforms that engine adds (:func:`dltrace.engines.gener
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -217,15 +218,24 @@ def _hint_names(tree: exp.Expression | None) -> exp.Expression | None:
 def generate(tree: exp.Expression, dialect_name: str, pretty: bool = False) -> str:
     """SQL text of ``tree`` including any LINEAGE ON clause (the round trip of :func:`parse`).
 
-    Raises :class:`UnsupportedQuery` where sqlglot cannot write a construct in the dialect exactly: it logs a
-    warning and writes something else (Spark's ``to_char(v, '000D00')`` became a plain cast to string,
-    ``instr(s, 'b', 1, 2)`` lost its occurrence, ``max_by(id, v, 2)`` its count: wrong answers a probe found)."""
+    Raises :class:`UnsupportedQuery` where sqlglot drops an argument it cannot write in the dialect: it logs a
+    warning and writes the call without it (Spark's ``to_char(v, '000D00')`` became a plain cast to string,
+    ``instr(s, 'b', 1, 2)`` lost its occurrence, ``max_by(id, v, 2)`` its count: wrong answers a probe found).
+    Its other warnings are kept as warnings: some are about another dialect's meaning of a name the engine's own
+    text keeps (DuckDB's ``approx_top_k`` is written back as written)."""
+    root = _parenthesized_sides(tree)
     try:
-        return _parenthesized_sides(tree).sql(dialect=dialect(dialect_name), pretty=pretty,
-                                              unsupported_level=ErrorLevel.RAISE)
+        return root.sql(dialect=dialect(dialect_name), pretty=pretty, unsupported_level=ErrorLevel.RAISE)
     except UnsupportedError as e:
-        why = str(e).splitlines()[0].replace(f"{type(dialect(dialect_name)).__name__}", dialect_name)
-        raise UnsupportedQuery(f"the query cannot be written for {dialect_name} exactly: {why}") from None
+        dropped = [m for m in str(e).splitlines() if _DROPPED_ARGUMENT.search(m)]
+        if dropped:
+            why = dropped[0].replace(type(dialect(dialect_name)).__name__, dialect_name)
+            raise UnsupportedQuery(f"the query cannot be written for {dialect_name} exactly: {why}") from None
+    return root.sql(dialect=dialect(dialect_name), pretty=pretty)
+
+
+# sqlglot's warnings that it wrote a call without one of its arguments
+_DROPPED_ARGUMENT = re.compile(r"Argument '[^']+' is not supported|does not support the \w+ (parameter|argument)")
 
 
 def _parenthesized_sides(tree: exp.Expression) -> exp.Expression:
