@@ -35,6 +35,7 @@ from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import take_clause
+from dltrace.rewriter.passes.key_types import strings_identical
 from dltrace.rewriter.passes.scalar_lookups import ITEM_GUARD, KEPT_LOOKUP
 from dltrace.rewriter.shape import clock_call, random_call
 
@@ -120,7 +121,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
     setop = next(normal.find_all(exp.SetOperation), None)
-    if setop is not None and (context.collations or normal.find(exp.Collate) is not None):
+    if setop is not None and not strings_identical(normal, context.collations):
         # a side's rows are found again by comparing them with the output's values, each in its own column's
         # collation, where the engine compared both sides in the operation's (a plain VARCHAR side lost its 'A'
         # to a NOCASE side's 'a'; found by a probe)

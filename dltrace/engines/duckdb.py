@@ -114,10 +114,12 @@ class DuckDBEngine:
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temporary view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.made.check_free(name)
-        view = exp.table_(name, quoted=True)
-        self.con.execute(exp.Create(this=view, kind="VIEW", replace=True, expression=query,
-                                    properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
+        self._temp_view(name, query)
         self.made.add(name)
+
+    def _temp_view(self, name: str, query: exp.Expression) -> None:
+        self.con.execute(exp.Create(this=exp.table_(name, quoted=True), kind="VIEW", replace=True, expression=query,
+                                    properties=exp.Properties(expressions=[exp.TemporaryProperty()])).sql(self.name))
 
     def register_arrow(self, name: str, table: pa.Table) -> None:
         """Relation ``name`` scanning the Arrow table ``table`` in place (dropped by :meth:`drop`)."""
@@ -161,7 +163,7 @@ class DuckDBEngine:
         return rel.to_arrow_table()
 
     def _without_optimizer(self, optimizer: str, text: str) -> pa.Table:
-        kept = str(self.con.execute("SELECT current_setting('disabled_optimizers')").fetchall()[0][0] or "")
+        kept = str(self._setting("disabled_optimizers") or "")
         off = ",".join(o for o in (kept, optimizer) if o)
         self.con.execute(f"SET disabled_optimizers = {exp.Literal.string(off).sql(self.name)}")
         try:
@@ -254,10 +256,8 @@ class DuckDBEngine:
             self.con.execute(f"CHECKPOINT {self.quote(self._store)}")
         except duckdb.Error:
             pass  # (another transaction holds the database: the rows stay as copied, the same rows, larger)
-        view = exp.Create(this=exp.table_(name, quoted=True), kind="VIEW", replace=True,
-                          expression=exp.select("*").from_(stored),
-                          properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
-        self.con.execute(view.sql(self.name))
+        # (checked free above: the stored table of the same name now reads as taken to check_free)
+        self._temp_view(name, exp.select("*").from_(stored))
         self.made.add(name)
         self._held.add(name)
 

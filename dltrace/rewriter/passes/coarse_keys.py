@@ -27,9 +27,8 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
-from dltrace.rewriter.passes.key_types import STRINGS
+from dltrace.rewriter.passes.key_types import STRINGS, strings_identical
 from dltrace.rewriter.passes.qualify import schema_for
-from dltrace.rewriter.passes.scalar_lookups import GUARD, ITEM_GUARD
 
 T = exp.DataType.Type
 COARSE = "dl_coarse_key"  # meta key of a subquery held back: why, for the refusal's message
@@ -54,7 +53,7 @@ def mark_coarse_keys(tree: exp.Expression, holders: list[exp.Expression], contex
         annotate_types(twin, schema=schema_for(twin, context.schema, context.dialect), dialect=context.dialect)
     except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
         return
-    collated = context.collations or tree.find(exp.Collate) is not None
+    collated = not strings_identical(tree, context.collations)
     for holder in holders:
         for inner, outer in _key_pairs(holder):
             why = _coarse(typed_of.get(id(inner)), typed_of.get(id(outer)), collated)
@@ -89,18 +88,13 @@ def _key_pairs(holder: exp.Expression) -> list[tuple[exp.Expression, exp.Express
 
 
 def _type(node: exp.Expression | None) -> exp.DataType | None:
-    """sqlglot's type of ``node``; a scalar subquery's, its one item's (sqlglot leaves the subquery untyped); a
-    lookup's guard (``CASE WHEN <two rows> THEN error(...) ELSE <value> END``, passes/scalar_lookups.py), its
-    value's (sqlglot types that CASE by its error call)."""
+    """sqlglot's type of ``node``; a scalar subquery's, its one item's (sqlglot leaves the subquery untyped)."""
     while node is not None:
         node = node.unnest()
         if isinstance(node, exp.Alias):
             node = node.this
         elif isinstance(node, exp.Select):  # (unnest() reads a subquery's query)
             node = node.expressions[0] if len(node.expressions) == 1 else None
-        elif isinstance(node, exp.Case) and (node.meta.get(GUARD) or node.meta.get(ITEM_GUARD)) \
-                and node.args.get("default") is not None:
-            node = node.args["default"]
         else:
             break
     return node.type if node is not None and isinstance(node.type, exp.DataType) else None
