@@ -23,6 +23,10 @@ QUERIES = [
     "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) AS p FROM q_t",
     "SELECT k, percentile_cont(0.25) WITHIN GROUP (ORDER BY x DESC) AS p, "
     "percentile_disc(0.5) WITHIN GROUP (ORDER BY x) AS d FROM q_t GROUP BY k",
+    # Spark 4's TIME literal and parse_json (sqlglot wrote a TIMESTAMP of today's date, and the text unparsed)
+    "SELECT id, TIME '06:30:45' AS t FROM q_t WHERE TIME '06:30:45' < TIME '07:00:00' AND id < 3",
+    "SELECT id, to_json(parse_json('{\"a\": ' || CAST(x AS STRING) || '}')) AS j, "
+    "variant_get(parse_json('{\"a\": ' || CAST(x AS STRING) || '}'), '$.a', 'int') AS a FROM q_t",
 ]
 
 
@@ -37,6 +41,14 @@ def s(spark_session):
 def test_the_text_as_written():
     tree = parse("SELECT 'a''b' AS x, percentile_cont(0.5) WITHIN GROUP (ORDER BY y) AS p FROM t", "spark")[0]
     assert generate(tree, "spark") == "SELECT 'a\\'b' AS x, PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY y) AS p FROM t"
+
+
+def test_time_and_json_as_written():
+    tree = parse("SELECT TIME '06:30:45' AS t, CAST(c AS TIME(3)) AS u, CAST(c AS TIMESTAMP) AS v, parse_json(j) AS w, "
+                 "to_json(parse_json(j)) AS x, to_json(parse_json('{\"a\": 1}')) AS y FROM t", "spark")[0]
+    assert generate(tree, "spark") == ("SELECT TIME '06:30:45' AS t, CAST(c AS TIME(3)) AS u, CAST(c AS TIMESTAMP) AS v, "
+                                       "PARSE_JSON(j) AS w, TO_JSON(PARSE_JSON(j)) AS x, "
+                                       "TO_JSON(PARSE_JSON('{\"a\": 1}')) AS y FROM t")
 
 
 @pytest.mark.parametrize("sql", QUERIES)

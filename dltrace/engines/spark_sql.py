@@ -37,6 +37,23 @@ def _alias_sql(generator: Any, alias: exp.Alias) -> str:
     return generator.alias_sql(alias)
 
 
+def _time_literal_sql(generator: Any, cast: exp.Cast) -> str | None:
+    """``TIME '<text>'`` for a string cast to TIME (how sqlglot reads Spark's TIME literal); None otherwise."""
+    to = cast.args.get("to")
+    if isinstance(to, exp.DataType) and to.this == exp.DataType.Type.TIME and isinstance(cast.this, exp.Literal) \
+            and cast.this.is_string:
+        return f"TIME {generator.sql(cast.this)}"
+    return None
+
+
+def _time_type_sql(generator: Any, datatype: exp.DataType) -> str | None:
+    """``TIME`` / ``TIME(p)`` for the TIME type; None for any other type."""
+    if datatype.this != exp.DataType.Type.TIME:
+        return None
+    precision = datatype.expressions
+    return f"TIME({generator.expressions(datatype, flat=True)})" if precision else "TIME"
+
+
 class SparkFunctions(LineageFunctions):
     """Lineage SQL in Spark's dialect."""
 
@@ -57,6 +74,16 @@ class SparkFunctions(LineageFunctions):
         # Spark 4 cannot resolve grouping(t.k) in a HAVING once the SELECT aliases t.k (as qualification writes
         # every item: `t.k AS k`), though the name is the same: such an alias is left out there
         exp.Alias: lambda self, e: _alias_sql(self, e),
+        # sqlglot 30.30 writes Spark's TIME as TIMESTAMP (Spark 3 had no TIME): `TIME '06:30:45'` became today's
+        # date at 06:30:45, another value of another type (found by a probe); Spark 4 reads the literal as a TIME
+        # and refuses CAST(... AS TIME) itself, which is left for it to say
+        exp.Cast: lambda self, e: _time_literal_sql(self, e) or self.cast_sql(e),
+        exp.DataType: lambda self, e: _time_type_sql(self, e) or self.datatype_sql(e),
+        # sqlglot 30.30 writes parse_json(x) as x alone: a string where Spark 4 gives a VARIANT (variant_get failed
+        # on its type)
+        exp.ParseJSON: lambda self, e: self.func("PARSE_JSON", e.this),
+        # and to_json(parse_json(x)) as x itself, or a regexp over from_json for a literal: Spark 4 runs it as written
+        exp.JSONFormat: lambda self, e: self.func("TO_JSON", e.this, e.args.get("options")),
     }
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
     string_escapes = ("\\", "'")
