@@ -22,13 +22,10 @@ correlated one is refused, the message saying why.
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, subquery_kind
-from dltrace.rewriter.passes.key_types import STRINGS, strings_identical
-from dltrace.rewriter.passes.qualify import schema_for
+from dltrace.rewriter.passes.key_types import STRINGS, strings_identical, typed_twins
 
 T = exp.DataType.Type
 COARSE = "dl_coarse_key"  # meta key of a subquery held back: why, for the refusal's message
@@ -47,11 +44,8 @@ def mark_coarse_keys(tree: exp.Expression, holders: list[exp.Expression], contex
     a form a later pass writes from it, a copy, keeps the mark). Reads a typed copy."""
     if context.schema is None or not holders:
         return
-    twin = tree.copy()
-    typed_of = dict(zip(map(id, tree.walk()), twin.walk()))  # (before annotating, which may wrap nodes)
-    try:
-        annotate_types(twin, schema=schema_for(twin, context.schema, context.dialect), dialect=context.dialect)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+    typed_of = typed_twins(tree, context.schema, context.dialect)
+    if typed_of is None:
         return
     collated = not strings_identical(tree, context.collations)
     for holder in holders:

@@ -33,6 +33,19 @@ IDENTICAL_WHEN_GROUPED = frozenset({
 STRINGS = frozenset({T.VARCHAR, T.TEXT, T.CHAR, T.NCHAR, T.NVARCHAR, T.BPCHAR})  # identical unless collated
 
 
+def typed_twins(tree: exp.Expression, schema: dict, dialect: str) -> dict[int, exp.Expression] | None:
+    """A copy of ``tree`` annotated with sqlglot's types over ``schema``, as a map from each node of ``tree`` (its
+    ``id``) to its typed twin; None when sqlglot cannot type the query (the caller then acts as without types).
+    ``tree`` itself is left untyped: a pass's output carries no type a later pass could take for its own."""
+    twin = tree.copy()
+    twins = dict(zip(map(id, tree.walk()), twin.walk()))  # (paired before annotating, which may wrap nodes)
+    try:
+        annotate_types(twin, schema=schema_for(twin, schema, dialect), dialect=dialect)
+    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+    return twins
+
+
 def strings_identical(select: exp.Select, collations: bool) -> bool:
     """Do the rows of a group of ``select`` hold the very string they are grouped by: no collation among the
     tables' columns (``collations`` false, the engine's answer) nor written in the query (``s COLLATE nocase``)?"""
@@ -72,14 +85,8 @@ def may_hold_maps(select: exp.Select, schema: dict | None, dialect: str) -> bool
 def _typed_keys(select: exp.Select, schema: dict, dialect: str) -> list[tuple[exp.Expression, exp.DataType | None]] \
         | None:
     """Each GROUP BY key of ``select`` with the type sqlglot gives it over the whole query (None: no types)."""
-    root = select.root()
-    index = next((i for i, s in enumerate(root.find_all(exp.Select)) if s is select), None)
-    if index is None:  # (a SELECT whose parent no longer holds it: a pass replaced that parent; the long profile)
-        return None
-    twin_root = root.copy()
-    twin = list(twin_root.find_all(exp.Select))[index]
-    try:
-        annotate_types(twin_root, schema=schema_for(twin_root, schema, dialect), dialect=dialect)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+    twins = typed_twins(select.root(), schema, dialect)
+    twin = twins.get(id(select)) if twins is not None else None
+    if twin is None:  # (no types, or a SELECT whose parent no longer holds it: a pass replaced that parent)
         return None
     return [(key, typed.type) for key, typed in zip(select.args["group"].expressions, twin.args["group"].expressions)]

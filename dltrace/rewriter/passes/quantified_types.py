@@ -35,13 +35,11 @@ from __future__ import annotations
 import re
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.qualify import schema_for
+from dltrace.rewriter.passes.key_types import typed_twins
 
 T = exp.DataType.Type
 MAX_DIGITS = 38  # DuckDB's widest DECIMAL
@@ -59,18 +57,17 @@ def quantified_types(expression: exp.Expression, context: PassContext, copy: boo
     if not any(_over_a_select(h) for h in expression.find_all(exp.In, exp.Any, exp.All)):
         return expression
     tree = exp.maybe_copy(expression, copy)
-    twin = tree.copy()
-    try:
-        annotate_types(twin, schema=schema_for(twin, context.schema, context.dialect), dialect=context.dialect)
-    except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):
+    twins = typed_twins(tree, context.schema, context.dialect)
+    if twins is None:
         return tree  # (no types: as without a schema)
+    twin = twins[id(tree)]
     scale_bound = _scale_bound(twin)
     ctes = {cte.alias_or_name.lower() for cte in twin.find_all(exp.CTE)}
     tables = {name.lower() for name in context.schema}
-    for holder, typed in zip(list(tree.find_all(exp.In, exp.Any, exp.All)), list(twin.find_all(exp.In, exp.Any,
-                                                                                                  exp.All))):
+    for holder in list(tree.find_all(exp.In, exp.Any, exp.All)):
         if not _over_a_select(holder):
             continue
+        typed = twins[id(holder)]
         written, read = _sides(holder), _sides(typed)
         if written is None or read is None:
             continue
