@@ -12,10 +12,9 @@ A save is a folder::
     shared_lineage.parquet  results with lineage every row has (an uncorrelated scalar subquery's) only: one row,
                         ``dl_<table>`` per table; part of every row's lineage, stored once
 
-Writing is atomic: everything goes into a hidden temporary sibling folder (``.<name>.tmp-*``), manifest last,
-each file fsync-ed; then the previous save (if any) is renamed aside (``.<name>.old-*``), the new folder is
-renamed in, and the old one deleted. A crash at any point leaves a complete save readable: before the first
-rename the old folder is untouched; between the two renames :func:`read_manifest` finds the aside copy.
+Writing is atomic (:mod:`dltrace.atomic_folder`): everything goes into a hidden temporary sibling folder, manifest
+last, each file fsync-ed, then renamed in place of the previous save. A crash at any point leaves a complete save
+readable: :func:`read_manifest` finds a previous save a crash left aside.
 
 Fingerprints (the paper: "if a base tuple is updated, a new id is assigned", so saved rids are only valid
 against unchanged tables): row count plus a content hash (:mod:`dltrace.fingerprints`) -- of the file bytes
@@ -28,10 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlglot import exp
 
+from dltrace.atomic_folder import aside, fsync_dir, fsync_file, replace_folder
 from dltrace.catalog import Catalog
 from dltrace.engines.sources import ArrowSource, NativeSource, ParquetSource
 from dltrace.errors import DltraceError, StaleLineage, folder_problem
@@ -135,31 +131,10 @@ def _query_tables(result: LineageData) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_table(table: pa.Table, path: Path) -> None:
     # use_compliant_nested_type=False keeps list item names (DuckDB's "l"), so types round-trip exactly.
     pq.write_table(table, path, compression="zstd", use_compliant_nested_type=False)
-    _fsync_file(path)
+    fsync_file(path)
 
 
 def _is_save(folder: Path) -> bool:
@@ -168,30 +143,6 @@ def _is_save(folder: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(m, dict) and m.get("format") == FORMAT
-
-
-def _siblings(path: Path, kind: str) -> list[Path]:
-    parent = path.parent
-    if not parent.is_dir():
-        return []
-    prefix = f".{path.name}.{kind}-"
-    found = []
-    for p in parent.iterdir():
-        if p.name.startswith(prefix):
-            try:
-                if p.is_dir():
-                    found.append((p.stat().st_mtime_ns, p))
-            except OSError:  # removed meanwhile
-                pass
-    return [p for _, p in sorted(found, reverse=True)]
-
-
-def _aside(path: Path) -> Path | None:
-    """A complete previous save left aside by a save that crashed between its two renames."""
-    for p in _siblings(path, "old"):
-        if _is_save(p):
-            return p
-    return None
 
 
 def save(result: LineageData, path: str | os.PathLike) -> Path:
@@ -209,37 +160,9 @@ def _save(result: LineageData, target: Path) -> Path:
         raise DltraceError(f"cannot save lineage to {str(target)!r}: it is a file")
     if target.exists() and any(target.iterdir()) and not _is_save(target):
         raise DltraceError(f"cannot save lineage to {str(target)!r}: the folder holds other files (not a dltrace save)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists():  # a save that crashed between its renames: put the previous one back first
-        old = _aside(target)
-        if old is not None:
-            os.rename(old, target)
-    _clean_leftovers(target)
-
     manifest = _manifest(result)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        _write_contents(result, tmp, manifest)
-        _swap(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    replace_folder(target, lambda folder: _write_contents(result, folder, manifest), _is_save)
     return target
-
-
-def _clean_leftovers(target: Path, age_s: float = 3600.0) -> None:
-    """Remove temporary folders of crashed saves (older than ``age_s``: a concurrent save may own a young one)
-    and aside copies made redundant by a complete save in place."""
-    now = time.time()
-    for p in _siblings(target, "tmp"):
-        try:
-            if now - p.stat().st_mtime > age_s:
-                shutil.rmtree(p, ignore_errors=True)
-        except OSError:
-            pass
-    if _is_save(target):
-        for p in _siblings(target, "old"):
-            shutil.rmtree(p, ignore_errors=True)
 
 
 def _manifest(result: LineageData) -> dict[str, Any]:
@@ -300,7 +223,7 @@ def _write_contents(result: LineageData, folder: Path, manifest: dict[str, Any])
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def _on_values_table(on_values: dict[int, tuple]) -> pa.Table:
@@ -312,22 +235,6 @@ def _on_values_table(on_values: dict[int, tuple]) -> pa.Table:
     return pa.table(cols)
 
 
-def _swap(tmp: Path, target: Path) -> None:
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(target, old)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        if old is not None and not target.exists():
-            os.rename(old, target)  # put the previous save back
-        raise
-    _fsync_dir(target.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # read
 # ---------------------------------------------------------------------------------------------------------------
@@ -337,7 +244,7 @@ def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
     """The folder actually holding the save at ``path`` (or its aside copy after a crash) and its manifest."""
     folder = Path(path).absolute()
     if not (folder / MANIFEST).is_file():
-        old = _aside(folder)
+        old = aside(folder, _is_save)
         if old is None:
             raise DltraceError(f"no saved lineage at {str(folder)!r} (no {MANIFEST})")
         folder = old

@@ -8,7 +8,7 @@ function or behind a type-checking guard is still a dependency). Importing ``dlt
 The layers, bottom to top (a module imports only from its own layer or below):
 
 foundation   errors, reserved names and value order, Arrow values as Python, the cache root, content fingerprints,
-             TPC-H data generation
+             folders replaced atomically, TPC-H data generation
 engines      engine adapters, the dl_* SQL functions, the catalog of tables registered on an engine
 rewriter     the forward-lineage rewriter (sqlglot)
 backward     backward tracing by reverse queries
@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dltrace"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("dltrace.errors", "dltrace.names", "dltrace.cache", "dltrace.fingerprints",
-                    "dltrace.version", "dltrace.tpch_data", "dltrace.py_values")),
+                    "dltrace.version", "dltrace.tpch_data", "dltrace.py_values", "dltrace.atomic_folder")),
     ("engines", ("dltrace.engines", "dltrace.udafs", "dltrace.catalog", "dltrace.plans")),
     ("rewriter", ("dltrace.rewriter",)),
     ("backward", ("dltrace.backward",)),

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dltrace
-from dltrace import fingerprints, save_folder
+from dltrace import atomic_folder, fingerprints, save_folder
 from dltrace.tpch import query_sql
 
 STRATEGIES = ["set", "bitmap"]
@@ -213,8 +213,8 @@ def test_crash_between_renames(sales, tmp_path, monkeypatch):
             raise SystemExit("killed")  # the process dies: nothing else happens, no put-back
         real_rename(src, dst)
 
-    monkeypatch.setattr(save_folder.os, "rename", die_on_second_rename)
-    monkeypatch.setattr(save_folder.shutil, "rmtree", lambda *a, **k: None)  # a killed process deletes nothing
+    monkeypatch.setattr(atomic_folder.os, "rename", die_on_second_rename)
+    monkeypatch.setattr(atomic_folder.shutil, "rmtree", lambda *a, **k: None)  # a killed process deletes nothing
     with pytest.raises(SystemExit):
         new.save(tmp_path / "l")
     monkeypatch.undo()
@@ -236,7 +236,7 @@ def test_failed_rename_puts_previous_save_back(sales, tmp_path, monkeypatch):
             raise OSError("disk full")
         real_rename(src, dst)
 
-    monkeypatch.setattr(save_folder.os, "rename", fail_rename_in)
+    monkeypatch.setattr(atomic_folder.os, "rename", fail_rename_in)
     with pytest.raises(dltrace.DltraceError, match="cannot save lineage to .*: disk full"):
         old.save(tmp_path / "l")
     monkeypatch.undo()
