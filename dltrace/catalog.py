@@ -1,40 +1,32 @@
 """The tables registered on one engine: what every layer above the engines reads.
 
 A :class:`Catalog` knows each table's source, its row count and its columns, and checks that a query names
-only registered tables. :class:`dltrace.Session` is a catalog with the lineage entry points on top; the
+only registered tables (and, :mod:`dltrace.catalog_staleness`, whether a result's row ids still name the rows they
+named). :class:`dltrace.Session` is a catalog with the lineage entry points on top; the
 modules below the session (backward tracing, results, lookups, persistence) take a catalog, never a session.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source, types_show_collation
 from dltrace.engines.guest import ClosedEngine
-from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
-                                     parquet_metadata)
+from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature)
 from dltrace.errors import (DltraceError, DuplicateTable, QueryError, ReservedName, StaleLineage, UnknownTable,
                              UnsupportedQuery, check_flag, check_text)
 from dltrace.names import reserved_prefix, unknown_table
+from dltrace.catalog_staleness import StaleChecks, TableState
 from dltrace.plans import PlanCache
 
 T = TypeVar("T")
 
 
-class TableState(NamedTuple):
-    """What a result's row ids name in one table (:meth:`Catalog.snapshot`)."""
-
-    version: int  # the generation of its registration (Catalog.versions)
-    files: tuple | None  # parquet read in place: each file's (path, size, mtime_ns); None: rows that cannot change
-    rows: int  # its row count: the ids are in [0, rows)
-
-
-class Catalog:
+class Catalog(StaleChecks):
     """Registered tables on one engine."""
 
     def __init__(self, engine: Engine) -> None:
@@ -197,101 +189,6 @@ class Catalog:
         self._file_states.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)
-
-    # -- which rows a result's ids name (stale lineage) ---------------------------------------------------------
-    def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
-        """:class:`TableState` of the registered ``tables`` now: what a result's row ids name. ``files``: a
-        parquet table read in place, ``(path, size, mtime)`` per file (a stat each: checked at every read of base
-        rows, where a content hash would read the files); the others' rows cannot change under a registration
-        (Arrow and CSV are in memory, a memory copy, an adopted relation and a Spark DataFrame are frozen)."""
-        out = {}
-        for t in tables:
-            src = self.tables.get(t)
-            if src is not None:
-                files = files_signature(src.files) if self._reads_files(t) else None
-                out[t] = TableState(self.versions.get(t, 0), files, self.num_rows(t))
-        return out
-
-    def _reads_files(self, name: str) -> bool:
-        """Is ``name`` a parquet table whose files queries and lookups read (not a copy of them in memory)?"""
-        return isinstance(self.tables.get(name), ParquetSource) and self.storage.get(name) == "source"
-
-    def changed_since(self, snapshot: dict[str, TableState]) -> list[tuple[str, str]]:
-        """``[(table, why)]`` for the tables of ``snapshot`` whose rows may no longer be the ones it names."""
-        problems = []
-        for t, state in snapshot.items():
-            src = self.tables.get(t)
-            if src is None:
-                problems.append((t, "is no longer registered"))
-            elif self.versions.get(t, 0) != state.version:
-                problems.append((t, "was registered again"))
-            elif state.files is not None and isinstance(src, ParquetSource):
-                now = files_signature(src.files)
-                if now != state.files:
-                    diff = [f[0] for f in state.files if f not in (now or ())]
-                    where = f" ({os.path.basename(diff[0])})" if diff else ""
-                    problems.append((t, f"has files changed on disk{where}"))
-        return problems
-
-    def check_numbering(self, tables: Iterable[str]) -> None:
-        """Raise :class:`StaleLineage` before a query makes row ids of a parquet table read in place whose files
-        no longer hold the row counts its ids were numbered by. An id is its file's offset (the rows of the files
-        before it, counted at registration) plus the row's position in the file: a file with more or fewer rows
-        gives two rows one id, or ids past the table's count. A stat per file; a footer is read only for a file
-        whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions)."""
-        for t in dict.fromkeys(tables):
-            if not self._reads_files(t):
-                continue
-            src, known = self.tables[t], self._file_states.get(t)
-            now = files_signature(src.files)
-            if now is None or now == known:
-                continue  # (a file gone: the engine's scan says which)
-            unchanged = set(known or ())
-            for entry, counted in zip(now, src.file_rows):
-                found = counted if entry in unchanged else parquet_metadata(entry[0]).num_rows
-                if found != counted:
-                    raise StaleLineage(
-                        f"table {t!r} has files changed on disk since it was registered ({os.path.basename(entry[0])}"
-                        f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
-                        f"and would no longer name one row each; register it again")
-            self._file_states[t] = now
-
-    def copy_changed(self, name: str) -> str | None:
-        """Why the files a parquet table was copied into memory from no longer hold what was copied (a save
-        fingerprints the files, and lookups read the copy), or None."""
-        src = self.tables.get(name)
-        if not isinstance(src, ParquetSource) or self.storage.get(name) != "memory":
-            return None
-        known = self._file_states.get(name)
-        now = files_signature(src.files)
-        if known is not None and now == known:
-            return None
-        changed = [f[0] for f in (known or ()) if f not in (now or ())] or list(src.files)
-        return f"was copied into memory from files changed on disk since ({os.path.basename(changed[0])})"
-
-    def check_fresh(self, snapshot: dict[str, TableState], what: str) -> None:
-        """Raise :class:`StaleLineage` when a table of ``snapshot`` changed: ``what`` would read other base rows
-        than the ones the result's ids named when it was computed."""
-        problems = self.changed_since(snapshot)
-        if problems:
-            tables = "; ".join(f"table {t!r} {why}" for t, why in problems)
-            raise StaleLineage(f"{what}: the lineage is stale: {tables} since the result was computed, so its "
-                               "row ids name other rows now; run the query again (the ids themselves, "
-                               "r.lineage(i), are still the ones captured)")
-
-    def check_views_fresh(self, tree: exp.Expression) -> None:
-        """Plain SQL reading a result's lineage views together with a base table of its lineage (the join of a
-        rid to its row): refused once that table changed (:meth:`check_fresh`). The views alone are ids."""
-        if not self.view_groups:
-            return
-        read = {t.name.lower() for t in tree.find_all(exp.Table)}
-        rows = self.rows_relations()
-        for group, made in self.view_groups.items():
-            if read.isdisjoint(m.lower() for m in made):
-                continue
-            snapshot = self.view_snapshots.get(group, {})
-            joined = {t: v for t, v in snapshot.items() if t in read or rows.get(t, "").lower() in read}
-            self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
 
     def schema(self, query: exp.Expression | None = None) -> dict[str, dict[str, str]]:
         """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a parsed

@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dltrace"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("dltrace.errors", "dltrace.names", "dltrace.cache", "dltrace.fingerprints",
                     "dltrace.version", "dltrace.tpch_data", "dltrace.py_values", "dltrace.atomic_folder")),
-    ("engines", ("dltrace.engines", "dltrace.udafs", "dltrace.catalog", "dltrace.plans")),
+    ("engines", ("dltrace.engines", "dltrace.udafs", "dltrace.catalog", "dltrace.catalog_staleness", "dltrace.plans")),
     ("rewriter", ("dltrace.rewriter",)),
     ("backward", ("dltrace.backward",)),
     ("results", ("dltrace.lineage_data", "dltrace.rowstore", "dltrace.fetch", "dltrace.explore", "dltrace.oracle",
