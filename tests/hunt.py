@@ -99,7 +99,7 @@ def _count_nested_rewrites():
         return wrapped
 
     instrument.nested_group_lineage = counting("nested_group_lineage", instrument.nested_group_lineage)
-    for name in ("preserved_side_apart", "null_safe_branches"):
+    for name in ("preserved_side_apart", "null_safe_branches", "filtered_once"):
         setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
     from dltrace.rewriter.rules import inner_equi_joins
     inner_equi_joins._inner_side_alone = counting("_inner_side_alone", inner_equi_joins._inner_side_alone)
@@ -118,8 +118,9 @@ def main():
                          " MIN_GROUPS 0), which the generator's small tables never reach by themselves")
     args = ap.parse_args()
     if args.regroup:
-        from dltrace.rewriter.rules import nested_lineage
+        from dltrace.rewriter.rules import filtered_once, nested_lineage
         nested_lineage.MIN_GROUPS = 0
+        filtered_once.EVERY_FILTER = True  # (and any condition of a table's own evaluated once there)
         _count_nested_rewrites()
     allow = frozenset(args.allow.split(",")) if args.allow else None
     if args.boost:

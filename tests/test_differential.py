@@ -161,14 +161,15 @@ _rich = settings(report_multiple_bugs=False, phases=[p for p in Phase if p != Ph
 @pytest.fixture(scope="module")
 def regroup_nested_aggregates():
     """Aggregates over grouped derived tables take the rewrite chosen when the engine estimates many inner
-    groups (rules/nested_lineage.py), which the generator's small tables never reach by themselves."""
-    from dltrace.rewriter.rules import nested_lineage
+    groups (rules/nested_lineage.py), which the generator's small tables never reach by themselves, and any
+    condition of a table's own is evaluated once there (rules/filtered_once.py: the generator writes no LIKE)."""
+    from dltrace.rewriter.rules import filtered_once, nested_lineage
 
-    kept = nested_lineage.MIN_GROUPS
-    nested_lineage.MIN_GROUPS = 0
+    kept = nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER
+    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER = 0, True
     _duck.plans.clear()
     yield
-    nested_lineage.MIN_GROUPS = kept
+    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER = kept
     _duck.plans.clear()
 
 

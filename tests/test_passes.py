@@ -113,6 +113,7 @@ PASSES = {
     "instrument_nested_once.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_equi.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
+    "instrument_nested_filtered.sql": (_prepared, instrument, "duckdb", "set"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
@@ -145,7 +146,9 @@ def run_pass(name: str, query: str) -> exp.Expression:
     # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through, over
     # the derived table written once as a MATERIALIZED CTE
     # (instrument_nested_bitmap.sql: a DuckDB session's lineage functions as they are)
-    nested_duckdb = ("instrument_nested_equi.sql", "instrument_nested_once.sql", "instrument_nested_bitmap.sql")
+    # (instrument_nested_filtered.sql: DuckDB's, a table's costly conditions evaluated once: rules/filtered_once)
+    nested_duckdb = ("instrument_nested_equi.sql", "instrument_nested_once.sql", "instrument_nested_bitmap.sql",
+                     "instrument_nested_filtered.sql")
     fns.only_inner_equi_joins_fast = name in nested_duckdb
     fns.materialized_ctes = name in nested_duckdb  # (DuckDB's)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},

@@ -52,6 +52,7 @@ from sqlglot import exp
 
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.rules.aggregate import aggregate
+from dltrace.rewriter.rules.filtered_once import filtered_once
 from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart
 from dltrace.rewriter.rules.late_lineage import (kept_order, null_safe_keys, output_identifier, plain_keys,
                                                  regrouped, regroupable)
@@ -94,6 +95,17 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     kept, sorted_by = kept_order(select)
     if not kept:
         return None
+    # On an engine that computes a MATERIALIZED CTE once, the derived table is written once and read by the outer
+    # groups and by each branch below (TPC-H Q13, SF 1: 2.1x -> 1.8x of the query; the same rows: it is
+    # deterministic). Not under a `*`, which would read the keys added to it.
+    written_once = ctx.fns.materialized_ctes and not any(p.is_star for p in select.expressions)
+    in_place = any(item.this.name.lower() in ctx.read_in_place for item in items)
+    schema = ctx.schema
+    filtered = filtered_once(inner, slots, ctx) if written_once and not in_place else None
+    if filtered is not None:  # a table's costly conditions evaluated once (rules/filtered_once)
+        inner, filtered_ctes, filtered_schema = filtered
+        rows = _rows_query(inner)
+        schema = {**(schema or {}), **filtered_schema}
     inner_keys = list(inner.args["group"].expressions)
     whole = select.args.get("group") is None  # a global aggregate: one group, of every row, kept without rows
     outer_keys = [exp.Literal.number(1)] if whole else list(select.args["group"].expressions)
@@ -110,11 +122,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     for key, name in zip(inner_keys, k_names):
         keyed.select(exp.alias_(key.copy(), name), append=True, copy=False)
     alias = derived.args["alias"].this
-    # On an engine that computes a MATERIALIZED CTE once, the derived table is written once and read by the outer
-    # groups and by each branch below (TPC-H Q13, SF 1: 2.1x -> 1.8x of the query; the same rows: it is
-    # deterministic). Not under a `*`, which would read the keys added to it.
-    star = any(p.is_star for p in select.expressions)
-    cte = ctx.fresh("_dl_c") if ctx.fns.materialized_ctes and not star else None
+    cte = ctx.fresh("_dl_c") if written_once else None
 
     def derived_read() -> exp.Expression:
         if cte is None:
@@ -126,12 +134,11 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
         select.args["from_"].this.replace(derived_read())
     found: exp.Expression = rows
     ons = None
-    in_place = any(item.this.name.lower() in ctx.read_in_place for item in items)
     written = _read_once(inner, rows, inner_keys, k_names, ctx) if cte is not None and in_place else None
     if written is not None:  # the rows written once: the groups and the rows found again both read them
         keyed, found = written
     elif ctx.fns.only_inner_equi_joins_fast:  # the same rows through inner equality joins (rules/inner_equi_joins)
-        found = preserved_side_apart(rows, r_names, ctx.schema) or rows
+        found = preserved_side_apart(rows, r_names, schema) or rows
     if ctx.fns.only_inner_equi_joins_fast:
         ons = null_safe_branches(alias, i, k_names, inner_keys, slots)
     branches = []
@@ -162,6 +169,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
         ours = [exp.CTE(this=keyed, alias=exp.TableAlias(this=exp.to_identifier(cte)), materialized=True)]
         if written is not None:
             ours.insert(0, exp.CTE(this=written[1].this, alias=written[1].args["alias"].copy(), materialized=True))
+        if filtered is not None:
+            ours[:0] = filtered_ctes
         with_.set("expressions", [*with_.expressions, *ours])
         out.set("with_", with_)
     return out, exported
