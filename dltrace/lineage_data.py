@@ -22,6 +22,7 @@ from dltrace.names import value_tuples
 from dltrace.py_values import py_value
 from dltrace.udafs import decode, encode_bitmaps
 from dltrace.udafs.bitmap_arrow import union_arrow
+from dltrace.udafs.bitstrings import bitmaps_of_bitstrings
 from dltrace.udafs.packed_ids import unpack_ids
 from dltrace.udafs.sets_arrow import set_union_arrow, sorted_sets
 
@@ -59,10 +60,18 @@ class FinishedOnRead(MutableMapping):
 
     @classmethod
     def bitmaps(cls, columns: Mapping[str, pa.ChunkedArray], wide: frozenset[str] = frozenset(),
-                packed: Mapping[str, tuple[int, int, int]] | None = None) -> "FinishedOnRead":
-        """Bitmap columns, those of list type built when read (64-bit for the ``wide`` tables)."""
-        return cls(columns, lambda t, col: encode_bitmaps(col, wide=t in wide),
-                   [t for t, col in columns.items() if not is_bitmap_type(col.type)], packed)
+                packed: Mapping[str, tuple[int, int, int]] | None = None,
+                dense: Mapping[str, int] | None = None) -> "FinishedOnRead":
+        """Bitmap columns, those of list type built when read (64-bit for the ``wide`` tables); the ``dense``
+        tables' columns (table -> its row count) are bit strings of their id range, whose set bits are the ids
+        (rewriter/passes/dense_ids.py)."""
+        dense = dict(dense or {})
+
+        def finish(t: str, col: pa.ChunkedArray) -> pa.ChunkedArray:
+            return bitmaps_of_bitstrings(col, dense[t]) if t in dense else encode_bitmaps(col, wide=t in wide)
+
+        return cls(columns, finish, [t for t, col in columns.items() if t in dense or not is_bitmap_type(col.type)],
+                   packed)
 
     @classmethod
     def sets(cls, columns: Mapping[str, pa.ChunkedArray],

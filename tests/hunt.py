@@ -103,6 +103,17 @@ def _count_nested_rewrites():
         setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
     from dltrace.rewriter.rules import inner_equi_joins
     inner_equi_joins._inner_side_alone = counting("_inner_side_alone", inner_equi_joins._inner_side_alone)
+    import dltrace.rewriter as rewriter
+    from dltrace.rewriter.passes import dense_ids
+
+    def counted_dense_ids(expression, context, copy=True):
+        out = dense_ids.dense_ids(expression, context, copy)
+        if dense_ids.DENSE_IDS in out.meta:
+            FIRED["dense_ids taken"] += 1
+        return out
+
+    rewriter.FORWARD_PASSES = tuple(counted_dense_ids if p is dense_ids.dense_ids else p
+                                    for p in rewriter.FORWARD_PASSES)
 
 
 def main():
@@ -121,6 +132,8 @@ def main():
         from dltrace.rewriter.rules import filtered_once, nested_lineage
         nested_lineage.MIN_GROUPS = 0
         filtered_once.EVERY_FILTER = True  # (and any condition of a table's own evaluated once there)
+        from dltrace.rewriter.passes import dense_ids
+        dense_ids.ALWAYS = True  # (and an aggregate over one table returns bit strings wherever valid)
         _count_nested_rewrites()
     allow = frozenset(args.allow.split(",")) if args.allow else None
     if args.boost:

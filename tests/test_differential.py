@@ -162,14 +162,17 @@ _rich = settings(report_multiple_bugs=False, phases=[p for p in Phase if p != Ph
 def regroup_nested_aggregates():
     """Aggregates over grouped derived tables take the rewrite chosen when the engine estimates many inner
     groups (rules/nested_lineage.py), which the generator's small tables never reach by themselves, and any
-    condition of a table's own is evaluated once there (rules/filtered_once.py: the generator writes no LIKE)."""
+    condition of a table's own is evaluated once there (rules/filtered_once.py: the generator writes no LIKE);
+    and an aggregate over one table returns bit strings wherever that is valid (passes/dense_ids.py: for few
+    groups of a large table otherwise)."""
+    from dltrace.rewriter.passes import dense_ids
     from dltrace.rewriter.rules import filtered_once, nested_lineage
 
-    kept = nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER
-    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER = 0, True
+    kept = nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS
+    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS = 0, True, True
     _duck.plans.clear()
     yield
-    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER = kept
+    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS = kept
     _duck.plans.clear()
 
 

@@ -26,6 +26,7 @@ from dltrace.rewriter.passes.in_lists import in_lists
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
+from dltrace.rewriter.passes.dense_ids import dense_ids
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
@@ -60,6 +61,16 @@ def _instrumented(tree, context):
     return instrument(_prepared(tree, context), context)
 
 
+def _built_on_read(tree, context):
+    """The passes before dense_ids: the final lists left for the reader, bitmaps after LIMIT."""
+    return build_after_limit(build_on_read(_instrumented(tree, context), context), context)
+
+
+def _few_groups(query) -> int:
+    """An engine's estimate for dense_ids.sql: three groups, whatever the query."""
+    return 3
+
+
 def _many_rows(query) -> int:
     """An engine's estimate for the *_nested fixtures: as many groups as rows (rules/nested_lineage.py applies)."""
     return 10**6
@@ -77,6 +88,8 @@ def _whole_lineage(tree, context):
 
 # pack_ids.sql: t's and u's ids take 30 bits each (two fit a word), s's 7
 PACKED_ROWS = {"t": 2**30, "u": 2**30, "s": 100}
+# dense_ids.sql: t large enough for bit strings, s too small, u too large for the budget of three groups
+DENSE_ROWS = {"t": 100_000, "s": 100, "u": 2**30}
 
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
@@ -117,6 +130,7 @@ PASSES = {
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
+    "dense_ids.sql": (_built_on_read, dense_ids, "duckdb", "bitmap"),
     "whole_lineage.sql": (None, _whole_lineage, "duckdb", "set"),
 }
 
@@ -141,7 +155,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
     clause = take_clause(tree)
     on = resolve(clause, tree, SCHEMA) if clause is not None else None
     fns = lineage_functions(dialect, strategy, finish_on_read=name in ("build_on_read.sql", "pack_ids.sql",
-                                                                       "instrument_nested_bitmap.sql"))
+                                                                       "instrument_nested_bitmap.sql", "dense_ids.sql"))
     # instrument_nested.sql: the rule's own joins (an engine's whose joins are as fast on IS NOT DISTINCT FROM,
     # as Spark's); instrument_nested_equi.sql: the inner equality joins DuckDB reads the same rows through, over
     # the derived table written once as a MATERIALIZED CTE
@@ -152,9 +166,10 @@ def run_pass(name: str, query: str) -> exp.Expression:
     fns.only_inner_equi_joins_fast = name in nested_duckdb
     fns.materialized_ctes = name in nested_duckdb  # (DuckDB's)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
-                          estimate_rows=_many_rows if "nested" in name else None,
+                          estimate_rows=_many_rows if "nested" in name else _few_groups if name == "dense_ids.sql"
+                          else None,
                           late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),
-                          table_rows=PACKED_ROWS if name == "pack_ids.sql" else {},
+                          table_rows={"pack_ids.sql": PACKED_ROWS, "dense_ids.sql": DENSE_ROWS}.get(name, {}),
                           # *_once.sql, *_in_place.sql: every table read from its source (parquet) at each read
                           read_in_place=frozenset(SCHEMA) if name in ("instrument_nested_once.sql",
                                                                       "reduce_subqueries_in_place.sql") else frozenset())

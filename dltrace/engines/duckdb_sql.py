@@ -59,6 +59,7 @@ class DuckDBFunctions(LineageFunctions):
     only_inner_equi_joins_fast = True
     materialized_ctes = True
     packs_ids = True
+    dense_lists = True
     shared_preludes = True
     # DuckDB 2.0.1: SELECT -v AS v, v FROM t ORDER BY v orders by -v, SELECT -v AS v FROM t ORDER BY v + 0 by t.v
     binds_repeated_order_by_names = True

@@ -98,6 +98,9 @@ class LineageFunctions:
     #: the engine's list aggregate costs per element, not per byte: a reader that finishes the final lists takes
     #: several tables' row ids packed into one BIGINT list (:mod:`dltrace.rewriter.passes.pack_ids`)
     packs_ids: ClassVar[bool] = False
+    #: the engine's ``bitstring_agg(x, min, max)`` (one bit per id of the range, OR-ed across threads): a reader that
+    #: finishes the final lists takes a few large groups' ids as bit strings (:mod:`dltrace.rewriter.passes.dense_ids`)
+    dense_lists: ClassVar[bool] = False
     #: the engine's function that raises an error with a message when evaluated (a scalar lookup that finds
     #: several rows raises through it: :mod:`dltrace.rewriter.passes.scalar_lookups`); "" for none
     error_function: ClassVar[str] = ""

@@ -4,7 +4,7 @@
     -> prepare (analysis.py: checks, parentheses, qualify, decorrelate, witnesses, cross joins -- shared with
        backward tracing)
     -> FORWARD_PASSES: late_witnesses -> reduce_subqueries -> inner_joins -> use_dictionary_ids
-       -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> pack_ids
+       -> instrument (rules/: one rule per operator) -> build_on_read -> build_after_limit -> dense_ids -> pack_ids
     -> add_dictionary -> SQL
 
 ``rewrite(sql)`` returns the query's own columns, unchanged in name, order and value, plus one
@@ -35,6 +35,7 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, instrument
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
+from dltrace.rewriter.passes.dense_ids import DENSE_IDS, dense_ids
 from dltrace.rewriter.passes.pack_ids import PACKED_IDS, pack_ids
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
@@ -43,7 +44,7 @@ from dltrace.rewriter.rules.subqueries import PRELUDE
 from dltrace.rewriter.slots import KeptRids
 
 FORWARD_PASSES = (late_witnesses, reduce_subqueries, inner_joins, use_dictionary_ids, instrument, build_on_read,
-                  build_after_limit, pack_ids, add_dictionary, read_rows_relations)
+                  build_after_limit, dense_ids, pack_ids, add_dictionary, read_rows_relations)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Rewritten:
     sets_on_read: bool = False  # "set" lineage columns are id lists, for the reader to sort and deduplicate
     # tables whose id lists share a packed column: table -> (column, shift, bits, offset) (passes/pack_ids.py)
     packed: dict | None = None
+    # tables whose final lists are bit strings of their id range: table -> (column, rows) (passes/dense_ids.py)
+    dense: dict | None = None
     # one-row queries to store as temporary tables of these names before the query and its shared lineage run,
     # both of which read them (rules/subqueries.hoist: a scalar subquery's value and lineage in one evaluation)
     preludes: list = field(default_factory=list)
@@ -158,7 +161,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
-                     context.fns.sets_on_read, out.meta.get(PACKED_IDS), _take_preludes(shared))
+                     context.fns.sets_on_read, out.meta.get(PACKED_IDS), out.meta.get(DENSE_IDS),
+                     _take_preludes(shared))
 
 
 def _take_preludes(shared: exp.Expression | None) -> list[tuple[str, exp.Expression]]:
