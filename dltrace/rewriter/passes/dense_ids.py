@@ -27,8 +27,8 @@ most :data:`MAX_GROUPS` groups for the whole table, WHERE left out (an upper bou
 its distinct-count statistics, where a filter's selectivity is a guess), whose bit strings take at most
 :data:`BUDGET` bytes together (``groups * rows(t) / 8``: every group gets one, HAVING or not); without an estimate
 (``dltrace.rewrite()``) the lists stay. ``ALWAYS`` (tests) applies it wherever it is valid. A group that holds
-few ids costs more as a bit string than as a list (TPC-H Q6: one group, 114,000 ids of 6M rows, 1.05x -> 1.1x of
-the query), which the estimates cannot tell apart from Q1's (a filter keeping 98% of the rows was estimated at
+few ids costs more as a bit string than as a list (TPC-H Q6: one group, 114,000 ids of 6M rows, 1.10x -> 1.16x of
+the query; Q1 2.08x -> 1.76x, on two threads 2.54x -> 1.80x), which the estimates cannot tell apart from Q1's (a filter keeping 98% of the rows was estimated at
 20%): the few large groups are where the list was the cost.
 """
 
@@ -43,8 +43,9 @@ from dltrace.rewriter.passes.pack_ids import _listed
 DENSE_IDS = "dl_dense_ids"  # meta key of the root: table -> (column, rows)
 #: the most bytes of bit strings a query may hold at once (DuckDB keeps one per group until the end)
 BUDGET = 64 << 20
-#: at most this many groups: each bit string is read out in Python on its own
-MAX_GROUPS = 64
+#: at most this many groups: a bit string costs its whole range whatever its group holds (benchmarks/native_bitsets.py,
+#: lineitem at SF 1, one thread: Q1's 4 groups 59 ms against the lists' 70; 84 groups by month 179 against 108)
+MAX_GROUPS = 16
 #: tables of fewer rows keep their lists (cheap at that size)
 MIN_ROWS = 1 << 16
 #: apply wherever valid, whatever the estimates (the tests' switch: their tables are small)
