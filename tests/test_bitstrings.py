@@ -28,12 +28,14 @@ def _ids(rows: int, kind: str) -> np.ndarray:
     if kind == "runs":
         starts = np.unique(RNG.integers(0, rows, 1 + rows // 1000))
         return np.unique(np.concatenate([np.arange(s, min(rows, s + 300)) for s in starts]))
+    if kind == "mixed":  # a full container, then scattered ids: bitset and array containers in one string
+        return np.unique(np.concatenate([np.arange(min(rows, 70_000)), RNG.integers(0, rows, max(1, rows // 100))]))
     share = {"sparse": 50, "quarter": 4, "dense": 2}[kind]
     return np.unique(RNG.integers(0, rows, max(1, rows // share)))
 
 
 @pytest.mark.parametrize("rows", [1, 7, 8, 9, 17, 65535, 65536, 65537, 200_003])
-@pytest.mark.parametrize("kind", ["empty", "first", "last", "full", "runs", "sparse", "quarter", "dense"])
+@pytest.mark.parametrize("kind", ["empty", "first", "last", "full", "runs", "sparse", "quarter", "dense", "mixed"])
 def test_bitmaps_of_bitstrings_are_the_lists_bitmaps(rows, kind):
     ids = _ids(rows, kind)
     # group 1: the ids; group 2: a NULL id alone (bitstring_agg gives NULL, the list an empty one)

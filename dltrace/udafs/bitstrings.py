@@ -20,11 +20,11 @@ from pyroaring import BitMap
 
 from dltrace.udafs import encode_bitmaps
 from dltrace.udafs.bitmap import _MAX_ARRAY, EMPTY32
+from dltrace.udafs.bitmap_codec import _COOKIE_NORUN
 
 _REVERSED = np.array([int(f"{b:08b}"[::-1], 2) for b in range(256)], np.uint8)  # bit order within a byte reversed
 _POPCOUNT = np.array([bin(b).count("1") for b in range(256)], np.uint8)
 _CONTAINER_BYTES = 8192  # 65,536 bits
-_COOKIE_NORUN = 12346
 
 
 def bitmaps_of_bitstrings(strings: pa.ChunkedArray | pa.Array, rows: int) -> pa.ChunkedArray:
@@ -70,9 +70,9 @@ def bitmap_of_bitstring(value: bytes, rows: int) -> bytes:
     low = np.empty(0, "<u2")
     if sparse.size:
         flat = bits[sparse].reshape(-1)
-        at = np.flatnonzero(flat)
-        byte, bit = np.nonzero(np.unpackbits(flat[at][:, None], axis=1, bitorder="little"))
-        low = ((at[byte] * 8 + bit) % 65536).astype("<u2")  # (ascending: row-major order of the bytes' bits)
+        nonzero = np.flatnonzero(flat)
+        at = np.flatnonzero(np.unpackbits(flat[nonzero], bitorder="little"))  # (ascending: id i at bit i % 8)
+        low = ((nonzero[at >> 3] * 8 + (at & 7)) % 65536).astype("<u2")
     ends = dict(zip(sparse.tolist(), np.cumsum(cards[sparse]).tolist()))
     parts, sizes = [], []
     for key in keys.tolist():
