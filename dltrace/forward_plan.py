@@ -68,7 +68,7 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
         source_columns=tuple((t, tuple(schema[t].items())) for t in in_place),
         sets_on_read=rewritten.sets_on_read,
         packed=tuple((t, *spec) for t, spec in (rewritten.packed or {}).items()),
-        dense=tuple((t, rows) for t, (_, rows) in (rewritten.dense or {}).items()),
+        dense=tuple(rewritten.dense),
         preludes=tuple(rewritten.prelude_sql()),
         standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
         reads=tuple(schema),

@@ -48,8 +48,8 @@ class ForwardPlan:
     sets_on_read: bool = False  # "set" lineage returned as id lists, sorted and deduplicated by the reader
     # tables whose ids come packed with others': (table, column, shift, bits, offset) (rewriter/passes/pack_ids.py)
     packed: tuple[tuple[str, str, int, int, int], ...] = ()
-    # tables whose final lists are bit strings of their ids: (table, rows) (rewriter/passes/dense_ids.py)
-    dense: tuple[tuple[str, int], ...] = ()
+    # tables whose lineage columns are bit strings of their ids, ``rows`` bits each (rewriter/passes/dense_ids.py)
+    dense: tuple[str, ...] = ()
     # (temporary table, its one-row query): stored before the query runs, dropped after (Rewritten.preludes)
     preludes: tuple[tuple[str, str], ...] = ()
     standalone_text: str | None = None  # with preludes: the query with them as CTEs (Rewritten.standalone_sql)

@@ -248,7 +248,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         # when first read, byte for byte what the engine's dl_bitmap_build writes; the one-row shared part too
         rows = dict(plan.rows)
         wide = frozenset(t for t in [*sets, *shared] if rows.get(t, 0) >= BITS64)
-        sets = FinishedOnRead.bitmaps(sets, wide, fields, dict(plan.dense))
+        sets = FinishedOnRead.bitmaps(sets, wide, fields, {t: rows[t] for t in plan.dense})
         shared = FinishedOnRead.bitmaps(shared, wide)
     elif plan.sets_on_read:  # the rows' id lists as the engine gathered them: sorted and deduplicated when read
         sets = FinishedOnRead.sets(sets, fields)

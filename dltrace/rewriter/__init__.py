@@ -58,8 +58,8 @@ class Rewritten:
     sets_on_read: bool = False  # "set" lineage columns are id lists, for the reader to sort and deduplicate
     # tables whose id lists share a packed column: table -> (column, shift, bits, offset) (passes/pack_ids.py)
     packed: dict | None = None
-    # tables whose final lists are bit strings of their id range: table -> (column, rows) (passes/dense_ids.py)
-    dense: dict | None = None
+    # tables whose lineage columns are bit strings of their id range (passes/dense_ids.py)
+    dense: tuple[str, ...] = ()
     # one-row queries to store as temporary tables of these names before the query and its shared lineage run,
     # both of which read them (rules/subqueries.hoist: a scalar subquery's value and lineage in one evaluation)
     preludes: list = field(default_factory=list)
@@ -161,7 +161,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
         elif SHARED_LINEAGE in out.meta:
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
-                     context.fns.sets_on_read, out.meta.get(PACKED_IDS), out.meta.get(DENSE_IDS),
+                     context.fns.sets_on_read, out.meta.get(PACKED_IDS), out.meta.get(DENSE_IDS, ()),
                      _take_preludes(shared))
 
 

@@ -12,7 +12,7 @@ of the range (a bit each against 4 bytes), and merges across threads by OR::
     ->  SELECT k, sum(v), BITSTRING_AGG("t"."dl_rid", 0, <rows(t) - 1>) AS dl_t FROM t WHERE ... GROUP BY k
 
 The reader turns each bit string into the portable roaring bitmap of its set bits when the column is first read
-(:func:`dltrace.udafs.bitstrings.bitmaps_of_bitstrings`, given ``meta[DENSE_IDS]``: table -> (column, rows)), byte
+(:func:`dltrace.udafs.bitstrings.bitmaps_of_bitstrings`, given ``meta[DENSE_IDS]``, the tables, and their row counts), byte
 for byte the bitmap the list would have given.
 
 Valid (the same set of ids per row) when the outermost query is a SELECT without DISTINCT (which would compare
@@ -38,9 +38,9 @@ from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
-from dltrace.rewriter.passes.pack_ids import _listed
+from dltrace.rewriter.passes.pack_ids import listed
 
-DENSE_IDS = "dl_dense_ids"  # meta key of the root: table -> (column, rows)
+DENSE_IDS = "dl_dense_ids"  # meta key of the root: the tables whose lineage columns are bit strings
 #: the most bytes of bit strings a query may hold at once (DuckDB keeps one per group until the end)
 BUDGET = 64 << 20
 #: at most this many groups: a bit string costs its whole range whatever its group holds (benchmarks/native_bitsets.py,
@@ -79,7 +79,7 @@ def dense_ids(expression: exp.Expression, context: PassContext, copy: bool = Tru
         projection = tree.expressions[i]
         projection.set("this", exp.Anonymous(this="BITSTRING_AGG", expressions=[
             projection.this.expressions[0].copy(), exp.Literal.number(0), exp.Literal.number(rows - 1)]))
-    tree.meta[DENSE_IDS] = {name: (lineage[name], rows)}
+    tree.meta[DENSE_IDS] = (name,)
     return tree
 
 
@@ -91,7 +91,7 @@ def _one_table(select: exp.Select) -> bool:
 
 def _rids_of(node: exp.Expression, alias: str) -> bool:
     """Is ``node`` ``LIST(<alias>.dl_rid)``?"""
-    x = _listed(node)
+    x = listed(node)
     return isinstance(x, exp.Column) and x.name == "dl_rid" and x.table == alias
 
 

@@ -58,7 +58,7 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
         # (a table read in place from files that may be rewritten may have more rows than counted: not packed)
         if table is None or table in context.mutable_rows or table not in context.table_rows:
             continue
-        rows, x = context.table_rows[table], _listed(p.this)
+        rows, x = context.table_rows[table], listed(p.this)
         if x is None:
             continue
         offset = 0 if _never_null(x, expression) else 1
@@ -91,7 +91,7 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
     return tree
 
 
-def _listed(node: exp.Expression) -> exp.Expression | None:
+def listed(node: exp.Expression) -> exp.Expression | None:
     """``x`` of ``LIST(x)`` (DuckDB's list aggregate as the lineage functions write it), else None."""
     if isinstance(node, exp.Anonymous) and node.name.lower() == "list" and len(node.expressions) == 1:
         x = node.expressions[0]
