@@ -87,7 +87,8 @@ def filtered_once(inner: exp.Select, slots: list[Slot], ctx: Context
         body = body.from_(item.copy(), copy=False).where(*[c.copy() for c in moved[alias]], copy=False)
         name = ctx.fresh("_dl_f")
         ctes.append(exp.CTE(this=body, alias=exp.TableAlias(this=exp.to_identifier(name)), materialized=True))
-        schema[name] = {k: v for k, v in table_schema.items() if k.lower() in {n.lower() for n in columns}}
+        projected = {n.lower() for n in columns}
+        schema[name] = {k: v for k, v in table_schema.items() if k.lower() in projected}
         item.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=alias_name.copy())))
     return out, ctes, schema
 
