@@ -40,6 +40,7 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
                              composed={t: src.lineage for t, src in composed.items()},
                              finish_on_read=True,
                              estimate_rows=lambda q: catalog.engine.estimated_rows(generate(q, catalog.dialect)),
+                             integer_range=lambda q: catalog.engine.integer_range(generate(q, catalog.dialect)),
                              # parquet read in place: its files may be rewritten with more rows than counted
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),

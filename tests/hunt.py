@@ -103,6 +103,13 @@ def _count_nested_rewrites():
         setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
     from dltrace.rewriter.rules import inner_equi_joins
     inner_equi_joins._inner_side_alone = counting("_inner_side_alone", inner_equi_joins._inner_side_alone)
+    spans = nested_lineage.within_spans
+
+    def counted_spans(*a, **k):
+        got = spans(*a, **k)
+        FIRED[f"within_spans: {len(got)} branch{'es' if len(got) > 1 else ''}"] += 1
+        return got
+    nested_lineage.within_spans = counted_spans
     import dltrace.rewriter as rewriter
     from dltrace.rewriter.passes import dense_ids
 
@@ -134,6 +141,10 @@ def main():
         filtered_once.EVERY_FILTER = True  # (and any condition of a table's own evaluated once there)
         from dltrace.rewriter.passes import dense_ids
         dense_ids.ALWAYS = True  # (and an aggregate over one table returns bit strings wherever valid)
+        from dltrace.engines.duckdb_sql import DuckDBFunctions
+        from dltrace.rewriter.rules import inner_equi_joins
+        # (and the groups meet their rows again in spans of one value of an integer key)
+        DuckDBFunctions.perfect_join_span, inner_equi_joins.MAX_SPANS = 1, 8
         _count_nested_rewrites()
     allow = frozenset(args.allow.split(",")) if args.allow else None
     if args.boost:

@@ -164,15 +164,20 @@ def regroup_nested_aggregates():
     groups (rules/nested_lineage.py), which the generator's small tables never reach by themselves, and any
     condition of a table's own is evaluated once there (rules/filtered_once.py: the generator writes no LIKE);
     and an aggregate over one table returns bit strings wherever that is valid (passes/dense_ids.py: for few
-    groups of a large table otherwise)."""
+    groups of a large table otherwise); and the groups meet their rows again in spans of one value of an integer
+    key (rules/inner_equi_joins.py: DuckDB's perfect hash join takes a million)."""
+    from dltrace.engines.duckdb_sql import DuckDBFunctions
     from dltrace.rewriter.passes import dense_ids
-    from dltrace.rewriter.rules import filtered_once, nested_lineage
+    from dltrace.rewriter.rules import filtered_once, inner_equi_joins, nested_lineage
 
-    kept = nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS
-    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS = 0, True, True
+    kept = (nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS,
+            DuckDBFunctions.perfect_join_span, inner_equi_joins.MAX_SPANS)
+    (nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS,
+     DuckDBFunctions.perfect_join_span, inner_equi_joins.MAX_SPANS) = 0, True, True, 1, 8
     _duck.plans.clear()
     yield
-    nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS = kept
+    (nested_lineage.MIN_GROUPS, filtered_once.EVERY_FILTER, dense_ids.ALWAYS,
+     DuckDBFunctions.perfect_join_span, inner_equi_joins.MAX_SPANS) = kept
     _duck.plans.clear()
 
 

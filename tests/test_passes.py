@@ -76,6 +76,16 @@ def _many_rows(query) -> int:
     return 10**6
 
 
+SPAN = 10  # instrument_nested_spans.sql: an engine whose perfect hash join takes 10 key values
+
+
+def _key_range(query) -> tuple[int, int] | None:
+    """An engine's statistics for instrument_nested_spans.sql: an integer column ``a`` of 1 to 25 (three spans of
+    10), nothing for other columns."""
+    key = query.expressions[0].this
+    return (1, 25) if key.name == "a" else None
+
+
 def _whole_lineage(tree, context):
     """whole_lineage_query on the query's body, the CTEs of its WITH visible (it is a rule's helper, not a pass:
     instrument calls it on a clause subquery, with the CTEs in scope as written)."""
@@ -127,6 +137,7 @@ PASSES = {
     "instrument_nested_equi.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "instrument_nested_filtered.sql": (_prepared, instrument, "duckdb", "set"),
+    "instrument_nested_spans.sql": (_prepared, instrument, "duckdb", "set"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
@@ -161,13 +172,16 @@ def run_pass(name: str, query: str) -> exp.Expression:
     # the derived table written once as a MATERIALIZED CTE
     # (instrument_nested_bitmap.sql: a DuckDB session's lineage functions as they are)
     # (instrument_nested_filtered.sql: DuckDB's, a table's costly conditions evaluated once: rules/filtered_once)
+    # (instrument_nested_spans.sql: DuckDB's, its perfect hash join taking SPAN key values: rules/inner_equi_joins)
     nested_duckdb = ("instrument_nested_equi.sql", "instrument_nested_once.sql", "instrument_nested_bitmap.sql",
-                     "instrument_nested_filtered.sql")
+                     "instrument_nested_filtered.sql", "instrument_nested_spans.sql")
     fns.only_inner_equi_joins_fast = name in nested_duckdb
+    fns.perfect_join_span = SPAN if name == "instrument_nested_spans.sql" else 0
     fns.materialized_ctes = name in nested_duckdb  # (DuckDB's)
     context = PassContext(dialect, fns, SCHEMA, on=on, composed=COMPOSED if "composed" in name else {},
                           estimate_rows=_many_rows if "nested" in name else _few_groups if name == "dense_ids.sql"
                           else None,
+                          integer_range=_key_range if name == "instrument_nested_spans.sql" else None,
                           late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),
                           table_rows={"pack_ids.sql": PACKED_ROWS, "dense_ids.sql": DENSE_ROWS}.get(name, {}),
                           # *_once.sql, *_in_place.sql: every table read from its source (parquet) at each read

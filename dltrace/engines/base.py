@@ -127,6 +127,11 @@ class Engine(Protocol):
         """The optimizer's estimate of how many rows query ``text`` gives, without running it; None when the
         engine gives none (or the query cannot be planned)."""
 
+    def integer_range(self, text: str) -> tuple[int, int] | None:
+        """(lowest, highest) value of the one integer column of query ``text`` as the engine's statistics bound it,
+        without reading the data; None when they do not (another type, no statistics, no rows). A bound, not the
+        values: a rewrite may only use it to choose between exact forms."""
+
     def collated_strings(self, names: Collection[str]) -> bool:
         """May a string column of relations ``names`` group distinct strings as one by a collation that the types
         :meth:`columns` gives do not show? (One they show is read off them.) The rewriter then takes no string

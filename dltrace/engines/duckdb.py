@@ -200,6 +200,19 @@ class DuckDBEngine:
         except (duckdb.Error, ValueError, LookupError, TypeError):
             return None
 
+    def integer_range(self, text: str) -> tuple[int, int] | None:
+        """The statistics' bounds of the column (``stats()``: the table's min and max, narrowed by the plan's filters;
+        one vector scanned)."""
+        try:
+            rows = self.con.execute(f"SELECT stats(#1) FROM ({text}) LIMIT 1").fetchall()
+        except duckdb.Error:
+            return None
+        found = rows[0][0] if rows and isinstance(rows[0][0], dict) else {}
+        low, high = found.get("min"), found.get("max")
+        if type(low) is not int or type(high) is not int:  # (a DECIMAL, a date, a string, a boolean: no)
+            return None
+        return low, high
+
     @engine_errors(QueryError)
     def collated_strings(self, names: Collection[str]) -> bool:
         """A string column's collation is not in its DuckDB type (``VARCHAR`` for ``VARCHAR COLLATE NOCASE``): true

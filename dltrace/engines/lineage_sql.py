@@ -88,6 +88,11 @@ class LineageFunctions:
     #: so the rules that find a group's rows again read them through inner equality joins
     #: (:mod:`dltrace.rewriter.rules.inner_equi_joins`)
     only_inner_equi_joins_fast: ClassVar[bool] = False
+    #: the engine joins on ``=`` of one integer key through an array indexed by the key when the build side's keys
+    #: span at most this many values (by its statistics), through a hash table otherwise: a rule that joins groups
+    #: to their rows again splits a wider key range into spans of this size (0: no such join;
+    #: :func:`dltrace.rewriter.rules.inner_equi_joins.within_spans`)
+    perfect_join_span: ClassVar[int] = 0
     #: the engine computes a ``WITH x AS MATERIALIZED (...)`` once for all its reads: a rule that reads the same
     #: derived table several times writes it once (:mod:`dltrace.rewriter.rules.nested_lineage`)
     materialized_ctes: ClassVar[bool] = False

@@ -305,6 +305,10 @@ class SparkEngine:
         DataFrames), so the rewrites that need an estimate keep their default."""
         return None
 
+    def integer_range(self, text: str) -> tuple[int, int] | None:
+        """None: Spark has no statistics of temp views or cached DataFrames (see :meth:`estimated_rows`)."""
+        return None
+
     def collated_strings(self, names: Collection[str]) -> bool:
         """False: Spark's types show a column's collation (``string collate UTF8_LCASE``: :meth:`columns`), and
         a session's default collation applies to literals, not to the columns of its tables."""

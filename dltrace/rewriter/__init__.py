@@ -108,6 +108,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  rows_relations: Mapping[str, str] | frozenset = frozenset(), composed: dict | None = None,
                  shared_lineage: bool = False, finish_on_read: bool = False,
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
+                 integer_range: Callable[[exp.Expression], tuple[int, int] | None] | None = None,
                  mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset(),
                  kept_rids: KeptRids | None = None, collations: bool = True) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
@@ -125,6 +126,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     lineage is expressed in those base tables' row ids, not in the source's own.
     ``estimate_rows``: the engine's estimate of a query's rows (a tree in ``dialect``), or None: where two exact
     rewrites exist, the cheaper for the data (``rules/nested_lineage.py``); without it the first.
+    ``integer_range``: the engine's statistics' bounds of a one-column query's integer values, or None: lets a join
+    be split where the engine joins a narrow range of keys faster (``rules/inner_equi_joins.py``).
     ``mutable_rows``: tables whose row count may grow under a kept plan (their ids are not packed);
     ``read_in_place``: tables scanned from their source at each read, which a rule reading rows twice may write
     once instead (``rules/nested_lineage.py``).
@@ -148,6 +151,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     _check_on_composed(prepared.on, composed)
     context = PassContext(dialect, context.fns, context.schema, semantics, prepared.on, wide, rows_relations,
                           composed=composed, shared_lineage=shared_lineage, estimate_rows=estimate_rows,
+                          integer_range=integer_range,
                           table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
                           mutable_rows=frozenset(t.lower() for t in mutable_rows),
                           read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids,

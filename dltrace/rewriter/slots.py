@@ -96,6 +96,7 @@ class Context:
     preludes: set = field(default_factory=set)
     # the engine's estimate of a query's rows (None: no estimate; see rules/nested_lineage.py)
     estimate_rows: Callable[[exp.Expression], int | None] | None = None
+    integer_range: Callable[[exp.Expression], tuple[int, int] | None] | None = None  # (PassContext.integer_range)
     read_in_place: frozenset = frozenset()  # (PassContext.read_in_place)
     schema: dict = field(default_factory=dict)  # (PassContext.schema: table -> {column: type})
     root: exp.Expression | None = None  # the query being instrumented

@@ -31,6 +31,9 @@ class PassContext:
     # the engine's estimate of how many rows a query (a sqlglot tree in ``dialect``) gives, or None: lets a rule
     # choose the cheaper of two exact rewrites (rules/nested_lineage.py); None (no engine at hand) keeps the first
     estimate_rows: Callable[[exp.Expression], int | None] | None = None
+    # the engine's statistics' bounds of a one-column query's integer values (None: unknown): lets a rule split a
+    # join by ranges of its key where the engine joins a narrow range faster (rules/inner_equi_joins.py)
+    integer_range: Callable[[exp.Expression], tuple[int, int] | None] | None = None
     # forward lineage may leave an aggregating query's correlated EXISTS in place and join their witnesses to the
     # rows that passed (passes/late_witnesses.py); backward tracing reads every decorrelated subquery
     late_witnesses: bool = False

@@ -48,6 +48,7 @@ def instrument(expression: exp.Expression, context: PassContext, copy: bool = Tr
     ctx = Context(fns=context.fns, semantics=context.semantics, wide=context.wide, root=root,
                   instrument=instrument_node, from_slots=from_slots, composed=context.composed,
                   shared=context.shared_lineage, estimate_rows=context.estimate_rows,
+                  integer_range=context.integer_range,
                   read_in_place=context.read_in_place, schema=context.schema or {}, kept_rids=context.kept_rids)
     if on is not None:
         ctx.only_tables = on.tables

@@ -43,6 +43,20 @@ as a union of inner equality joins:
   same type on both sides makes ``b.x``'s value the key's (no union or comparison casts either); ``<w>`` and the
   other ``a`` rows need not be read again. Not when ``<c>`` reads ``a`` otherwise (an ``a`` row failing it would
   still make a group).
+
+- :func:`within_spans` -- the ``=`` branch on one integer key whose values span more than the engine's perfect
+  hash join takes (:attr:`LineageFunctions.perfect_join_span`, by the statistics of the key's table), as one
+  branch per span of the key::
+
+      ... JOIN rows ON g.k1 = r.k1 AND g.k1 < c1
+      UNION ALL ... JOIN rows ON g.k1 = r.k1 AND g.k1 >= c1 AND g.k1 < c2
+      UNION ALL ... JOIN rows ON g.k1 = r.k1 AND g.k1 >= c2
+
+  Exact: ``=`` holds only on keys that are not NULL, and each such key is in exactly one span, whatever the
+  statistics said (the first span is open below, the last above: they only choose the cuts). DuckDB carries each
+  span's bounds to both sides of its join and over them joins through an array indexed by the key (TPC-H Q13 at
+  SF 10: 1.5M groups met by 16M rows, 850 ms as one join, 76 ms as two); each branch reads the rows again, so at
+  most :data:`MAX_SPANS` branches.
 """
 
 from __future__ import annotations
@@ -74,6 +88,33 @@ def null_safe_branches(left: exp.Identifier | str, right: str, names: list[str],
         exp.or_(*[exp.Is(this=col(n, right), expression=exp.Null()) for n in names]),
     )
     return [equal, with_null]
+
+
+#: the most branches a join is split into (each reads the rows again, filtered to its span by their key)
+MAX_SPANS = 4
+
+
+def within_spans(equal: exp.Expression, key: exp.Column, bounds: tuple[int, int] | None,
+                 span: int) -> list[exp.Expression]:
+    """``equal`` (an ``=`` join of ``key``) as the conditions of one branch per ``span`` values of ``key`` between
+    the ``bounds`` its statistics give, the first branch open below and the last above; ``[equal]`` when the
+    bounds are unknown, fit one span, or would take more than :data:`MAX_SPANS` branches."""
+    if bounds is None or span <= 0:
+        return [equal]
+    low, high = bounds
+    count = -(-(high - low + 1) // span)
+    if not 1 < count <= MAX_SPANS:
+        return [equal]
+    cuts = [exp.convert(low + span * n) for n in range(1, count)]
+    branches = []
+    for n in range(count):
+        parts = [equal.copy()]
+        if n > 0:
+            parts.append(exp.GTE(this=key.copy(), expression=cuts[n - 1].copy()))
+        if n < count - 1:
+            parts.append(exp.LT(this=key.copy(), expression=cuts[n].copy()))
+        branches.append(exp.and_(*parts))
+    return branches
 
 
 def preserved_side_apart(rows: exp.Select, rid_names: list[str], schema: dict | None = None) -> exp.Expression | None:

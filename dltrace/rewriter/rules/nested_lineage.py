@@ -53,7 +53,7 @@ from sqlglot import exp
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.filtered_once import filtered_once
-from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart
+from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart, within_spans
 from dltrace.rewriter.rules.late_lineage import (kept_order, null_safe_keys, output_identifier, plain_keys,
                                                  regrouped, regroupable)
 from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate
@@ -101,6 +101,7 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     written_once = ctx.fns.materialized_ctes and not any(p.is_star for p in select.expressions)
     in_place = any(item.this.name.lower() in ctx.read_in_place for item in items)
     schema = ctx.schema
+    bounds = _key_bounds(inner, ctx)  # (before the filtered rows replace a table of its FROM)
     filtered = filtered_once(inner, slots, ctx) if written_once and not in_place else None
     if filtered is not None:  # a table's costly conditions evaluated once (rules/filtered_once)
         inner, filtered_ctes, filtered_schema = filtered
@@ -141,6 +142,9 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
         found = preserved_side_apart(rows, r_names, schema) or rows
     if ctx.fns.only_inner_equi_joins_fast:
         ons = null_safe_branches(alias, i, k_names, inner_keys, slots)
+    if ons is not None and bounds is not None:  # the = branch by spans of its one integer key (inner_equi_joins)
+        key = exp.column(k_names[0], table=alias.copy())
+        ons = [*within_spans(ons[0], key, bounds, ctx.fns.perfect_join_span), *ons[1:]]
     branches = []
     for on in ons or [null_safe_keys(alias, i, k_names)]:
         branch = exp.select(*[exp.alias_(k.copy(), n) for k, n in zip(outer_keys, o_names)],
@@ -253,6 +257,21 @@ def _many_groups(inner: exp.Select, rows: exp.Select, estimate) -> bool:
     counted.set("expressions", [exp.alias_(exp.Literal.number(1), "_dl_one")])
     read = estimate(counted)
     return read is not None and groups * ROWS_PER_GROUP >= read
+
+
+def _key_bounds(inner: exp.Select, ctx: Context) -> tuple[int, int] | None:
+    """The statistics' bounds of ``inner``'s one GROUP BY key, a column of a base table of its FROM, where the
+    engine joins narrow integer ranges faster (:attr:`LineageFunctions.perfect_join_span`); else None."""
+    keys = inner.args["group"].expressions
+    if not ctx.fns.perfect_join_span or ctx.integer_range is None or len(keys) != 1 \
+            or not isinstance(keys[0], exp.Column) or not keys[0].table:
+        return None
+    items = [inner.args["from_"], *(inner.args.get("joins") or [])]
+    tables = [item.this for item in items if isinstance(item.this, exp.Table) and item.this.alias_or_name == keys[0].table]
+    if len(tables) != 1:
+        return None
+    column = exp.alias_(keys[0].copy(), "_dl_key")
+    return ctx.integer_range(exp.select(column).from_(tables[0].copy(), copy=False))
 
 
 def _outer_applies(select: exp.Select, final: bool) -> bool:
