@@ -330,12 +330,19 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
         session.close()
 
 
-def test_regrouped_rows_through_inner_equality_joins_on_duckdb(many_groups):
-    """The Q13 shape on DuckDB: the LEFT JOIN's rows read as its preserved side and its inner join, the groups
-    joined to them on ``=`` and, for the NULL key (t.a is NULL twice), in a branch of their own."""
+def _in_memory() -> dltrace.Session:
+    """A session of its own (plans are kept per session) with t and u in DuckDB's memory: native tables, whose
+    statistics bound their columns."""
     session = dltrace.connect("duckdb")
     session.register("t", T, storage="memory")
     session.register("u", U, storage="memory")
+    return session
+
+
+def test_regrouped_rows_through_inner_equality_joins_on_duckdb(many_groups):
+    """The Q13 shape on DuckDB: the LEFT JOIN's rows read as its preserved side and its inner join, the groups
+    joined to them on ``=`` and, for the NULL key (t.a is NULL twice), in a branch of their own."""
+    session = _in_memory()
     sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
            "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
     try:
@@ -363,9 +370,7 @@ def one_value_spans(many_groups, monkeypatch):
 def test_regrouped_rows_in_spans_of_their_key(one_value_spans):
     """The Q13 shape again, t.a spanning 1 to 3 by the statistics of t in memory: the ``=`` branch as three
     (t.a < 2, 2 <= t.a < 3, t.a >= 3), the NULL keys in a branch of their own; the same rows and lineage."""
-    session = dltrace.connect("duckdb")
-    session.register("t", T, storage="memory")
-    session.register("u", U, storage="memory")
+    session = _in_memory()
     sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
            "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
     try:
@@ -384,9 +389,7 @@ def test_regrouped_rows_in_spans_of_their_key(one_value_spans):
 def test_regrouped_in_spans_equals_backward(one_value_spans, sql):
     """Every regrouped query over tables in memory (integer keys bounded by their statistics), the groups meeting
     their rows one key value at a time where the key is one integer column."""
-    session = dltrace.connect("duckdb")
-    session.register("t", T, storage="memory")
-    session.register("u", U, storage="memory")
+    session = _in_memory()
     try:
         forward = session.run(sql, lineage="bitmap")
         # (t.b > 100: the statistics of t in memory plan no rows, DuckDB gives no estimate, the lists stay)
