@@ -330,6 +330,18 @@ def test_regrouped_nested_aggregate_by_hand(many_groups):
         session.close()
 
 
+Q13_SHAPE = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
+             "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
+
+
+def _check_q13_shape(result) -> None:
+    """Q13_SHAPE's rows and lineage, by hand: t.a 1: t rows 0, 5, u row 4 (c 1); 2: t rows 1, 3, u rows 0, 3 (c 4);
+    NULL: t rows 2, 4 (c 0); 3: t row 6 (c 0)."""
+    assert result.table.to_pylist() == [{"c": 0, "k": 2}, {"c": 2, "k": 1}, {"c": 4, "k": 1}]
+    assert [result.lineage(i) for i in range(3)] == [
+        {"t": [2, 4, 6], "u": []}, {"t": [0, 5], "u": [4]}, {"t": [1, 3], "u": [0, 3]}]
+
+
 def _in_memory() -> dltrace.Session:
     """A session of its own (plans are kept per session) with t and u in DuckDB's memory: native tables, whose
     statistics bound their columns."""
@@ -343,18 +355,13 @@ def test_regrouped_rows_through_inner_equality_joins_on_duckdb(many_groups):
     """The Q13 shape on DuckDB: the LEFT JOIN's rows read as its preserved side and its inner join, the groups
     joined to them on ``=`` and, for the NULL key (t.a is NULL twice), in a branch of their own."""
     session = _in_memory()
-    sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
-           "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
+    sql = Q13_SHAPE
     try:
         result = session.run(sql, lineage="bitmap")
         text = result.rewritten_sql
         # the two branches, each reading the rows as the union of the preserved side and the inner join
         assert text.count("UNION ALL") == 3 and "._dl_k1 = _dl_i" in text and "_dl_w" not in text
-        # t.a 1: t rows 0, 5, u row 4 (c 1); 2: t rows 1, 3, u rows 0, 3 (c 4); NULL: t rows 2, 4 (c 0);
-        # 3: t row 6 (c 0)
-        assert result.table.to_pylist() == [{"c": 0, "k": 2}, {"c": 2, "k": 1}, {"c": 4, "k": 1}]
-        assert [result.lineage(i) for i in range(3)] == [
-            {"t": [2, 4, 6], "u": []}, {"t": [0, 5], "u": [4]}, {"t": [1, 3], "u": [0, 3]}]
+        _check_q13_shape(result)
     finally:
         session.close()
 
@@ -371,16 +378,13 @@ def test_regrouped_rows_in_spans_of_their_key(one_value_spans):
     """The Q13 shape again, t.a spanning 1 to 3 by the statistics of t in memory: the ``=`` branch as three
     (t.a < 2, 2 <= t.a < 3, t.a >= 3), the NULL keys in a branch of their own; the same rows and lineage."""
     session = _in_memory()
-    sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
-           "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
+    sql = Q13_SHAPE
     try:
         result = session.run(sql, lineage="bitmap")
         text = result.rewritten_sql
         assert '"x"._dl_k1 < 2 ' in text and '"x"._dl_k1 >= 2 AND "x"._dl_k1 < 3 ' in text
         assert '"x"._dl_k1 >= 3 ' in text and text.count("IS NOT DISTINCT FROM _dl_i") == 1
-        assert result.table.to_pylist() == [{"c": 0, "k": 2}, {"c": 2, "k": 1}, {"c": 4, "k": 1}]
-        assert [result.lineage(i) for i in range(3)] == [
-            {"t": [2, 4, 6], "u": []}, {"t": [0, 5], "u": [4]}, {"t": [1, 3], "u": [0, 3]}]
+        _check_q13_shape(result)
     finally:
         session.close()
 
@@ -407,15 +411,12 @@ def test_regrouped_rows_written_once_over_tables_read_in_place(many_groups):
     session = dltrace.connect("duckdb")
     session.register("t", T)
     session.register("u", U)
-    sql = ("SELECT x.c, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
-           "GROUP BY t.a) AS x GROUP BY x.c ORDER BY x.c")
+    sql = Q13_SHAPE
     try:
         result = session.run(sql, lineage="bitmap")
         text = result.rewritten_sql
         assert text.count("\"_dl_rows_u\"") == 1 and "_dl_w" in text and "COUNT(_dl_w" in text
-        assert result.table.to_pylist() == [{"c": 0, "k": 2}, {"c": 2, "k": 1}, {"c": 4, "k": 1}]
-        assert [result.lineage(i) for i in range(3)] == [
-            {"t": [2, 4, 6], "u": []}, {"t": [0, 5], "u": [4]}, {"t": [1, 3], "u": [0, 3]}]
+        _check_q13_shape(result)
     finally:
         session.close()
 
