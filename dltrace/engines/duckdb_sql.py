@@ -58,7 +58,8 @@ class DuckDBFunctions(LineageFunctions):
     # in 9 ms; the same rows through a LEFT or an IS NOT DISTINCT FROM join take 230 ms (TPC-H Q13, SF 1)
     only_inner_equi_joins_fast = True
     # DuckDB's perfect hash join takes a build side whose key range is at most about a million values: TPC-H Q13 at
-    # SF 10 (1.5M customers) joins its 16M rows to their groups in 850 ms, in 76 ms as two joins of half the range
+    # SF 10 (1.5M customers) joins its 16M rows to their groups in 850 ms, in 76 ms as two joins of at most a
+    # million keys each
     perfect_join_span = 1_000_000
     materialized_ctes = True
     packs_ids = True
@@ -73,6 +74,13 @@ class DuckDBFunctions(LineageFunctions):
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""
         return call("list", x)
+
+    def listed(self, node: exp.Expression) -> exp.Expression | None:
+        if isinstance(node, exp.Anonymous) and node.name.lower() == "list" and len(node.expressions) == 1:
+            x = node.expressions[0]
+            if x.find(exp.AggFunc, exp.Anonymous, exp.Subquery, exp.Window) is None:
+                return x
+        return None
 
     def array(self, *xs: exp.Expression) -> exp.Expression:
         return call("list_value", *xs)

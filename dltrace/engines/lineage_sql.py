@@ -184,6 +184,11 @@ class LineageFunctions:
         """Aggregate values into an array (whether NULL rows are kept is the engine's; unions drop them)."""
         raise NotImplementedError
 
+    def listed(self, node: exp.Expression) -> exp.Expression | None:
+        """``x`` when ``node`` is :meth:`agg_list` of ``x`` as this engine writes it (``x`` reading no aggregate,
+        function call, subquery or window), else None; None always where the passes need not read a list back."""
+        return None
+
     def is_aggregate_call(self, node: exp.Expression) -> bool:
         """Is ``node`` a call of an aggregate (sqlglot's, or one of :attr:`lineage_aggregates`)?"""
         return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous)

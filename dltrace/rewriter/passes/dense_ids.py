@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.engines import LineageFunctions
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
-from dltrace.rewriter.passes.pack_ids import listed
 
 DENSE_IDS = "dl_dense_ids"  # meta key of the root: the tables whose lineage columns are bit strings
 #: the most bytes of bit strings a query may hold at once (DuckDB keeps one per group until the end)
@@ -71,7 +71,7 @@ def dense_ids(expression: exp.Expression, context: PassContext, copy: bool = Tru
     if not rows or rows >= 1 << 32 or name in context.mutable_rows:  # (32-bit bitmaps: ids below 2^32)
         return expression
     columns = [i for i, p in enumerate(expression.expressions)
-               if isinstance(p, exp.Alias) and p.alias_or_name == lineage.get(name) and _rids_of(p.this, alias)]
+               if isinstance(p, exp.Alias) and p.alias_or_name == lineage.get(name) and _rids_of(p.this, alias, fns)]
     if not columns or not (ALWAYS or _few_groups(expression, rows, context)):
         return expression
     tree = exp.maybe_copy(expression, copy)
@@ -89,9 +89,9 @@ def _one_table(select: exp.Select) -> bool:
             and not from_.this.args.get("sample") and not any(select.args.get(k) for k in ("joins", "laterals")))
 
 
-def _rids_of(node: exp.Expression, alias: str) -> bool:
-    """Is ``node`` ``LIST(<alias>.dl_rid)``?"""
-    x = listed(node)
+def _rids_of(node: exp.Expression, alias: str, fns: LineageFunctions) -> bool:
+    """Is ``node`` ``LIST(<alias>.dl_rid)`` (the engine's list aggregate, ``fns.agg_list``)?"""
+    x = fns.listed(node)
     return isinstance(x, exp.Column) and x.name == "dl_rid" and x.table == alias
 
 

@@ -58,7 +58,7 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
         # (a table read in place from files that may be rewritten may have more rows than counted: not packed)
         if table is None or table in context.mutable_rows or table not in context.table_rows:
             continue
-        rows, x = context.table_rows[table], listed(p.this)
+        rows, x = context.table_rows[table], context.fns.listed(p.this)
         if x is None:
             continue
         offset = 0 if _never_null(x, expression) else 1
@@ -89,15 +89,6 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
     tree.set("expressions", [p for i, p in enumerate(tree.expressions) if i not in dropped])
     tree.meta[PACKED_IDS] = packed
     return tree
-
-
-def listed(node: exp.Expression) -> exp.Expression | None:
-    """``x`` of ``LIST(x)`` (DuckDB's list aggregate as the lineage functions write it), else None."""
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "list" and len(node.expressions) == 1:
-        x = node.expressions[0]
-        if x.find(exp.AggFunc, exp.Anonymous, exp.Subquery, exp.Window) is None:
-            return x
-    return None
 
 
 def _never_null(x: exp.Expression, select: exp.Select) -> bool:
