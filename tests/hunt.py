@@ -99,7 +99,7 @@ def _count_nested_rewrites():
         return wrapped
 
     instrument.nested_group_lineage = counting("nested_group_lineage", instrument.nested_group_lineage)
-    for name in ("preserved_side_apart", "null_safe_branches", "filtered_once"):
+    for name in ("preserved_side_apart", "null_safe_branches", "filtered_once", "grouped_before_join"):
         setattr(nested_lineage, name, counting(name, getattr(nested_lineage, name)))
     from dltrace.rewriter.rules import inner_equi_joins
     inner_equi_joins._inner_side_alone = counting("_inner_side_alone", inner_equi_joins._inner_side_alone)

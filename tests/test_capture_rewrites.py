@@ -404,6 +404,63 @@ def test_regrouped_in_spans_equals_backward(one_value_spans, sql):
         session.close()
 
 
+# The filtered right side of the inner join grouped per key before the join (rules/grouped_before_join.py): u's
+# own conditions written once (every condition: filtered_once.EVERY_FILTER), u's c NULL on some rows, keys
+# no t row has (5) and keys only NULL c meets (1)
+U_NULLS = pa.table({"a": pa.array([2, None, 5, 2, 1, 1, 3], pa.int64()),
+                    "c": pa.array([7, 8, None, 1, None, None, 4], pa.int64())})
+GROUPED_FIRST = [
+    "SELECT x.c, x.lo, x.hi, count(*) AS k FROM (SELECT t.a, count(u.c) AS c, min(u.c) AS lo, max(u.c) AS hi "
+    "FROM t LEFT JOIN u ON t.a = u.a AND u.a < 5 GROUP BY t.a) AS x GROUP BY x.c, x.lo, x.hi",
+    "SELECT x.c, count(*) AS k FROM (SELECT t.b, count(u.c) AS c FROM t JOIN u ON u.a = t.a AND u.c > 0 "
+    "WHERE t.b > 5 OR t.b IS NULL GROUP BY t.b HAVING count(u.c) >= 1) AS x GROUP BY x.c",
+    "SELECT max(x.c) AS m, count(*) AS k FROM (SELECT t.a, count(u.c) AS c FROM t LEFT JOIN u ON t.a = u.a "
+    "AND u.c <> 7 GROUP BY t.a) AS x",
+    "SELECT x.lo, count(*) AS k FROM (SELECT t.b, min(u.c) AS lo FROM t LEFT JOIN u ON t.a = u.a "
+    "AND u.c IS NULL GROUP BY t.b) AS x GROUP BY x.lo",
+]
+
+
+@pytest.mark.parametrize("sql", GROUPED_FIRST)
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_grouped_before_the_join_equals_the_query_and_backward(many_groups, monkeypatch, sql, strategy):
+    from dltrace.rewriter.rules import filtered_once
+
+    monkeypatch.setattr(filtered_once, "EVERY_FILTER", True)
+    session = dltrace.connect("duckdb")
+    session.register("t", T, storage="memory")
+    session.register("u", U_NULLS, storage="memory")
+    try:
+        forward = session.run(sql, lineage=strategy)
+        assert _regrouped(forward) and "_dl_j1" in forward.rewritten_sql
+        assert rows(forward.table) == rows(session.sql(sql))
+        assert pooled(forward) == pooled(session.trace(sql))
+    finally:
+        session.close()
+
+
+def test_grouped_before_the_join_by_hand(many_groups, monkeypatch):
+    """t.a 1: t rows 0, 5 meet u rows 4, 5 (c NULL: count 0, min NULL); 2: t rows 1, 3 meet u rows 0, 3 (count 4,
+    min 1); 3: t row 6 meets u row 6 (count 1, min 4); NULL: t rows 2, 4 meet nothing (count 0, min NULL)."""
+    from dltrace.rewriter.rules import filtered_once
+
+    monkeypatch.setattr(filtered_once, "EVERY_FILTER", True)
+    session = dltrace.connect("duckdb")
+    session.register("t", T, storage="memory")
+    session.register("u", U_NULLS, storage="memory")
+    sql = ("SELECT x.c, x.lo, count(*) AS k FROM (SELECT t.a, count(u.c) AS c, min(u.c) AS lo FROM t LEFT JOIN u "
+           "ON t.a = u.a AND u.a < 5 GROUP BY t.a) AS x GROUP BY x.c, x.lo ORDER BY x.c, x.lo NULLS FIRST")
+    try:
+        result = session.run(sql, lineage="bitmap")
+        assert "_dl_j1" in result.rewritten_sql
+        assert result.table.to_pylist() == [{"c": 0, "lo": None, "k": 2}, {"c": 1, "lo": 4, "k": 1},
+                                            {"c": 4, "lo": 1, "k": 1}]
+        assert [result.lineage(i) for i in range(3)] == [
+            {"t": [0, 2, 4, 5], "u": [4, 5]}, {"t": [6], "u": [6]}, {"t": [1, 3], "u": [0, 3]}]
+    finally:
+        session.close()
+
+
 def test_regrouped_rows_written_once_over_tables_read_in_place(many_groups):
     """The Q13 shape over tables read from their source at each read (an Arrow table, parquet files): the LEFT
     JOIN's rows written once (a MATERIALIZED CTE), read by the inner groups and found again from there, with the

@@ -138,6 +138,7 @@ PASSES = {
     "instrument_nested_bitmap.sql": (_prepared, instrument, "duckdb", "bitmap"),
     "instrument_nested_filtered.sql": (_prepared, instrument, "duckdb", "set"),
     "instrument_nested_spans.sql": (_prepared, instrument, "duckdb", "set"),
+    "instrument_nested_grouped.sql": (_prepared, instrument, "duckdb", "set"),
     "build_after_limit.sql": (_instrumented, build_after_limit, "duckdb", "bitmap"),
     "build_on_read.sql": (_instrumented, build_on_read, "duckdb", "bitmap"),
     "pack_ids.sql": (_instrumented, pack_ids, "duckdb", "set"),
@@ -173,8 +174,9 @@ def run_pass(name: str, query: str) -> exp.Expression:
     # (instrument_nested_bitmap.sql: a DuckDB session's lineage functions as they are)
     # (instrument_nested_filtered.sql: DuckDB's, a table's costly conditions evaluated once: rules/filtered_once)
     # (instrument_nested_spans.sql: DuckDB's, its perfect hash join taking SPAN key values: rules/inner_equi_joins)
+    # (instrument_nested_grouped.sql: DuckDB's, the filtered side grouped before the join: rules/grouped_before_join)
     nested_duckdb = ("instrument_nested_equi.sql", "instrument_nested_once.sql", "instrument_nested_bitmap.sql",
-                     "instrument_nested_filtered.sql", "instrument_nested_spans.sql")
+                     "instrument_nested_filtered.sql", "instrument_nested_spans.sql", "instrument_nested_grouped.sql")
     fns.only_inner_equi_joins_fast = name in nested_duckdb
     fns.perfect_join_span = SPAN if name == "instrument_nested_spans.sql" else 0
     fns.materialized_ctes = name in nested_duckdb  # (DuckDB's)

@@ -198,7 +198,7 @@ def _inner_side_alone(inner: exp.Select, a: str, b: str, schema: dict) -> exp.Se
             continue
         column = p.unalias()
         other = equated.get(column.name) if _column_of(column, a) else None
-        if other is None or not _same_integer_type(schema, tables[a], column.name, tables[b], other.name):
+        if other is None or not same_integer_type(schema, tables[a], column.name, tables[b], other.name):
             return None
         keys.append(exp.alias_(other.copy(), p.alias_or_name))
         present.append(exp.Not(this=exp.Is(this=other.copy(), expression=exp.Null())))
@@ -210,7 +210,8 @@ def _column_of(node: exp.Expression, table: str) -> bool:
     return isinstance(node, exp.Column) and node.table == table and isinstance(node.this, exp.Identifier)
 
 
-def _same_integer_type(schema: dict, t: str, c: str, u: str, d: str) -> bool:
+def same_integer_type(schema: dict, t: str, c: str, u: str, d: str) -> bool:
+    """Do column ``c`` of table ``t`` and column ``d`` of ``u`` have the same integer type in ``schema``?"""
     def type_of(table: str, column: str) -> str | None:
         columns = schema.get(table) or {}
         found = columns.get(column)

@@ -39,6 +39,9 @@ keys, the row ids and the columns the inner SELECT reads, and both the inner gro
 that (:func:`_read_once`): TPC-H Q13 over parquet 1.9x -> 1.3x of the query. Over the engine's own tables a
 second read is cheaper than writing the rows (Q13 in memory: 2.3x either way, the engine's plan of the outer join
 as written slower than its plan of the query), so the FROM is read twice there.
+Where a table's costly own conditions are written once instead (:mod:`.filtered_once`), the inner groups' join to
+that CTE is computed as the engine computes it over the table, its right side grouped first
+(:mod:`.grouped_before_join`).
 Without HAVING or a global aggregate outside, the rows' lineage is aggregated per outer key before it meets the
 outer groups (:func:`_lineage_per_group`: one row per key joined, not every row joined and grouped again).
 The derived table is computed twice (its values decide the outer keys), its FROM read once more: cheaper only
@@ -53,6 +56,7 @@ from sqlglot import exp
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.rules.aggregate import aggregate
 from dltrace.rewriter.rules.filtered_once import filtered_once
+from dltrace.rewriter.rules.grouped_before_join import grouped_before_join
 from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart, within_spans
 from dltrace.rewriter.rules.late_lineage import (kept_order, null_safe_keys, output_identifier, plain_keys,
                                                  regrouped, regroupable)
@@ -122,6 +126,8 @@ def nested_group_lineage(select: exp.Select, ctx: Context, final: bool) -> tuple
     keyed = inner.copy()  # the inner groups, with their keys named
     for key, name in zip(inner_keys, k_names):
         keyed.select(exp.alias_(key.copy(), name), append=True, copy=False)
+    if filtered is not None:  # its values as the engine computes them over its tables (rules/grouped_before_join)
+        keyed = grouped_before_join(keyed, {c.alias for c in filtered_ctes}, schema, ctx) or keyed
     alias = derived.args["alias"].this
     cte = ctx.fresh("_dl_c") if written_once else None
 
