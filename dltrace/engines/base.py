@@ -129,8 +129,8 @@ class Engine(Protocol):
 
     def integer_range(self, text: str) -> tuple[int, int] | None:
         """(lowest, highest) value of the one integer column of query ``text`` as the engine's statistics bound it,
-        without computing them from the data (at most its first rows read); None when they do not (another type, no statistics, no rows). A bound, not the
-        values: a rewrite may only use it to choose between exact forms."""
+        without computing them from the data (at most its first rows read); None when they do not (another type, no
+        statistics, no rows). A bound, not the values: a rewrite may only use it to choose between exact forms."""
 
     def collated_strings(self, names: Collection[str]) -> bool:
         """May a string column of relations ``names`` group distinct strings as one by a collation that the types

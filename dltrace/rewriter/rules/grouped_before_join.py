@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.rules.inner_equi_joins import same_integer_type
+from dltrace.rewriter.rules.inner_equi_joins import column_of, equated_columns, same_integer_type
 from dltrace.rewriter.shape import NONDETERMINISTIC, conjuncts
 from dltrace.rewriter.slots import Context
 
@@ -113,26 +113,13 @@ def grouped_before_join(select: exp.Select, hidden: set[str], schema: dict, ctx:
 def _equated(on: exp.Expression | None, l_alias: str, r_alias: str) -> list[tuple[exp.Column, exp.Column]]:
     """``on``'s conjuncts as (column of ``l_alias``, column of ``r_alias``) equated pairs; [] unless every conjunct
     is one."""
-    pairs = []
-    for c in conjuncts(on):
-        if not isinstance(c, exp.EQ):
-            return []
-        a, b = c.this, c.expression
-        if _column_of(a, r_alias) and _column_of(b, l_alias):
-            a, b = b, a
-        if not (_column_of(a, l_alias) and _column_of(b, r_alias)):
-            return []
-        pairs.append((a, b))
-    return pairs
+    pairs = [equated_columns(c, l_alias, r_alias) for c in conjuncts(on)]
+    return [] if None in pairs else pairs
 
 
 def _part_of(call: exp.AggFunc, alias: str) -> bool:
     """Is ``call`` COUNT, MIN or MAX of one column of ``alias``, with nothing else (DISTINCT, ORDER BY, more
     arguments)?"""
-    if type(call) not in PARTS or not _column_of(call.this, alias):
+    if type(call) not in PARTS or not column_of(call.this, alias):
         return False
     return not any(v for k, v in call.args.items() if k not in ("this", "big_int"))  # (big_int: COUNT's type)
-
-
-def _column_of(node: exp.Expression, alias: str) -> bool:
-    return isinstance(node, exp.Column) and node.table == alias and isinstance(node.this, exp.Identifier)

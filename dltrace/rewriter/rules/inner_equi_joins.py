@@ -180,14 +180,10 @@ def _inner_side_alone(inner: exp.Select, a: str, b: str, schema: dict) -> exp.Se
         if a not in read:
             kept.append(condition.copy())
             continue
-        if not isinstance(condition, exp.EQ):
+        pair = equated_columns(condition, a, b)
+        if pair is None or pair[0].name in equated:
             return None
-        left, right = condition.this, condition.expression
-        if _column_of(right, a) and _column_of(left, b):
-            left, right = right, left
-        if not (_column_of(left, a) and _column_of(right, b)) or left.name in equated:
-            return None
-        equated[left.name] = right
+        equated[pair[0].name] = pair[1]
     keys, present = [], []
     for p in inner.expressions:
         read = _tables_read(p)
@@ -197,7 +193,7 @@ def _inner_side_alone(inner: exp.Select, a: str, b: str, schema: dict) -> exp.Se
             keys.append(p.copy())
             continue
         column = p.unalias()
-        other = equated.get(column.name) if _column_of(column, a) else None
+        other = equated.get(column.name) if column_of(column, a) else None
         if other is None or not same_integer_type(schema, tables[a], column.name, tables[b], other.name):
             return None
         keys.append(exp.alias_(other.copy(), p.alias_or_name))
@@ -206,7 +202,19 @@ def _inner_side_alone(inner: exp.Select, a: str, b: str, schema: dict) -> exp.Se
     return alone.where(*kept, *present, copy=False) if kept or present else alone
 
 
-def _column_of(node: exp.Expression, table: str) -> bool:
+def equated_columns(condition: exp.Expression, a: str, b: str) -> tuple[exp.Column, exp.Column] | None:
+    """(the column of ``a``, the column of ``b``) when ``condition`` is ``=`` between a plain column of each, written
+    either way round; else None."""
+    if not isinstance(condition, exp.EQ):
+        return None
+    left, right = condition.this, condition.expression
+    if column_of(right, a) and column_of(left, b):
+        left, right = right, left
+    return (left, right) if column_of(left, a) and column_of(right, b) else None
+
+
+def column_of(node: exp.Expression, table: str) -> bool:
+    """Is ``node`` a plain column of ``table`` (its alias)?"""
     return isinstance(node, exp.Column) and node.table == table and isinstance(node.this, exp.Identifier)
 
 
