@@ -12,10 +12,11 @@ the baseline), interleaved, median of ``--repeat`` runs:
 - ``MIN(dl_rid)``: the floor of any aggregate that reads the ids.
 
 over groupings from few large groups (Q1's four) to many small ones (lineitem per part: 200,000 groups of ~30
-ids, where the bitstrings would hold 150 GB and are not run), and prints each one's extra time and the bytes the result holds per group. A bitstring's
-size is the id range over 8 whatever the group holds, so its total is groups x range / 8: the measure says when
-that is cheaper, and the group count (which the rewrite cannot know: DuckDB's own estimate of Q9's 175 groups
-is 55,208) says when it would not fit.
+ids, where the bitstrings would hold 150 GB and are not run), and prints each one's extra time, that time per id
+aggregated (to compare scale factors: ``--sf 10`` shows what grows faster than the rows) and the bytes the result
+holds per group. A bitstring's size is the id range over 8 whatever the group holds, so its total is groups x
+range / 8: the measure says when that is cheaper, and the group count (which the rewrite cannot know: DuckDB's own
+estimate of Q9's 175 groups is 55,208) says when it would not fit.
 
     python benchmarks/native_bitsets.py --sf 1 [--threads 2]
 """
@@ -49,9 +50,9 @@ def main() -> int:
     aggregates = {"none": "", "LIST": ", LIST(dl_rid) AS ids", "bitstring_agg":
                   f", bitstring_agg(dl_rid, 0, {top}) AS ids", "MIN": ", MIN(dl_rid) AS ids"}
     for title, (keys, where) in GROUPINGS.items():
-        queries = {name: f'SELECT {keys}, count(*), sum(l_extendedprice) {agg} FROM "_dl_rows_lineitem" '
+        queries = {name: f'SELECT {keys}, count(*) AS n, sum(l_extendedprice) {agg} FROM "_dl_rows_lineitem" '
                          f'WHERE {where} GROUP BY {keys}' for name, agg in aggregates.items()}
-        groups = con.sql(f"SELECT count(*) FROM ({queries['none']})").fetchall()[0][0]
+        groups, ids = con.sql(f"SELECT count(*), sum(n) FROM ({queries['none']})").fetchall()[0]
         if groups * (top + 1) / 8 > MAX_BITSTRING_BYTES:
             print(f"{title}: bitstring_agg not run, its {groups:,} bitsets would hold "
                   f"{groups * (top + 1) / 8 / 2**30:,.0f} GiB")
@@ -68,10 +69,11 @@ def main() -> int:
                 con.sql(sql).to_arrow_table()
                 times[name].append(time.perf_counter() - start)
         base = statistics.median(times["none"])
-        print(f"{title} (the query alone: {base * 1000:.0f} ms, {sizes['none'][1]:,} groups)")
+        print(f"{title} (the query alone: {base * 1000:.0f} ms, {sizes['none'][1]:,} groups, {ids:,} ids)")
         for name in [n for n in ("LIST", "bitstring_agg", "MIN") if n in queries]:
             extra = statistics.median(times[name]) - base
-            print(f"  {name:14s} +{extra * 1000:6.0f} ms   {sizes[name][0]:12,.0f} bytes per group")
+            print(f"  {name:14s} +{extra * 1000:6.0f} ms  {extra * 1e9 / max(ids, 1):5.1f} ns per id  "
+                  f"{sizes[name][0]:12,.0f} bytes per group")
     session.close()
     return 0
 
