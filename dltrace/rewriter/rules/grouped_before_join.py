@@ -19,9 +19,11 @@ join's right side from such a CTE, its inner groups are computed the way DuckDB 
 Valid (the same groups with the same values) when the SELECT reads ``l`` and one INNER or LEFT join of ``r`` whose
 ON is ``=`` between columns of ``l`` and columns of ``r`` of the same integer type (one or more, AND-ed), and ``r``'s
 columns are read only as the whole argument of ``COUNT``, ``MIN`` or ``MAX`` (not DISTINCT, no FILTER, ORDER BY or
-window), every other aggregate and column reading ``l``: the WHERE, GROUP BY, HAVING and the list, deterministic,
-without subqueries or functions sqlglot does not know (one might aggregate). Then each ``l`` row that passes the
-WHERE meets the ``r`` rows whose keys equal its own (``=``: never on NULL), all in its own group, and
+window), those calls are the only aggregates (one over ``l``, such as ``SUM(l.v)``, sees each ``l`` row once per
+``r`` row it meets, and only once after the grouping), and every other column reads ``l``: the WHERE, GROUP BY,
+HAVING and the list, deterministic, without subqueries or functions sqlglot does not know (one might aggregate).
+Then each ``l`` row that passes the WHERE meets the ``r`` rows whose keys equal its own (``=``: never on NULL), all
+in its own group, and
 - ``COUNT(r.x)`` over a group is the sum, over its ``l`` rows, of the count of their ``r`` rows with ``x`` not NULL:
   the sum of the partial counts of the keys they meet (a row that meets none -- padded by the LEFT join, ``x``
   NULL -- adds 0: NULL in the SUM, and 0 where every row of the group meets none; SUM of BIGINT is a HUGEINT in
