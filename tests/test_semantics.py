@@ -161,3 +161,24 @@ def test_a_negated_exists_compared_with_a_boolean_that_negates_it_again_has_witn
         assert r.lineage(0) == s.trace(sql).lineage(0) == {"e": [0], "u": [0, 1]}
         flipped = f"SELECT k FROM e WHERE (EXISTS (SELECT 1 FROM u WHERE u.k = e.k)) {test}"
         assert s.run(flipped).lineage(0) == {"e": [1], "u": []}  # kept where EXISTS is FALSE: no witnesses
+
+
+# Control lineage of a HAVING subquery: one inside an aggregate's argument is evaluated per input row, so a global
+# aggregate over zero rows gets none of it; one outside is evaluated for the output row itself, which has it.
+HAVING_CONTROL = {
+    "in_argument_over_no_rows": ("SELECT count(*) AS n FROM t WHERE a > 100 "
+                                 "HAVING bool_and(a IN (SELECT a FROM u WHERE c > 150)) IS NULL", [((0,), L())]),
+    "in_argument_over_rows": ("SELECT count(*) AS n FROM t WHERE a < 3 "
+                              "HAVING bool_or(a IN (SELECT a FROM u WHERE c > 150)) IS NOT NULL",
+                              [((3,), L([0, 1, 2], [1, 2, 3]))]),
+    "outside_argument_over_no_rows": ("SELECT count(*) AS n FROM t WHERE a > 100 "
+                                      "HAVING count(*) < (SELECT count(*) FROM u WHERE c > 150)",
+                                      [((0,), L([], [1, 2, 3]))]),
+}
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+@pytest.mark.parametrize("name", sorted(HAVING_CONTROL))
+def test_control_lineage_of_a_having_subquery(small, name, strategy):
+    sql, rows = HAVING_CONTROL[name]
+    assert observed(small.run(sql, lineage=strategy, semantics="control")) == expected(rows)

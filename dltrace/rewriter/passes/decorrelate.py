@@ -92,8 +92,8 @@ from dltrace.rewriter.passes.outer_domains import join_outer_domains
 from dltrace.rewriter.passes.quantified_all import read_all_as_not_exists
 from dltrace.rewriter.passes.quantified_any import read_any_as_exists
 from dltrace.rewriter.passes.scalar_lookups import raise_errors, read_lookups_as_aggregates
-from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row, is_aggregate,
-                                   negated, returns_rows_per_row)
+from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row,
+                                   in_aggregate_argument, is_aggregate, negated, returns_rows_per_row)
 
 DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING/FILTER subqueries
@@ -385,7 +385,9 @@ def _remember_predicate_subqueries(tree: exp.Expression) -> None:
     marked with the clause whose rows its control lineage goes to (``meta[PREDICATE_CLAUSE]``): a HAVING's to
     the output row itself (a global aggregate over zero rows has one: it lost the lineage, as its input rows
     have none), a WHERE's and a FILTER's to each input row (sqlglot decorrelates a FILTER's IN as a WHERE's,
-    whose copy control lineage did not keep: it gave the witnesses alone)."""
+    whose copy control lineage did not keep: it gave the witnesses alone), and so is a HAVING's inside an
+    aggregate's argument (``HAVING bool_and(x IN (...))``): evaluated per input row, it gives a global
+    aggregate over zero rows nothing (the copy is detached: where it stood is known only here)."""
     for scope in traverse_scope(tree):
         select = scope.expression
         if not isinstance(select, exp.Select):
@@ -397,8 +399,10 @@ def _remember_predicate_subqueries(tree: exp.Expression) -> None:
             if sub_scope.is_correlated_subquery or (clause not in ("where", "having")
                                                     and not _in_an_aggregate_filter(node, select)):
                 continue
+            holder = node.parent if isinstance(node.parent, exp.Subquery) else node
+            per_group = clause == "having" and not in_aggregate_argument(holder, select)
             copy = node.copy()
-            copy.meta[PREDICATE_CLAUSE] = "having" if clause == "having" else "where"
+            copy.meta[PREDICATE_CLAUSE] = "having" if per_group else "where"
             copies.append(copy)
         if copies:
             select.meta[PREDICATE_SUBQUERIES] = copies
