@@ -11,7 +11,8 @@ columns instead of giving their positions, an output name maybe also a column of
 by the alias), parenthesised queries followed by ORDER BY / LIMIT / OFFSET (``(q) ORDER BY 2 DESC, 1 LIMIT 3``: top
 level, FROM, set-operation branches, CTEs, subqueries), SEMI / ANTI joins (ON equalities, an inequality, NULL keys;
 USING; joins before and after them), and subquery predicates (EXISTS, IN, NOT IN, op ANY/ALL with every comparison,
-scalar subqueries, their value maybe an expression of aggregates or another aggregate: ``count_if``, FILTER,
+scalar subqueries (correlated lookups of plain rows among them, now and then with ORDER BY ... LIMIT 1 [OFFSET 1]),
+their value maybe an expression of aggregates or another aggregate: ``count_if``, FILTER,
 ``median``, ``arg_max``, ``bool_or``, ordered ``string_agg``; IN lists holding scalar subqueries among their values or
 as their left side: ``k IN (1, (SELECT ...), NULL)``) in WHERE, JOIN ON, HAVING, the SELECT list, CASE and
 an aggregate's argument (``sum(CASE WHEN x IN (S) THEN 1 END)``, ``bool_or(EXISTS (S))``, ``sum(v + (SELECT
@@ -64,7 +65,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
-                      "other_aggregate", "order_by_alias", "in_list_scalar", "control"})
+                      "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -562,14 +563,22 @@ class Gen:
         if not pairs:
             return None
         self.feat("correlated_lookup")
+        # ORDER BY ... LIMIT 1 [OFFSET 1]: the rows it keeps (passes/limited_lookups.py), taken under equalities
+        # alone (drawn more often with it), refused under a range
+        limited = self.often("lookup_limit", 3)
         for _ in range(self.draw(st.integers(1, 2))):  # one or two correlations
             c, o = self.pick(pairs)
-            op = self.pick(["=", "=", "=", "<", ">="])
+            op = self.pick(["=", "=", "=", "<", ">="] + ["="] * (6 if limited else 0))
             if op != "=":
                 self.feat("correlated_lookup_range")
             corr = Bin(op, Col(c[0], c[1]), Col(o[0], o[1]))
             where = corr if where is None else Bin("AND", where, corr)
-        return Select([(self.value(cols, typ, 0, ctes), "c0")], item, where)
+        q = Select([(self.value(cols, typ, 0, ctes), "c0")], item, where)
+        if limited:
+            q.limit, q.offset = 1, self.pick([None, None, 1])
+            self.feat("lookup_limit")
+            self.order_by_names(q)
+        return q
 
     def other_aggregate(self, cols, ctes):
         """An aggregate of an int value other than a bare COUNT / SUM / MIN / MAX, whose value over no rows a

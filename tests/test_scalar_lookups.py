@@ -258,11 +258,12 @@ def test_lookup_in_an_exists_select_list_is_refused(s):
 
 
 def test_not_a_lookup_stays_refused(s):
-    """A lookup that picks one of several rows (LIMIT, an ORDER BY with LIMIT) has no exact lineage; one whose
-    projection is set-returning (``unnest``) has rows its FROM does not (MAX over them and a COUNT of the FROM's
-    rows would not be the engine's value and error): refused."""
+    """A lookup whose LIMIT picks among rows correlated by a range (no partition of the subquery's rows holds an
+    outer row's: ``test_limited_lookups`` has those by equalities) is refused; so is one whose projection is
+    set-returning (``unnest``): it has rows its FROM does not (MAX over them and a COUNT of the FROM's rows would
+    not be the engine's value and error)."""
     with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated"):
-        s.run("SELECT t.a, (SELECT u.c FROM u WHERE u.a = t.a ORDER BY u.c LIMIT 1) FROM t")
+        s.run("SELECT t.a, (SELECT u.c FROM u WHERE u.a < t.a ORDER BY u.c LIMIT 1) FROM t")
     with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated"):
         s.run("SELECT t.a, (SELECT unnest([u.c, u.c]) FROM u WHERE u.a = t.a) FROM t")
 

@@ -35,6 +35,7 @@ from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import take_clause
+from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
 from dltrace.rewriter.passes.scalar_lookups import ITEM_GUARD, KEPT_LOOKUP
 from dltrace.rewriter.shape import clock_call, random_call
@@ -120,6 +121,13 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a lookup correlated by a range, which the engine evaluates "
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
+    numbered = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(LIMITED_ROWS)), None)
+    if numbered is not None:
+        # its reverse queries number the rows again, and where rows tie in the ORDER BY they may keep another row
+        # than the one whose value the query returned
+        raise UnsupportedQuery(f"backward tracing of a correlated scalar subquery with ORDER BY ... LIMIT / OFFSET "
+                               f"is not supported, at {position(numbered.meta[LIMITED_ROWS])}: forward lineage "
+                               f"(run) reads it")
     setop = next(normal.find_all(exp.SetOperation), None)
     if setop is not None and not strings_identical(normal, context.collations):
         # a side's rows are found again by comparing them with the output's values, each in its own column's

@@ -83,8 +83,9 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
         return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is not decorrelated; compare with = "\
                "where a NULL key may match nothing"
     if isinstance(query, exp.Select) and (query.args.get("limit") or query.args.get("offset")):
-        return ": it has a LIMIT or OFFSET, which a join of its rows grouped per outer row cannot keep (a LIMIT 1 " \
-               "picking the latest row: compare with the max in a subquery of its own, or use arg_max)"
+        return ": it has a LIMIT or OFFSET, which is read only in a lookup of plain rows correlated by equalities " \
+               "of its own columns with the outer query's alone and ordered by its own columns (for a LIMIT 1 " \
+               "under a range correlation: compare with the max in a subquery of its own, or use arg_max)"
     if reaches_past_itself(query):
         return ": a subquery inside it reads a query outside this one (correlated two levels up); correlate each " \
                "subquery with the query just outside it"

@@ -75,6 +75,11 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
     return not any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify"))
 
 
+#: meta key of the derived table that numbers the rows of a lookup with ORDER BY ... LIMIT
+#: (``passes/limited_lookups.py``): the lookup's rows, read as plain rows; backward tracing refuses it
+LIMITED_ROWS = "dl_limited_rows"
+
+
 def plain_correlated_rows(query: exp.Expression) -> bool:
     """Is ``query`` a correlated SELECT of plain rows -- a FROM, one deterministic projection (no ``*``, no
     set-returning call such as ``unnest``: its rows would not be its FROM's), no aggregate, window or nested
@@ -89,11 +94,13 @@ def plain_correlated_rows(query: exp.Expression) -> bool:
     value = query.expressions[0].unalias()
     if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):
         return False
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
+    # (the rows a lookup with LIMIT keeps, numbered in a derived table of its own: read as its plain rows)
+    numbered = {id(n) for sub in query.find_all(exp.Subquery) if sub.meta.get(LIMITED_ROWS) for n in sub.walk()}
+    if any(id(n) not in numbered for n in query.find_all(exp.AggFunc, exp.Window)) or random_call(query) is not None:
         return False
     if returns_rows_per_row(query):
         return False  # a repeat of its FROM and WHERE counts other rows; the value moved into a WHERE is refused
-    if any(q is not query for q in query.find_all(exp.Query)):
+    if any(q is not query and id(q) not in numbered for q in query.find_all(exp.Query)):
         return False  # nested queries (a derived table, a subquery in its WHERE)
     return is_correlated(query)
 

@@ -26,7 +26,9 @@ refused there.
 
 Taken when the subquery is a correlated SELECT with a FROM and one projection that calls no aggregate, window,
 random draw or nested query, without GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH (an ORDER BY
-alone orders a value that cannot have two rows: dropped), used as a value (not under IN / ANY / ALL / EXISTS),
+alone orders a value that cannot have two rows: dropped; one with ORDER BY ... LIMIT / OFFSET correlated by
+equalities is first read as a lookup of the rows it keeps, over a derived table that numbers them:
+:mod:`.limited_lookups`), used as a value (not under IN / ANY / ALL / EXISTS),
 in the SELECT list, WHERE or HAVING of its SELECT outside aggregates and windows, its value reading a column
 of its own FROM if any (SQL makes ``MAX(t.a)`` of outer columns alone an aggregate of the outer query), and the
 engine has an error function. Everything else is left as it is (and refused further on, as before). Where DuckDB's
@@ -44,6 +46,7 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns, plain_correlated_rows
 from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
+from dltrace.rewriter.passes.limited_lookups import limited_rows
 from dltrace.rewriter.shape import conjuncts
 
 #: what the engine's error says, beside the engines' own words
@@ -71,9 +74,15 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str, checks_unr
     :func:`raise_errors` writes the engine's call: sqlglot decorrelates no subquery of a SELECT list that holds
     a function it does not know (``error(...)``). ``checks_unread``: the engine raises for a lookup whose value
     no query reads (``LineageFunctions.checks_unread_lookups``): one in an EXISTS's SELECT list is refused."""
+    numbered = 0
     for sub in list(tree.find_all(exp.Subquery)):
         query = sub.this
-        if sub.parent is None or not in_a_clause(sub) or not _lookup(query):
+        if sub.parent is None or not in_a_clause(sub):
+            continue
+        limited = limited_rows(query, numbered + 1, sub)  # (ORDER BY ... LIMIT: a lookup of the rows it keeps)
+        if limited is not None and _lookup(limited):
+            query, numbered = limited, numbered + 1
+        if not _lookup(query):
             continue
         if isinstance(sub.parent, (exp.In, exp.Any, exp.All, exp.Exists)):
             continue
