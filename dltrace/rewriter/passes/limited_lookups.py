@@ -124,7 +124,6 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
         lookup_where.append(exp.EQ(this=number, expression=exp.Literal.number(first)))
     else:
         lookup_where.append(exp.Between(this=number, low=exp.Literal.number(first), high=exp.Literal.number(last)))
-    lookup_where.extend(t.copy() for t in outer_tests)
     derived = exp.Subquery(this=numbered, alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
     derived.meta[LIMITED_ROWS] = written
     name = query.expressions[0].alias_or_name
