@@ -80,16 +80,19 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
 LIMITED_ROWS = "dl_limited_rows"
 
 
-def plain_correlated_rows(query: exp.Expression) -> bool:
+def plain_correlated_rows(query: exp.Expression, limited: bool = False) -> bool:
     """Is ``query`` a correlated SELECT of plain rows -- a FROM, one deterministic projection (no ``*``, no
     set-returning call such as ``unnest``: its rows would not be its FROM's), no aggregate, window or nested
     query, no GROUP BY, HAVING, DISTINCT, QUALIFY, LIMIT, OFFSET or FETCH -- whose FROM and WHERE another SELECT
     over the same rows can repeat (``passes/scalar_lookups.py``,
-    ``passes/quantified_all.py``)? An ORDER BY alone does not count: it orders rows without choosing them."""
+    ``passes/quantified_all.py``)? An ORDER BY alone does not count: it orders rows without choosing them.
+    ``limited``: the same rows with a LIMIT, OFFSET or FETCH, which it must have (``passes/limited_lookups.py``
+    numbers the rows they keep)."""
     if not isinstance(query, exp.Select) or len(query.expressions) != 1 or query.args.get("from_") is None:
         return False
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "limit", "offset", "fetch",
-                                       "windows", "with_", "laterals")):
+    cut = any(query.args.get(k) for k in ("limit", "offset", "fetch"))
+    if cut != limited or any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows",
+                                                          "with_", "laterals")):
         return False
     value = query.expressions[0].unalias()
     if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):

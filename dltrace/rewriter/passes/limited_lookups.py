@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import LIMITED_ROWS, outer_columns
-from dltrace.rewriter.shape import conjuncts, random_call, returns_rows_per_row
+from dltrace.rewriter.passes.correlation import LIMITED_ROWS, outer_columns, plain_correlated_rows
+from dltrace.rewriter.shape import conjuncts
 
 _ALIAS = "_dl_kept"
 _NUMBER = "_dl_n"
@@ -55,13 +55,14 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
     """The lookup over numbered rows the module docstring describes, for ``query`` (not mutated), or None where
     it does not apply. ``count`` numbers the derived table's alias (``_dl_kept<count>``), unique in the query;
     ``written`` (the user's subquery) is what backward tracing's refusal names."""
-    if not isinstance(query, exp.Select) or not _plain_rows(query):
-        return None
+    if not plain_correlated_rows(query, limited=True) or query.args.get("order") is None:
+        return None  # (without ORDER BY the LIMIT keeps any rows, none the user chose: left as it is, refused)
     kept = _kept_positions(query)
     if kept is None:
         return None
     outer = {id(c) for c in outer_columns(query)}
-    if not outer:
+    ordered = [_resolved(o, query, outer) for o in query.args["order"].expressions]
+    if any(o is None for o in ordered):
         return None
     where = query.args.get("where")
     in_where = {id(c) for c in where.find_all(exp.Column)} if where is not None else set()
@@ -104,12 +105,6 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
         projected.append(exp.alias_(inner.copy(), f"_dl_k{i}", quoted=True))
         lookup_where.append(exp.EQ(this=exp.column(f"_dl_k{i}", table=alias, quoted=True),
                                    expression=outer_side.copy()))
-    order = query.args.get("order")
-    if order is None:
-        return None  # (any row of several: no row the user chose, left as it is, refused)
-    ordered = [_resolved(o, query) for o in order.expressions]
-    if any(o is None for o in ordered):
-        return None
     window = exp.Window(this=exp.RowNumber(), partition_by=[inner.copy() for inner, _ in keys],
                         order=exp.Order(expressions=ordered))
     projected.append(exp.alias_(window, _NUMBER, quoted=True))
@@ -132,21 +127,6 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
     lookup.set("where", exp.Where(this=exp.and_(*lookup_where, copy=False)))
     lookup.meta.update(query.meta)  # (a coarse key's mark, read on the user's subquery: passes/coarse_keys.py)
     return lookup
-
-
-def _plain_rows(query: exp.Select) -> bool:
-    if len(query.expressions) != 1 or query.args.get("from_") is None:
-        return False
-    if not any(query.args.get(k) for k in ("limit", "offset", "fetch")):
-        return False
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows", "with_", "laterals")):
-        return False
-    value = query.expressions[0].unalias()
-    if isinstance(value, exp.Star) or (isinstance(value, exp.Column) and isinstance(value.this, exp.Star)):
-        return False
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None:
-        return False
-    return not returns_rows_per_row(query) and not any(q is not query for q in query.find_all(exp.Query))
 
 
 def _kept_positions(query: exp.Select) -> tuple[int, int | None] | None:
@@ -198,12 +178,11 @@ def _key(conjunct: exp.Expression, outer: set[int]) -> tuple[exp.Expression, exp
     return None
 
 
-def _resolved(ordered: exp.Ordered, query: exp.Select) -> exp.Ordered | None:
+def _resolved(ordered: exp.Ordered, query: exp.Select, outer: set[int]) -> exp.Ordered | None:
     """A copy of an ORDER BY item for the window, a reference to the projection's alias replaced by its
-    expression; None where it reads the outer query (through the projection)."""
+    expression; None where it reads the outer query (``outer``: ids of its columns) through the projection."""
     copied = ordered.copy()
     item = query.expressions[0]
-    outer = {id(c) for c in outer_columns(query)}
     for column in list(copied.find_all(exp.Column)):
         if not column.table and isinstance(item, exp.Alias) and column.name == item.alias:
             if any(id(c) in outer for c in item.this.find_all(exp.Column)):

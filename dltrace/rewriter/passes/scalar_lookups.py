@@ -82,7 +82,7 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str, checks_unr
         limited = limited_rows(query, numbered + 1, sub)  # (ORDER BY ... LIMIT: a lookup of the rows it keeps)
         if limited is not None and _lookup(limited):
             query, numbered = limited, numbered + 1
-        if not _lookup(query):
+        elif not _lookup(query):
             continue
         if isinstance(sub.parent, (exp.In, exp.Any, exp.All, exp.Exists)):
             continue
