@@ -65,7 +65,8 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "semi_join", "paren_order", "scalar_over_own_rows", "column_list", "star_replace",
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
-                      "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit"})
+                      "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
+                      "aggregate_limit"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -547,7 +548,12 @@ class Gen:
                     pair, op = pair[::-1], {"<": ">", ">=": "<="}.get(op, op)
                 corr = Bin(op, *pair) if pair else Is(Col(o[0], o[1]), "NULL", True)
                 where = corr if where is None else Bin("AND", where, corr)
-            return Select([(agg, "m")], item, where, group=[])
+            q = Select([(agg, "m")], item, where, group=[])
+            if self.often("aggregate_limit", 6):  # one row anyway: the LIMIT goes (passes/aggregate_limit.py)
+                q.limit, q.offset = self.pick([1, 1, 2]), self.pick([None, None, 0])
+                self.feat("aggregate_limit")
+                self.order_by_names(q)
+            return q
         q, _ = self.query(depth, want=[typ], outer=outer, ctes=ctes, plain=True)
         q.limit, q.offset = 1, self.pick([None, None, 1])
         self.feat("scalar_limit")

@@ -157,6 +157,27 @@ CASES["over_a_join"] = ("SELECT t.a, (SELECT q.tag FROM p JOIN q ON q.x = p.x WH
                         "LIMIT 1) AS tag FROM t", _over_a_join)
 
 
+def _aggregated(value) -> Counter:
+    """For each row of t: ``value(rows)`` of its key's p rows, its lineage the t row and every one of those rows
+    (an aggregate's lineage is its whole group; an empty group has none)."""
+    out = Counter()
+    for oid, o in enumerate(_rows(T)):
+        rows = _partition(o["a"])
+        out[(repr((o["a"], value([r for _, r in rows]))), _lineage(t={oid}, p={i for i, _ in rows}))] += 1
+    return out
+
+
+def _max_x(rows):
+    return max((r["x"] for r in rows if r["x"] is not None), default=None)
+
+
+# an aggregate without GROUP BY gives one row: its LIMIT and an ORDER BY of its output go (passes/aggregate_limit.py)
+CASES["aggregate_limit"] = ("SELECT t.a, (SELECT max(p.x) FROM p WHERE p.k = t.a LIMIT 1) AS m FROM t",
+                            lambda: _aggregated(_max_x))
+CASES["aggregate_fetch_ordered"] = ("SELECT t.a, (SELECT count(*) AS n FROM p WHERE t.a = p.k ORDER BY n DESC "
+                                    "OFFSET 0 ROWS FETCH FIRST 2 ROWS ONLY) AS n FROM t", lambda: _aggregated(len))
+
+
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_limited_lookup_by_hand(s, con, name, strategy):

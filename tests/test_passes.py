@@ -30,6 +30,7 @@ from dltrace.rewriter.passes.dense_ids import dense_ids
 from dltrace.rewriter.passes.dictionary import add_dictionary
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
+from dltrace.rewriter.passes.aggregate_limit import aggregate_limit
 from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
@@ -109,6 +110,7 @@ PASSES = {
     "quantified_types.sql": (qualify, quantified_types, "duckdb", "set"),
     "semi_joins.sql": (None, semi_joins, "duckdb", "set"),
     "exists_limit.sql": (None, exists_limit, "duckdb", "set"),
+    "aggregate_limit.sql": (None, aggregate_limit, "duckdb", "set"),
     "distinct_on.sql": (None, distinct_on, "duckdb", "set"),
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "group_by_all.sql": (qualify, group_by_all, "duckdb", "set"),

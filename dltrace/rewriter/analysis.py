@@ -2,9 +2,10 @@
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, DISTINCT ON as a
-QUALIFY, qualify, GROUP BY ALL as its keys, decorrelate, mark how each decorrelated subquery is used, read and
-translate non-equality witnesses, make cross joins explicit. Both directions then ask the same questions of the
+an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
+EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, qualify, GROUP BY ALL as its keys,
+decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses, make cross
+joins explicit. Both directions then ask the same questions of the
 prepared tree through the functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
@@ -23,6 +24,7 @@ from sqlglot import exp
 from dltrace.errors import DltraceError, UnsupportedQuery
 from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
 from dltrace.rewriter.parse import check_query, position
+from dltrace.rewriter.passes.aggregate_limit import aggregate_limit
 from dltrace.rewriter.passes.array_witness import ARRAY_WITNESS, ArrayWitness
 from dltrace.rewriter.passes.array_witness import array_witness as read_array_witnesses
 from dltrace.rewriter.passes.coarse_keys import COARSE
@@ -94,9 +96,9 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
     return ""
 
 
-ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, distinct_on, known_aggregates,
-                   qualify, group_by_all, outer_join_filters, having_to_where, union_by_name, quantified_types,
-                   decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
+                   known_aggregates, qualify, group_by_all, outer_join_filters, having_to_where, union_by_name,
+                   quantified_types, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,98 @@
+"""A ``LIMIT n`` (n >= 1) on an aggregate without GROUP BY is dropped, with an ORDER BY of its own output.
+
+``(SELECT max(p.price) FROM prices p WHERE p.item = t.item LIMIT 1)`` is a common habit ("one value, please"):
+the aggregate gives one row anyway. sqlglot does not decorrelate a subquery with a LIMIT, so the correlated form
+was refused ("it has a LIMIT or OFFSET"); the uncorrelated form ran, the same query without the LIMIT.
+
+Valid: a SELECT that aggregates without GROUP BY gives exactly one row (none after a HAVING or QUALIFY that
+fails), so a LIMIT of at least one row keeps every row it gives, and an ORDER BY has nothing to order: the same
+rows, each with the lineage it had (a LIMIT's lineage rules choose among tied rows, and there is one row or none).
+Not with an OFFSET other than 0 (it would remove the row), a percentage or WITH TIES, a count that is not a
+constant integer, or LIMIT 0. The ORDER BY goes only where each of its keys is an output column (a position, an
+output name or an expression of the SELECT list, which the engine computes anyway): a key of its own could raise
+an error (a cast, a subquery of two rows) that the engine would raise, so the LIMIT then stays, as written.
+Aggregates are sqlglot's aggregate functions of the SELECT itself (not a window's, not a nested query's); a
+function sqlglot does not know as an aggregate leaves the query as it is.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.context import PassContext
+
+
+def aggregate_limit(expression: exp.Expression, context: PassContext | None = None,
+                    copy: bool = True) -> exp.Expression:
+    if not any(_droppable(s) for s in expression.find_all(exp.Select)):
+        return expression
+    tree = exp.maybe_copy(expression, copy)
+    for select in list(tree.find_all(exp.Select)):
+        if _droppable(select):
+            select.set("limit", None)
+            select.set("offset", None)
+            select.set("order", None)
+    return tree
+
+
+def _droppable(select: exp.Select) -> bool:
+    """Does ``select`` aggregate without GROUP BY, under a LIMIT of at least one row that may go (see the module)?"""
+    if select.args.get("limit") is None or select.args.get("group") is not None or not _count_at_least_one(select):
+        return False
+    offset = select.args.get("offset")
+    if offset is not None and not _is_int(offset.expression, 0):
+        return False
+    order = select.args.get("order")
+    if order is not None and not all(_an_output(o.this, select) for o in order.expressions):
+        return False
+    return _aggregates(select)
+
+
+def _count_at_least_one(select: exp.Select) -> bool:
+    limit = select.args["limit"]
+    if isinstance(limit, exp.Limit):
+        count = limit.expression
+    elif isinstance(limit, exp.Fetch):
+        count = limit.args.get("count")
+    else:
+        return False
+    options = limit.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        return False
+    return isinstance(limit, exp.Limit) and limit.args.get("offset") is None and _is_int(count, None) \
+        or isinstance(limit, exp.Fetch) and _is_int(count, None)
+
+
+def _is_int(node: exp.Expression | None, value: int | None) -> bool:
+    """Is ``node`` an integer literal (equal to ``value``, or at least 1 for None)?"""
+    if not isinstance(node, exp.Literal) or node.is_string or not node.is_int:
+        return False
+    return int(node.this) == value if value is not None else int(node.this) >= 1
+
+
+def _an_output(key: exp.Expression, select: exp.Select) -> bool:
+    """Is the ORDER BY key a position, an output name or an expression of the SELECT list?"""
+    if isinstance(key, exp.Literal) and not key.is_string and key.is_int:
+        return 1 <= int(key.this) <= len(select.expressions)
+    if isinstance(key, exp.Column) and not key.table and key.name in select.named_selects:
+        return True
+    return any(key == (e.this if isinstance(e, exp.Alias) else e) for e in select.expressions)
+
+
+def _aggregates(select: exp.Select) -> bool:
+    """Does the SELECT itself call an aggregate (not as a window, not inside a nested query)?"""
+    holders = [*select.expressions, select.args.get("having"), select.args.get("qualify"), select.args.get("order")]
+    for holder in filter(None, holders):
+        for node in holder.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)) and n is not holder):
+            if isinstance(node, exp.AggFunc) and not _windowed(node, holder):
+                return True
+    return False
+
+
+def _windowed(node: exp.Expression, holder: exp.Expression) -> bool:
+    """Is ``node`` the function of a window (``sum(x) OVER ...``, through FILTER or IGNORE NULLS)?"""
+    while node is not holder and node.parent is not None:
+        if isinstance(node.parent, exp.Window) and node.arg_key == "this":
+            return True
+        node = node.parent
+    return False
