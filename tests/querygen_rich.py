@@ -66,7 +66,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit"})
+                      "aggregate_limit", "lateral"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -76,12 +76,13 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # a predicate subquery may stand; the other aggregates are DuckDB's: Spark's count_if is 0 over no rows, and it
 # orders string_agg by WITHIN GROUP; an ORDER BY name that is an output alias and an input column both is bound to
 # the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
-# analyzer restricts where a correlated scalar subquery may stand; control semantics is not yet checked on Spark)
+# analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
+# checked on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
-                             "in_list_scalar", "control"}
+                             "in_list_scalar", "control", "lateral"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -195,7 +196,51 @@ class Gen:
     def join(self, left, lcols, lstar, depth, ctes, outer):
         if self.ok("semi_join") and self.semi_depth < 2 and self.chance(8):
             return self.semi_join(left, lcols, lstar, depth, ctes, outer)
+        if self.often("lateral", 8) and any(c[0] is not None for c in lcols):
+            return self.lateral_join(left, lcols, lstar, ctes)
         return self.plain_join(left, lcols, lstar, depth, ctes, outer)
+
+    def lateral_join(self, left, lcols, lstar, ctes):
+        """``left CROSS JOIN LATERAL (q) AS a``, ``JOIN LATERAL ... ON c`` or ``LEFT JOIN LATERAL ... ON c``: q reads
+        the left row through equalities of its own columns with it (passes/lateral_joins.py), now and then a range
+        (refused) or a test of the left row alone; its rows plain, grouped, DISTINCT or cut by ORDER BY ... LIMIT
+        [OFFSET] (ordered by every output column: tied rows are equal rows)."""
+        self.feat("lateral")
+        item, cols, where = self._small_from([], ctes)
+        outer = [c for c in lcols if c[0] is not None]
+        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
+        for _ in range(self.draw(st.integers(0, 2)) if pairs else 0):
+            c, o = self.pick(pairs)
+            op = self.pick(["=", "=", "=", "=", "<"])
+            if op != "=":
+                self.feat("lateral_range")
+            corr = Bin(op, Col(c[0], c[1]), Col(o[0], o[1])) if self.chance(2) else Bin(op, Col(o[0], o[1]),
+                                                                                         Col(c[0], c[1]))
+            where = corr if where is None else Bin("AND", where, corr)
+        outer_ints = [o for o in outer if o[2] == "int"]
+        if outer_ints and self.chance(5):
+            self.feat("lateral_outer_test")
+            test = Bin(">", Col(*self.pick(outer_ints)[:2]), Lit(self.draw(st.integers(0, 2))))
+            where = test if where is None else Bin("AND", where, test)
+        shape = self.pick(["plain", "plain", "group", "distinct", "limit", "limit"])
+        self.feat(f"lateral_{shape}")
+        if shape == "group":
+            key = self.pick(cols)
+            q = Select([(Col(*key[:2]), "c0"), (Agg("count"), "c1")], item, where, group=[Col(*key[:2])])
+            out = [("c0", key[2]), ("c1", "int")]
+        else:
+            types = [self.pick(["int", "int", "str"]) for _ in range(self.draw(st.integers(1, 2)))]
+            q = Select([(self.value(cols, t, 0, ctes), f"c{i}") for i, t in enumerate(types)], item, where)
+            out = [(f"c{i}", t) for i, t in enumerate(types)]
+            q.distinct = shape == "distinct"
+            if shape == "limit":
+                q.limit, q.offset = self.pick([0, 1, 1, 2]), self.pick([None, None, 1])
+                self.order_by_names(q)
+        alias = self.alias()
+        rcols = [(alias, n, t) for n, t in out]
+        kind = self.pick(["CROSS", "INNER", "LEFT"])
+        on = None if kind == "CROSS" else self.pred(lcols + rcols, 0, ctes) if self.chance(2) else Lit(True)
+        return Join(kind, left, Derived(q, alias, tuple(n for n, _ in out)), on=on), lcols + rcols, lstar + out
 
     def semi_join(self, left, lcols, lstar, depth, ctes, outer):
         """``left SEMI|ANTI JOIN right ON <equality> [AND right.x op left.y] [AND <filter>]`` or ``USING (k)``

@@ -412,6 +412,8 @@ class Evaluator:
         return self._join(f, env, ctes)
 
     def _join(self, j: Join, env, ctes) -> Rel:
+        if isinstance(j.right, Derived) and j.right.lateral is not None:
+            return self._lateral(j, env, ctes)
         left, right = self.from_(j.left, env, ctes), self.from_(j.right, env, ctes)
         using = list(j.using)
         if j.natural:
@@ -488,6 +490,30 @@ class Evaluator:
                 if k not in rmatched:
                     emit((None,) * nl, rrow, rlin)
         return Rel(cols, rows, lins)
+
+    def _lateral(self, j: Join, env, ctes) -> Rel:
+        """``left CROSS | INNER | LEFT JOIN LATERAL (q) AS a [ON c]``: q evaluated for each left row, which it
+        reads; a joined row's lineage the left row's, the q row's and the ON's witnesses (a LEFT join pads a left
+        row no q row joins)."""
+        left = self.from_(j.left, env, ctes)
+        right_cols = [C(j.right.alias, n) for n in j.right.lateral]
+        rows, lins = [], []
+        for lrow, llin in zip(left.rows, left.lins):
+            right = self.query(j.right.query, (Frame(left.cols, lrow),) + env, ctes)
+            joined = False
+            for rrow, rlin in zip(right.rows, right.lins):
+                w = EMPTY
+                if j.on is not None:
+                    v, w = self.ev(j.on, (Frame(left.cols + right_cols, lrow + rrow),) + env, ctes)
+                    if v is not True:
+                        continue
+                joined = True
+                rows.append(lrow + rrow)
+                lins.append(llin | rlin | w)
+            if j.kind == "LEFT" and not joined:
+                rows.append(lrow + (None,) * len(right_cols))
+                lins.append(llin)
+        return Rel(list(left.cols) + right_cols, rows, lins)
 
     @staticmethod
     def _index(cols, c: Col):

@@ -179,6 +179,7 @@ class Table:
 class Derived:
     query: "Query | str"  # a query, or the name of a CTE
     alias: str
+    lateral: tuple | None = None  # `LATERAL (query) AS alias`, joined after the items it reads: its output names
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,7 +328,7 @@ def _from(f) -> str:
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
-        return f"({render(f.query)}) AS {ident(f.alias)}"
+        return f"{'LATERAL ' if f.lateral is not None else ''}({render(f.query)}) AS {ident(f.alias)}"
     left, right = _from(f.left), _from(f.right)
     if isinstance(f.right, Join):
         right = f"({right})"

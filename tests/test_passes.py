@@ -36,6 +36,7 @@ from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.inner_joins import inner_joins
+from dltrace.rewriter.passes.lateral_joins import lateral_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
@@ -115,6 +116,7 @@ PASSES = {
     "qualify.sql": (None, qualify, "duckdb", "set"),
     "group_by_all.sql": (qualify, group_by_all, "duckdb", "set"),
     "group_by_all_spark.sql": (qualify, group_by_all, "spark", "set"),
+    "lateral_joins.sql": (qualify, lateral_joins, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),

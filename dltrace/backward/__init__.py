@@ -36,6 +36,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.passes.correlation import LIMITED_ROWS
+from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
 from dltrace.rewriter.passes.scalar_lookups import ITEM_GUARD, KEPT_LOOKUP
 from dltrace.rewriter.shape import clock_call, random_call
@@ -128,6 +129,12 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a correlated scalar subquery with ORDER BY ... LIMIT / OFFSET "
                                f"is not supported, at {position(numbered.meta[LIMITED_ROWS])}: forward lineage "
                                f"(run) reads it")
+    lateral = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(LATERAL_ROWS)), None)
+    if lateral is not None:
+        # (as a lookup's numbered rows above: ties in the ORDER BY could keep other rows in a reverse query)
+        raise UnsupportedQuery(f"backward tracing of a LATERAL subquery with ORDER BY ... LIMIT / OFFSET is not "
+                               f"supported, at {position(lateral.meta[LATERAL_ROWS])}: forward lineage (run) reads "
+                               f"it")
     setop = next(normal.find_all(exp.SetOperation), None)
     if setop is not None and not strings_identical(normal, context.collations):
         # a side's rows are found again by comparing them with the output's values, each in its own column's

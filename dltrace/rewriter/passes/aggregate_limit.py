@@ -11,8 +11,9 @@ Not with an OFFSET other than 0 (it would remove the row), a percentage or WITH 
 constant integer, or LIMIT 0. The ORDER BY goes only where each of its keys is an output column (a position, an
 output name or an expression of the SELECT list, which the engine computes anyway): a key of its own could raise
 an error (a cast, a subquery of two rows) that the engine would raise, so the LIMIT then stays, as written.
-Aggregates are sqlglot's aggregate functions of the SELECT itself (not a window's, not a nested query's); a
-function sqlglot does not know as an aggregate leaves the query as it is.
+Aggregates are sqlglot's aggregate functions in the SELECT list or HAVING of the SELECT itself (not a window's, not
+a nested query's: ``shape.global_aggregate``); a function sqlglot does not know as an aggregate leaves the query as
+it is.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import global_aggregate
 
 
 def aggregate_limit(expression: exp.Expression, context: PassContext | None = None,
@@ -45,7 +47,7 @@ def _droppable(select: exp.Select) -> bool:
     order = select.args.get("order")
     if order is not None and not all(_an_output(o.this, select) for o in order.expressions):
         return False
-    return _aggregates(select)
+    return global_aggregate(select)
 
 
 def _count_at_least_one(select: exp.Select) -> bool:
@@ -77,22 +79,3 @@ def _an_output(key: exp.Expression, select: exp.Select) -> bool:
     if isinstance(key, exp.Column) and not key.table and key.name in select.named_selects:
         return True
     return any(key == (e.this if isinstance(e, exp.Alias) else e) for e in select.expressions)
-
-
-def _aggregates(select: exp.Select) -> bool:
-    """Does the SELECT itself call an aggregate (not as a window, not inside a nested query)?"""
-    holders = [*select.expressions, select.args.get("having"), select.args.get("qualify"), select.args.get("order")]
-    for holder in filter(None, holders):
-        for node in holder.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Select)) and n is not holder):
-            if isinstance(node, exp.AggFunc) and not _windowed(node, holder):
-                return True
-    return False
-
-
-def _windowed(node: exp.Expression, holder: exp.Expression) -> bool:
-    """Is ``node`` the function of a window (``sum(x) OVER ...``, through FILTER or IGNORE NULLS)?"""
-    while node is not holder and node.parent is not None:
-        if isinstance(node.parent, exp.Window) and node.arg_key == "this":
-            return True
-        node = node.parent
-    return False

@@ -56,6 +56,20 @@ def mark_coarse_keys(tree: exp.Expression, holders: list[exp.Expression], contex
                 break
 
 
+def coarse_equality(tree: exp.Expression, pairs: list[tuple[exp.Expression, exp.Expression]],
+                    context: PassContext) -> str:
+    """Why one of ``pairs`` ((inner side, outer side) of equalities, nodes of ``tree``) is coarser than grouping
+    by its inner side; "" where none is, or where nothing is known (no schema, an untyped query)."""
+    if context.schema is None or not pairs:
+        return ""
+    typed_of = typed_twins(tree, context.schema, context.dialect)
+    if typed_of is None:
+        return ""
+    collated = not strings_identical(tree, context.collations)
+    return next((why for inner, outer in pairs
+                 if (why := _coarse(typed_of.get(id(inner)), typed_of.get(id(outer)), collated))), "")
+
+
 def _key_pairs(holder: exp.Expression) -> list[tuple[exp.Expression, exp.Expression]]:
     """(inner side, outer side) of each equality sqlglot would group the subquery by and join on."""
     query = holder.this

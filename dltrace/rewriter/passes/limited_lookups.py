@@ -57,7 +57,7 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
     ``written`` (the user's subquery) is what backward tracing's refusal names."""
     if not plain_correlated_rows(query, limited=True) or query.args.get("order") is None:
         return None  # (without ORDER BY the LIMIT keeps any rows, none the user chose: left as it is, refused)
-    kept = _kept_positions(query)
+    kept = kept_positions(query)
     if kept is None:
         return None
     outer = {id(c) for c in outer_columns(query)}
@@ -77,7 +77,7 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
         elif all(id(c) in outer for c in columns):
             outer_tests.append(conjunct)
         else:
-            pair = _key(conjunct, outer)
+            pair = equality_sides(conjunct, outer)
             if pair is None:
                 return None
             keys.append(pair)
@@ -129,7 +129,7 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
     return lookup
 
 
-def _kept_positions(query: exp.Select) -> tuple[int, int | None] | None:
+def kept_positions(query: exp.Select) -> tuple[int, int | None] | None:
     """(first, last) row numbers kept, 1-based (last None: to the end), from integer literals; None otherwise."""
     offset = query.args.get("offset")
     start = _integer(offset.expression) if offset is not None else 0
@@ -162,7 +162,7 @@ def _integer(node: exp.Expression | None) -> int | None:
     return None
 
 
-def _key(conjunct: exp.Expression, outer: set[int]) -> tuple[exp.Expression, exp.Expression] | None:
+def equality_sides(conjunct: exp.Expression, outer: set[int]) -> tuple[exp.Expression, exp.Expression] | None:
     """(inner side, outer side) of an equality of the subquery's columns alone with the outer query's alone."""
     if not isinstance(conjunct, exp.EQ):
         return None
