@@ -204,7 +204,7 @@ class Gen:
         """``left CROSS JOIN LATERAL (q) AS a``, ``JOIN LATERAL ... ON c`` or ``LEFT JOIN LATERAL ... ON c``: q reads
         the left row through equalities of its own columns with it (passes/lateral_joins.py), now and then a range
         (refused) or a test of the left row alone; its rows plain, grouped, DISTINCT or cut by ORDER BY ... LIMIT
-        [OFFSET] (ordered by every output column: tied rows are equal rows)."""
+        [OFFSET] (ordered by every output column: tied rows are equal rows), or an aggregate without GROUP BY."""
         self.feat("lateral")
         item, cols, where = self._small_from([], ctes)
         outer = [c for c in lcols if c[0] is not None]
@@ -222,9 +222,14 @@ class Gen:
             self.feat("lateral_outer_test")
             test = Bin(">", Col(*self.pick(outer_ints)[:2]), Lit(self.draw(st.integers(0, 2))))
             where = test if where is None else Bin("AND", where, test)
-        shape = self.pick(["plain", "plain", "group", "distinct", "limit", "limit"])
+        shape = self.pick(["plain", "plain", "group", "distinct", "limit", "limit", "aggregate"])
         self.feat(f"lateral_{shape}")
-        if shape == "group":
+        if shape == "aggregate":  # one row per left row, over none too: count 0, the others NULL
+            v = self.value(cols, "int", 0, ctes)
+            q = Select([(Agg("count"), "c0"), (Agg(self.pick(["max", "sum", "count"]), v), "c1")], item, where,
+                       group=[])
+            out = [("c0", "int"), ("c1", "int")]
+        elif shape == "group":
             key = self.pick(cols)
             q = Select([(Col(*key[:2]), "c0"), (Agg("count"), "c1")], item, where, group=[Col(*key[:2])])
             out = [("c0", key[2]), ("c1", "int")]
@@ -240,6 +245,8 @@ class Gen:
         rcols = [(alias, n, t) for n, t in out]
         kind = self.pick(["CROSS", "INNER", "LEFT"])
         on = None if kind == "CROSS" else self.pred(lcols + rcols, 0, ctes) if self.chance(2) else Lit(True)
+        if shape == "aggregate" and on is not None and self.chance(2):
+            on = Lit(True)  # (an ON of its own over the one row is refused: drawn half as often)
         return Join(kind, left, Derived(q, alias, tuple(n for n, _ in out)), on=on), lcols + rcols, lstar + out
 
     def semi_join(self, left, lcols, lstar, depth, ctes, outer):

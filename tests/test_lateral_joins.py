@@ -121,7 +121,26 @@ CASES = {
     # a window over the outer row's rows: the partition's size; a window's row has its own row's lineage
     "window": ("SELECT t.a, x.x, x.n FROM t, LATERAL (SELECT p.x, count(*) OVER () AS n FROM p WHERE p.k = t.a) AS x",
                lambda: _expected(lambda o: [((r["x"], len(_partition(o))), [i]) for i, r in _partition(o)], None)),
+    # an aggregate without GROUP BY: one row per outer row, its group's lineage; over no rows (key 4, a NULL key,
+    # or the outer test failing) count 0, max NULL, and no p row
+    "aggregated": ("SELECT t.a, x.n, x.m FROM t CROSS JOIN LATERAL (SELECT count(*) AS n, max(p.x) AS m FROM p "
+                   "WHERE p.k = t.a AND t.b < 40) AS x",
+                   lambda: _expected(lambda o: [_counted(_partition(o) if o["b"] is not None and o["b"] < 40 else [])],
+                                     None)),
 }
+
+
+def _counted(rows):
+    return (len(rows), max((r["x"] for _, r in rows if r["x"] is not None), default=None)), [i for i, _ in rows]
+
+
+def test_an_aggregate_over_no_rows_is_read_as_its_value_everywhere(s, con):
+    """The count of an outer row without rows is 0 in WHERE and GROUP BY too (read through COALESCE): t rows of a
+    NULL, 4 (no p rows) and 3 (one p row, its d 2) have counts 0, 0 and 1; lineage the t rows and p's row 4."""
+    sql = ("SELECT x.n, count(*) AS c FROM t, LATERAL (SELECT count(p.d) AS n FROM p WHERE p.k = t.a) AS x "
+           "WHERE x.n < 2 GROUP BY x.n")
+    assert got(s.run(sql)) == Counter({("(0, 2)", _lineage(t={2, 4})): 1, ("(1, 1)", _lineage(t={5}, p={4})): 1})
+    assert sorted(con.sql(sql).fetchall()) == [(0, 2), (1, 1)]
 
 
 @pytest.mark.parametrize("strategy", ["set", "bitmap"])
@@ -134,7 +153,7 @@ def test_lateral_join_by_hand(s, con, name, strategy):
         map(repr, con.sql(sql).to_arrow_table().to_pylist()))  # the engine's own answer to the query as written
 
 
-@pytest.mark.parametrize("name", ["plain_on", "left_on", "grouped", "distinct"])
+@pytest.mark.parametrize("name", ["plain_on", "left_on", "grouped", "distinct", "aggregated"])
 def test_backward_tracing_agrees(s, name):
     """Without a LIMIT the derived table is an ordinary one: backward tracing gives every row's forward lineage
     (t.b added: backward tracing reads a row's lineage off its values, which two t rows of a = 2 would share)."""
@@ -157,7 +176,11 @@ def test_backward_tracing_refuses_a_limit(s):
 
 
 @pytest.mark.parametrize("sql, why", [
-    ("SELECT t.a, x.m FROM t, LATERAL (SELECT max(p.x) AS m FROM p WHERE p.k = t.a) AS x", "aggregates without GROUP"),
+    ("SELECT t.a, x.m FROM t, LATERAL (SELECT max(p.x) + 1 AS m FROM p WHERE p.k = t.a) AS x", "with an item"),
+    ("SELECT t.a, x.n FROM t JOIN LATERAL (SELECT count(*) AS n FROM p WHERE p.k = t.a) AS x ON x.n > 1",
+     "joined ON a condition"),
+    ("SELECT t.a, x.n FROM t, LATERAL (SELECT count(*) AS n FROM p WHERE p.k = t.a HAVING count(*) > 1) AS x",
+     "with a HAVING"),
     ("SELECT t.a, x.x FROM t, LATERAL (SELECT p.x FROM p WHERE p.k < t.a) AS x", "correlated by"),
     ("SELECT t.a, x.v FROM t, LATERAL (SELECT p.x + t.b AS v FROM p WHERE p.k = t.a) AS x", "outside its WHERE"),
     ("SELECT t.a, x.x FROM t, LATERAL (SELECT p.x FROM p WHERE p.k = t.a LIMIT 1) AS x", "no ORDER BY"),
@@ -194,7 +217,7 @@ def test_a_collated_key_is_refused_where_partitions_matter():
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("name", ["latest", "grouped", "left_on"])
+@pytest.mark.parametrize("name", ["latest", "grouped", "left_on", "aggregated"])
 def test_lateral_join_on_spark(spark_session, name):
     """Spark's LATERAL subqueries, rewritten alike. Spark orders NULLs first ascending (last descending): the
     latest row is the same as DuckDB's."""

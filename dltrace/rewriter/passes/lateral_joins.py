@@ -20,6 +20,14 @@ What the subquery does to its rows per outer row, it then does per partition:
   (``passes/limited_lookups.py`` does the same for a scalar subquery); an ORDER BY without a LIMIT orders
   nothing a join keeps and goes.
 
+An aggregate without GROUP BY gives every outer row one row, over no rows too (``count(*)`` 0): it is grouped by
+the inner sides and LEFT JOINed, whatever the join was, and each of its columns is read as ``COALESCE(x.c, <the
+aggregate over no rows>)`` where that value is not NULL (``passes/empty_aggregates.py``: a count's 0, Spark's empty
+array, from aggregates that are never NULL over rows); an outer row without rows gets the values over no rows and
+no lineage of the subquery, as the aggregate of no rows has none. Taken where each item is one aggregate call whose
+value over no rows dltrace knows on the engine, with no HAVING, QUALIFY, window or LIMIT, joined without ON or ON
+TRUE (an ON would pad or drop that one row).
+
 A test of the outer row alone (``t.flag``) moves into the join's ON, a test of the subquery's rows alone stays
 in its WHERE. ``CROSS JOIN LATERAL``, ``, LATERAL`` and ``JOIN LATERAL ... ON c`` become an inner join on the
 equalities (and c), ``LEFT JOIN LATERAL ... ON c`` a LEFT JOIN: an outer row with no rows is padded with NULLs in
@@ -28,14 +36,14 @@ table. A LATERAL that reads no outer column is a derived table as written.
 
 Valid when the inner sides group as the equalities compare: every two values one group apart differ under the
 equality (``passes/coarse_keys.py``: not where a collation or a cast makes two groups equal one value), checked
-where partitions matter (GROUP BY, DISTINCT, a window, a LIMIT); a plain join compares as the subquery did.
+where partitions matter (an aggregate, GROUP BY, DISTINCT, a window, a LIMIT); a plain join compares as the subquery did.
 Where rows tie in the ORDER BY, the engine keeps any of them, and so does ``ROW_NUMBER()``: each kept row's values
 and lineage come from the one row kept. Backward tracing, whose reverse queries would number the rows again and
 could keep another tied row, refuses the numbered table (``meta[LATERAL_ROWS]``).
 
 Refused, naming the LATERAL: an outer column anywhere but such a WHERE conjunct (the SELECT list, a join's ON, the
 ORDER BY), a subquery inside it reading the outer row, a correlated set operation, an aggregate without GROUP BY
-(one row per outer row, even over none: write its values as scalar subqueries), GROUPING SETS / ROLLUP / CUBE,
+other than the above (``count(*) + 1``, a HAVING, an ON), GROUPING SETS / ROLLUP / CUBE,
 named windows, a LIMIT without ORDER BY (it keeps any rows), WITH TIES or a percentage, a random draw (drawn per
 outer row), a WITH inside, RIGHT / FULL / SEMI / ANTI, USING or NATURAL joins, and a LATERAL over a function.
 """
@@ -48,7 +56,8 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.coarse_keys import coarse_equality
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself
+from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names
+from dltrace.rewriter.passes.empty_aggregates import aggregate_call, known_call, over_no_rows
 from dltrace.rewriter.passes.limited_lookups import equality_sides, kept_positions
 from dltrace.rewriter.shape import conjuncts, from_items, global_aggregate, random_call
 
@@ -90,6 +99,8 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
         raise _refuse(lateral, f"in a {' '.join(filter(None, (join.method, join.side, join.kind)))} JOIN "
                                f"(LATERAL joins inner or LEFT)")
     alias = lateral.args.get("alias")
+    if alias is None or not alias.name:
+        raise _refuse(lateral, "without an alias")
     outer = outer_columns(query)
     if not outer:
         lateral.replace(exp.Subquery(this=query, alias=alias))  # (a derived table as written)
@@ -122,10 +133,14 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
                                "its GROUP BY or ORDER BY)")
     windows = [w for w in query.find_all(exp.Window) if w.find_ancestor(exp.Select) is query]
     cut = any(query.args.get(k) for k in ("limit", "offset", "fetch"))
-    if keys and (query.args.get("group") or query.args.get("distinct") or windows or cut):
+    aggregated = global_aggregate(query)
+    if keys and (aggregated or query.args.get("group") or query.args.get("distinct") or windows or cut):
         why = coarse_equality(tree, keys, context)
         if why:
             raise _refuse(lateral, f"correlated by {why}, whose rows would not be grouped as it compares them,")
+    if aggregated:
+        _one_row_per_outer_row(lateral, query, n, keys, filters, outer_tests, context)
+        return
     written = lateral.copy()  # (as the user wrote it, for backward tracing's refusal: the query changes in place)
     derived = _derived(lateral, query, n, keys, filters, windows, cut)
     conditions = [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias.name,
@@ -143,12 +158,62 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
         join.set("kind", "CROSS")
 
 
+def _one_row_per_outer_row(lateral: exp.Lateral, query: exp.Select, n: int, keys: list, filters: list,
+                           outer_tests: list, context: PassContext) -> None:
+    """An aggregate without GROUP BY gives each outer row one row, over no rows too: grouped by the inner sides and
+    LEFT JOINed, each column read as ``COALESCE(x.c, <its aggregate over no rows>)`` where that is not NULL (the
+    module docstring)."""
+    join, alias = lateral.parent, lateral.args["alias"].name
+    on = join.args.get("on")
+    if on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        raise _refuse(lateral, "that aggregates without GROUP BY, joined ON a condition (its one row per outer "
+                               "row is padded or dropped by it: join ON TRUE and test in WHERE)")
+    if any(query.args.get(k) for k in ("having", "qualify", "limit", "offset", "fetch")) \
+            or query.find(exp.Window) is not None:
+        raise _refuse(lateral, "that aggregates without GROUP BY, with a HAVING, QUALIFY, window, LIMIT or OFFSET")
+    fills = {}
+    for item in query.expressions:
+        value = item.unalias()
+        call = aggregate_call(value)
+        if not known_call(value, context.dialect):
+            raise _refuse(lateral, f"that aggregates without GROUP BY, with an item ({value.sql(context.dialect)[:40]}) "
+                                   f"other than one aggregate call whose value over no rows dltrace knows on "
+                                   f"{context.dialect}")
+        empty = over_no_rows(call, context.dialect)
+        if empty != "null":  # (a count's 0, Spark's empty array: never the value of rows, which are never NULL)
+            fills[item.alias_or_name] = exp.Literal.number(0) if empty == "zero" else exp.Array(expressions=[])
+    inner = [k for k, _ in keys]
+    query.set("expressions", list(query.expressions) + [exp.alias_(k.copy(), f"_dl_lk{n}_{i}", quoted=True)
+                                                        for i, k in enumerate(inner, 1)])
+    query.set("where", exp.Where(this=exp.and_(*filters, copy=False)) if filters else None)
+    query.set("order", None)
+    if inner:
+        query.set("group", exp.Group(expressions=[k.copy() for k in inner]))
+    conditions = [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias, quoted=True))
+                  for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
+    select = join.parent
+    join.set("this", exp.Subquery(this=query, alias=exp.TableAlias(this=lateral.args["alias"].this.copy())))
+    join.set("kind", None)
+    join.set("side", "LEFT")
+    join.set("on", exp.and_(*conditions, copy=False) if conditions else exp.true())
+    for column in list(select.find_all(exp.Column)):
+        if column.table == alias and column.name in fills and _reads_from(column, select, alias):
+            column.replace(exp.Coalesce(this=column.copy(), expressions=[fills[column.name].copy()]))
+
+
+def _reads_from(column: exp.Column, select: exp.Select, alias: str) -> bool:
+    """Is ``column`` (of table ``alias``) ``select``'s source of that name, not a nested SELECT's own?"""
+    node = column.parent
+    while node is not None:
+        if isinstance(node, exp.Select) and alias in source_names(node):
+            return node is select
+        node = node.parent
+    return False
+
+
 def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
     """Refuse what the rewrite does not take (the module's list)."""
     group = query.args.get("group")
-    if global_aggregate(query):
-        raise _refuse(lateral, "that aggregates without GROUP BY (one row per outer row, even over no rows: write "
-                               "its values as scalar subqueries)")
     if group is not None and (any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
                               or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube))
                                      for k in group.expressions)):
