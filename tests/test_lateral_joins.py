@@ -216,6 +216,16 @@ def test_a_collated_key_is_refused_where_partitions_matter():
         connection.close()
 
 
+def test_duckdbs_implicit_lateral_is_read_as_duckdb_reads_it(s, con):
+    """``FROM t, (SELECT ... WHERE p.k = t.a) AS x`` without the keyword: DuckDB reads it as LATERAL, and so does
+    dltrace (it failed to resolve ``t.a``)."""
+    sql, expected = CASES["latest"]
+    implicit = sql.replace("CROSS JOIN LATERAL (", ", (")
+    assert got(s.run(implicit)) == expected()
+    assert sorted(map(repr, s.run(implicit).table.to_pylist())) == sorted(
+        map(repr, con.sql(implicit).to_arrow_table().to_pylist()))
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["latest", "grouped", "left_on", "aggregated"])
 def test_lateral_join_on_spark(spark_session, name):

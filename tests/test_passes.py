@@ -35,6 +35,7 @@ from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
+from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.lateral_joins import lateral_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
@@ -117,6 +118,7 @@ PASSES = {
     "group_by_all.sql": (qualify, group_by_all, "duckdb", "set"),
     "group_by_all_spark.sql": (qualify, group_by_all, "spark", "set"),
     "lateral_joins.sql": (qualify, lateral_joins, "duckdb", "set"),
+    "implicit_laterals.sql": (None, implicit_laterals, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),

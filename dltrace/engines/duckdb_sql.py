@@ -70,6 +70,8 @@ class DuckDBFunctions(LineageFunctions):
     order_by_expressions_read_columns = True
     # DuckDB 2.0.1: DECIMAL(18,4) 1.5 IN (SELECT DECIMAL(38,0) 2) is TRUE (both cast to DECIMAL(38,0)), 1.5 = 2 is not
     quantified_common_type = True
+    # DuckDB 2.0.1: FROM t, (SELECT ... WHERE u.a = t.a) AS x reads t's row, as LATERAL does
+    implicit_lateral = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

@@ -137,6 +137,9 @@ class LineageFunctions:
     #: keeps the scale (DuckDB's binder: ``TryGetMaxLogicalType`` against the comparison's own rule): a rewrite
     #: that writes the IN as a comparison casts both sides first (:mod:`dltrace.rewriter.passes.quantified_types`)
     quantified_common_type: ClassVar[bool] = False
+    #: a subquery in FROM may read the FROM items before it without LATERAL (DuckDB's implicit lateral joins;
+    #: :mod:`dltrace.rewriter.passes.implicit_laterals`)
+    implicit_lateral: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
