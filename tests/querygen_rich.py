@@ -247,7 +247,11 @@ class Gen:
         on = None if kind == "CROSS" else self.pred(lcols + rcols, 0, ctes) if self.chance(2) else Lit(True)
         if shape == "aggregate" and on is not None and self.chance(2):
             on = Lit(True)  # (an ON of its own over the one row is refused: drawn half as often)
-        return Join(kind, left, Derived(q, alias, tuple(n for n, _ in out)), on=on), lcols + rcols, lstar + out
+        implicit = self.chance(4)  # DuckDB's implicit LATERAL (passes/implicit_laterals.py)
+        if implicit:
+            self.feat("lateral_implicit")
+        right = Derived(q, alias, tuple(n for n, _ in out), implicit)
+        return Join(kind, left, right, on=on), lcols + rcols, lstar + out
 
     def semi_join(self, left, lcols, lstar, depth, ctes, outer):
         """``left SEMI|ANTI JOIN right ON <equality> [AND right.x op left.y] [AND <filter>]`` or ``USING (k)``

@@ -180,6 +180,7 @@ class Derived:
     query: "Query | str"  # a query, or the name of a CTE
     alias: str
     lateral: tuple | None = None  # `LATERAL (query) AS alias`, joined after the items it reads: its output names
+    implicit: bool = False  # a LATERAL one written without the keyword (DuckDB reads it as LATERAL)
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,7 +329,8 @@ def _from(f) -> str:
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
-        return f"{'LATERAL ' if f.lateral is not None else ''}({render(f.query)}) AS {ident(f.alias)}"
+        keyword = "LATERAL " if f.lateral is not None and not f.implicit else ""
+        return f"{keyword}({render(f.query)}) AS {ident(f.alias)}"
     left, right = _from(f.left), _from(f.right)
     if isinstance(f.right, Join):
         right = f"({right})"
