@@ -5,7 +5,8 @@ the aggregate gives one row anyway. sqlglot does not decorrelate a subquery with
 was refused ("it has a LIMIT or OFFSET"); the uncorrelated form ran, the same query without the LIMIT.
 
 Valid: a SELECT that aggregates without GROUP BY gives exactly one row (none after a HAVING or QUALIFY that
-fails), so a LIMIT of at least one row keeps every row it gives, and an ORDER BY has nothing to order: the same
+fails), unless its SELECT list calls a set-returning function (``unnest(list(x))``, Spark's ``explode``: left as
+it is), so a LIMIT of at least one row keeps every row it gives, and an ORDER BY has nothing to order: the same
 rows, each with the lineage it had (a LIMIT's lineage rules choose among tied rows, and there is one row or none).
 Not with an OFFSET other than 0 (it would remove the row), a percentage or WITH TIES, a count that is not a
 constant integer, or LIMIT 0. The ORDER BY goes only where each of its keys is an output column (a position, an
@@ -21,7 +22,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import global_aggregate
+from dltrace.rewriter.shape import global_aggregate, returns_rows_per_row
 
 
 def aggregate_limit(expression: exp.Expression, context: PassContext | None = None,
@@ -41,6 +42,8 @@ def _droppable(select: exp.Select) -> bool:
     """Does ``select`` aggregate without GROUP BY, under a LIMIT of at least one row that may go (see the module)?"""
     if select.args.get("limit") is None or select.args.get("group") is not None or not _count_at_least_one(select):
         return False
+    if returns_rows_per_row(select):
+        return False  # (``unnest(list(x))``: an aggregate that feeds a set-returning call gives many rows)
     offset = select.args.get("offset")
     if offset is not None and not _is_int(offset.expression, 0):
         return False

@@ -65,8 +65,8 @@ def _path(node: exp.Expression, top: exp.Expression) -> list[exp.Expression]:
 
 def one_value(query: exp.Expression, correlated: bool) -> bool:
     """Does the scalar subquery give exactly one value (per outer row when correlated)?"""
-    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
-        return False
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1 or returns_rows_per_row(query):
+        return False  # (``unnest(list(x))``: an aggregate fed to a set-returning call gives a row per element)
     value = query.expressions[0].unalias()
     if value.find(exp.AggFunc) is None or value.find(exp.Window) is not None:
         return False  # not an aggregate of the subquery's rows (a query that may give 0 or many values)

@@ -11,7 +11,8 @@ from sqlglot import exp
 from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
 from dltrace.rewriter.passes.empty_aggregates import SQLGLOT_AGGREGATES, aggregate_calls, known_call, stands_in
 from dltrace.rewriter.passes.key_types import identity_keys
-from dltrace.rewriter.shape import aggregates, conjuncts, is_aggregate, one_row_aggregate, random_call, ungrouped
+from dltrace.rewriter.shape import (aggregates, conjuncts, is_aggregate, one_row_aggregate, random_call,
+                                   returns_rows_per_row, ungrouped)
 
 
 WRITTEN_AS = "dl_written_as"  # meta key of a subquery dltrace wrote for one of the user's: the user's, as written
@@ -228,8 +229,8 @@ def _splittable(query: exp.Expression, dialect: str) -> bool:
     does not take as it is."""
     if not (isinstance(query, exp.Select) and ungrouped(query) and len(query.expressions) == 1
             and not any(query.args.get(k) for k in ("distinct", "order", "windows"))
-            and is_correlated(query)):
-        return False
+            and is_correlated(query)) or returns_rows_per_row(query):
+        return False  # (``unnest(list(x))``: a row per element, not one value)
     value = query.expressions[0].unalias()
     if value.find(exp.Query, exp.Window) is not None or decorrelates(value, dialect):
         return False

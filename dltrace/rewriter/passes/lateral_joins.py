@@ -171,27 +171,32 @@ def _one_row_per_outer_row(lateral: exp.Lateral, query: exp.Select, n: int, keys
     if any(query.args.get(k) for k in ("having", "qualify", "limit", "offset", "fetch")) \
             or query.find(exp.Window) is not None:
         raise _refuse(lateral, "that aggregates without GROUP BY, with a HAVING, QUALIFY, window, LIMIT or OFFSET")
-    fills = {}
-    for item in query.expressions:
-        value = item.unalias()
-        call = aggregate_call(value)
+    select = join.parent
+    later = select.args["joins"][select.args["joins"].index(join) + 1:]
+    if any((j.side or "").upper() in ("RIGHT", "FULL") for j in later):
+        # (its columns are read through COALESCE: a later join's padding NULL would read as the count's 0)
+        raise _refuse(lateral, "that aggregates without GROUP BY, followed by a RIGHT or FULL join")
+    renamed = [c.name for c in lateral.args["alias"].args.get("columns") or []]
+    items, fills = [], {}
+    for i, item in enumerate(query.expressions):
+        value, name = item.unalias(), renamed[i] if i < len(renamed) else item.alias_or_name
         if not known_call(value, context.dialect):
-            raise _refuse(lateral, f"that aggregates without GROUP BY, with an item ({value.sql(context.dialect)[:40]}) "
-                                   f"other than one aggregate call whose value over no rows dltrace knows on "
-                                   f"{context.dialect}")
-        empty = over_no_rows(call, context.dialect)
+            raise _refuse(lateral, f"that aggregates without GROUP BY, with an item "
+                                   f"({value.sql(context.dialect)[:40]}) other than one aggregate call whose value "
+                                   f"over no rows dltrace knows on {context.dialect}")
+        empty = over_no_rows(aggregate_call(value), context.dialect)
         if empty != "null":  # (a count's 0, Spark's empty array: never the value of rows, which are never NULL)
-            fills[item.alias_or_name] = exp.Literal.number(0) if empty == "zero" else exp.Array(expressions=[])
+            fills[name] = exp.Literal.number(0) if empty == "zero" else exp.Array(expressions=[])
+        items.append(exp.alias_(value, name, quoted=True))
     inner = [k for k, _ in keys]
-    query.set("expressions", list(query.expressions) + [exp.alias_(k.copy(), f"_dl_lk{n}_{i}", quoted=True)
-                                                        for i, k in enumerate(inner, 1)])
+    query.set("expressions", items + [exp.alias_(k.copy(), f"_dl_lk{n}_{i}", quoted=True)
+                                      for i, k in enumerate(inner, 1)])
     query.set("where", exp.Where(this=exp.and_(*filters, copy=False)) if filters else None)
     query.set("order", None)
     if inner:
         query.set("group", exp.Group(expressions=[k.copy() for k in inner]))
     conditions = [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias, quoted=True))
                   for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
-    select = join.parent
     join.set("this", exp.Subquery(this=query, alias=exp.TableAlias(this=lateral.args["alias"].this.copy())))
     join.set("kind", None)
     join.set("side", "LEFT")
@@ -223,6 +228,11 @@ def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
             raise _refuse(lateral, what)
     if random_call(query) is not None:
         raise _refuse(lateral, "that draws random values (drawn once per outer row)")
+    order = query.args.get("order")
+    if order is not None and not any(query.args.get(k) for k in ("limit", "offset", "fetch")) and not all(
+            _computed_anyway(o.this, query) for o in order.expressions):
+        # (an ORDER BY without LIMIT goes: a key of its own could raise an error the engine raises)
+        raise _refuse(lateral, "with an ORDER BY key that is neither a column nor an output column, and no LIMIT")
     if any(query.args.get(k) for k in ("limit", "offset", "fetch")):
         if query.args.get("order") is None:
             raise _refuse(lateral, "with a LIMIT or OFFSET but no ORDER BY (it keeps any rows)")
@@ -231,6 +241,14 @@ def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
     names = query.named_selects
     if len(set(names)) != len(names) or not all(names):
         raise _refuse(lateral, "with two output columns of one name")
+
+
+def _computed_anyway(key: exp.Expression, query: exp.Select) -> bool:
+    """Is the ORDER BY key a column, a position or an expression of the SELECT list (nothing that could raise an
+    error of its own)?"""
+    if isinstance(key, exp.Column) or isinstance(key, exp.Literal) and key.is_int:
+        return True
+    return any(key == item.unalias() for item in query.expressions)
 
 
 def _derived(lateral: exp.Lateral, query: exp.Select, n: int, keys: list, filters: list, windows: list,
