@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from decimal import Decimal
 
 
@@ -47,3 +47,14 @@ def sample_rows(n: int, k: int = 3) -> list[int]:
     if n <= k:
         return list(range(n))
     return sorted({0, n // 2, n - 1})
+
+
+def counted_rows(result, text=repr, prefix: str = "") -> Counter:
+    """Each row of ``result`` -- ``text`` of its values -- with its lineage (per table that has ids: its name
+    without ``prefix``, its sorted ids), counted: rows in any order, duplicates kept."""
+    out = Counter()
+    for i, row in enumerate(result.table.to_pylist()):
+        lineage = tuple(sorted((t.removeprefix(prefix), tuple(sorted(int(x) for x in v)))
+                               for t, v in result.lineage(i).items() if len(v)))
+        out[(text(tuple(row.values())), lineage)] += 1
+    return out

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
+from lineage_compare import counted_rows
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()),
               "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
@@ -72,12 +73,7 @@ def _lineage(**tables: set[int]) -> tuple:
 
 
 def got(result, prefix: str = "") -> Counter:
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lineage = tuple(sorted((t.removeprefix(prefix), tuple(sorted(int(x) for x in v)))
-                               for t, v in result.lineage(i).items() if len(v)))
-        out[(repr(tuple(row.values())), lineage)] += 1
-    return out
+    return counted_rows(result, prefix=prefix)
 
 
 def _groups(o, key, value):

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
+from lineage_compare import counted_rows
 from dltrace.errors import DltraceError
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3, 5], pa.int64()),
@@ -66,12 +67,7 @@ def _lineage(**tables: set[int]) -> tuple:
 
 def got(result, prefix: str = "") -> Counter:
     """Each row and its lineage (table names without ``prefix``), counted."""
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lineage = tuple(sorted((t.removeprefix(prefix), tuple(sorted(int(x) for x in v)))
-                               for t, v in result.lineage(i).items() if len(v)))
-        out[(repr(tuple(row.values())), lineage)] += 1
-    return out
+    return counted_rows(result, prefix=prefix)
 
 
 def _per_row(kept, value, keep=None, witness=lambda o, r: True) -> Counter:

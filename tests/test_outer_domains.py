@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dltrace
+from lineage_compare import counted_rows
 
 T = pa.table({"a": pa.array([1, 2, None, 2, None, 1, 3], pa.int64()),
               "b": pa.array([10, 20, 30, None, 5, 10, 7], pa.int64()),
@@ -75,11 +76,7 @@ def expected(outer: pa.Table, outer_name: str, inner: pa.Table, inner_name: str,
 
 
 def got(result) -> Counter:
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lineage = tuple(sorted((t, tuple(sorted(int(x) for x in v))) for t, v in result.lineage(i).items() if len(v)))
-        out[(_text(tuple(row.values())), lineage)] += 1
-    return out
+    return counted_rows(result, text=_text)
 
 
 def _text(row: tuple) -> str:

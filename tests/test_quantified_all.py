@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
+from lineage_compare import counted_rows
 
 T = pa.table({"a": pa.array([1, 2, 3, 4, 5, 6, 7], pa.int64()),
               "d": pa.array([1, 5, None, 3, 2, None, 9], pa.int64()),
@@ -49,11 +50,7 @@ def expected(op: str, correlated, also=lambda o: True) -> Counter:
 
 
 def got(result) -> Counter:
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lineage = tuple(sorted((t, tuple(sorted(int(x) for x in v))) for t, v in result.lineage(i).items() if len(v)))
-        out[(tuple(row.values()), lineage)] += 1
-    return out
+    return counted_rows(result, text=lambda values: values)
 
 
 def _eq(x, y):

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
+from lineage_compare import counted_rows
 from dltrace.errors import DltraceError
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 1, 5], pa.int64()),
@@ -53,11 +54,7 @@ def _lineage(**tables: set[int]) -> tuple:
 
 
 def got(result) -> Counter:
-    out = Counter()
-    for i, row in enumerate(result.table.to_pylist()):
-        lineage = tuple(sorted((t, tuple(sorted(int(x) for x in v))) for t, v in result.lineage(i).items() if len(v)))
-        out[(_text(tuple(row.values())), lineage)] += 1
-    return out
+    return counted_rows(result, text=_text)
 
 
 def _per_row(value, keep=None, witnesses=lambda o, r: True) -> Counter:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.exists_limit import keeps_a_row
 from dltrace.rewriter.shape import global_aggregate, returns_rows_per_row
 
 
@@ -40,7 +41,7 @@ def aggregate_limit(expression: exp.Expression, context: PassContext | None = No
 
 def _droppable(select: exp.Select) -> bool:
     """Does ``select`` aggregate without GROUP BY, under a LIMIT of at least one row that may go (see the module)?"""
-    if select.args.get("limit") is None or select.args.get("group") is not None or not _count_at_least_one(select):
+    if select.args.get("group") is not None or not keeps_a_row(select.args.get("limit")):
         return False
     if returns_rows_per_row(select):
         return False  # (``unnest(list(x))``: an aggregate that feeds a set-returning call gives many rows)
@@ -53,26 +54,9 @@ def _droppable(select: exp.Select) -> bool:
     return global_aggregate(select)
 
 
-def _count_at_least_one(select: exp.Select) -> bool:
-    limit = select.args["limit"]
-    if isinstance(limit, exp.Limit):
-        count = limit.expression
-    elif isinstance(limit, exp.Fetch):
-        count = limit.args.get("count")
-    else:
-        return False
-    options = limit.args.get("limit_options")
-    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
-        return False
-    return isinstance(limit, exp.Limit) and limit.args.get("offset") is None and _is_int(count, None) \
-        or isinstance(limit, exp.Fetch) and _is_int(count, None)
-
-
-def _is_int(node: exp.Expression | None, value: int | None) -> bool:
-    """Is ``node`` an integer literal (equal to ``value``, or at least 1 for None)?"""
-    if not isinstance(node, exp.Literal) or node.is_string or not node.is_int:
-        return False
-    return int(node.this) == value if value is not None else int(node.this) >= 1
+def _is_int(node: exp.Expression | None, value: int) -> bool:
+    """Is ``node`` the integer literal ``value``?"""
+    return isinstance(node, exp.Literal) and not node.is_string and node.is_int and int(node.this) == value
 
 
 def _an_output(key: exp.Expression, select: exp.Select) -> bool:

@@ -34,8 +34,13 @@ def _droppable(query: exp.Expression) -> bool:
     if not isinstance(query, exp.Select) or query.args.get("offset") is not None \
             or query.args.get("order") is not None:
         return False
-    limit = query.args.get("limit")
-    if isinstance(limit, exp.Limit):
+    return keeps_a_row(query.args.get("limit"))
+
+
+def keeps_a_row(limit: exp.Expression | None) -> bool:
+    """Is ``limit`` a LIMIT / FETCH of a constant count of at least one row (no percentage, WITH TIES or offset of
+    its own)?"""
+    if isinstance(limit, exp.Limit) and limit.args.get("offset") is None:
         count = limit.expression
     elif isinstance(limit, exp.Fetch):
         count = limit.args.get("count")
