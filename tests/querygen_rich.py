@@ -66,7 +66,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit", "lateral"})
+                      "aggregate_limit", "lateral", "exists_grouped"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -421,6 +421,24 @@ class Gen:
         return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
                   wrap == "is_not_true")
 
+    def grouped_exists_query(self, outer, ctes):
+        """``SELECT 1 FROM ... WHERE inner.c = outer.c [AND ...] GROUP BY <col> HAVING count(*) > n`` (or a max):
+        a correlated EXISTS that groups, read over its groups (passes/grouped_exists.py); now and then correlated by
+        a range (left, refused)."""
+        self.feat("exists_grouped")
+        item, cols, where = self._small_from([], ctes)
+        outer = [c for c in outer if c[0] is not None]
+        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
+        for _ in range(self.draw(st.integers(1, 2)) if pairs else 0):
+            c, o = self.pick(pairs)
+            corr = Bin(self.pick(["=", "=", "=", "<"]), Col(c[0], c[1]), Col(o[0], o[1]))
+            where = corr if where is None else Bin("AND", where, corr)
+        key = self.pick(cols)
+        ints = [c for c in cols if c[2] == "int"]
+        having = Bin(">", Agg("count"), Lit(self.draw(st.integers(0, 2)))) if not ints or self.chance(2) else \
+            Bin(self.pick([">", "<="]), Agg("max", Col(*self.pick(ints)[:2])), Lit(self.draw(st.integers(0, 3))))
+        return Select([(Lit(1), "x")], item, where, group=[Col(*key[:2])], having=having)
+
     def in_list_scalar(self, scope, depth: int, ctes, outer):
         """``x [NOT] IN (v1, v2, ...)`` with scalar subqueries among the values (``t1.k IN (1, (SELECT max(t2.w)
         FROM p AS t2), NULL)``), or one as ``x`` (``(SELECT ...) IN (t1.k, 2)``): the other values literals, NULLs
@@ -469,7 +487,9 @@ class Gen:
         x = self.value(scope, typ, 0, ctes)
         # (maybe a SELECT whose rows are not its FROM's)
         rows = self.rows_query(typ, outer, ctes) if kind != "scalar_cmp" else None
-        if kind == "exists":
+        if kind == "exists" and self.often("exists_grouped", 6):
+            p = Exists(self.grouped_exists_query(outer, ctes))
+        elif kind == "exists":
             p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=outer, ctes=ctes)[0]))
         elif kind in ("in", "not_in"):
             p = InSub(x, rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0], negated=kind == "not_in")

@@ -4,9 +4,10 @@
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
 an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
 EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, DuckDB's implicit LATERAL written out,
-qualify, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, decorrelate, mark how each
-decorrelated subquery is used, read and translate non-equality witnesses, make cross joins explicit. Both directions then ask the same questions of the
-prepared tree through the functions below:
+qualify, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one
+over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
+witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
+functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
   where it made a predicate true, i.e. it is used positively; control: always);
@@ -42,6 +43,7 @@ from dltrace.rewriter.passes.decorrelate import (
 from dltrace.rewriter.passes.distinct_on import distinct_on
 from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.group_by_all import group_by_all
+from dltrace.rewriter.passes.grouped_exists import grouped_exists
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.in_lists import in_lists
 from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
@@ -99,8 +101,8 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, implicit_laterals, qualify, group_by_all, lateral_joins, outer_join_filters,
-                   having_to_where, union_by_name, quantified_types, decorrelate, mark_witness_uses,
+                   known_aggregates, implicit_laterals, qualify, group_by_all, lateral_joins, grouped_exists,
+                   outer_join_filters, having_to_where, union_by_name, quantified_types, decorrelate, mark_witness_uses,
                    read_array_witnesses, explicit_cross_joins)
 
 

@@ -176,3 +176,38 @@ def movable_quantified(tree: exp.Expression,
             continue  # (x moves into the subquery: a name the subquery binds itself would read its own table)
         found.append((comparison, query))
     return found
+
+
+def where_correlation(query: exp.Select, outer: set[int]) -> tuple[list, list, list, list]:
+    """``query``'s WHERE conjuncts by how they read the outer row (``outer``: ids of its outer columns):
+    ``(keys, filters, outer_tests, others)`` -- keys the (inner side, outer side) of equalities of its own
+    columns alone with the outer row's alone, filters the conjuncts of its own columns alone, outer tests those of
+    the outer row's alone, others the rest (a range, an OR, a function of both)."""
+    keys, filters, outer_tests, others = [], [], [], []
+    for conjunct in conjuncts(query.args.get("where")):
+        columns = list(conjunct.find_all(exp.Column))
+        if not any(id(c) in outer for c in columns):
+            filters.append(conjunct)
+        elif all(id(c) in outer for c in columns):
+            outer_tests.append(conjunct)
+        elif (pair := equality_sides(conjunct, outer)) is not None:
+            keys.append(pair)
+        else:
+            others.append(conjunct)
+    return keys, filters, outer_tests, others
+
+
+def equality_sides(conjunct: exp.Expression, outer: set[int]) -> tuple[exp.Expression, exp.Expression] | None:
+    """(inner side, outer side) of an equality of the subquery's columns alone with the outer query's alone."""
+    if not isinstance(conjunct, exp.EQ):
+        return None
+    sides = []
+    for side in (conjunct.this, conjunct.expression):
+        columns = list(side.find_all(exp.Column))
+        sides.append("outer" if columns and all(id(c) in outer for c in columns)
+                     else "inner" if not any(id(c) in outer for c in columns) else "both")
+    if sides == ["inner", "outer"]:
+        return conjunct.this, conjunct.expression
+    if sides == ["outer", "inner"]:
+        return conjunct.expression, conjunct.this
+    return None

@@ -56,10 +56,10 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.coarse_keys import coarse_equality
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names
+from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names, where_correlation
 from dltrace.rewriter.passes.empty_aggregates import aggregate_call, known_call, over_no_rows
-from dltrace.rewriter.passes.limited_lookups import equality_sides, kept_positions
-from dltrace.rewriter.shape import conjuncts, from_items, global_aggregate, random_call
+from dltrace.rewriter.passes.limited_lookups import kept_positions
+from dltrace.rewriter.shape import from_items, global_aggregate, random_call
 
 #: meta key of the derived table that numbers a LATERAL subquery's rows for its LIMIT: the user's LATERAL
 #: (backward tracing refuses it, naming it)
@@ -114,18 +114,10 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
                                "outer row,")
     _check_shape(lateral, query)
     outer_ids = {id(c) for c in outer}
-    keys, filters, outer_tests = [], [], []
-    for conjunct in conjuncts(query.args.get("where")):
-        columns = list(conjunct.find_all(exp.Column))
-        if not any(id(c) in outer_ids for c in columns):
-            filters.append(conjunct)
-        elif all(id(c) in outer_ids for c in columns):
-            outer_tests.append(conjunct)
-        elif (pair := equality_sides(conjunct, outer_ids)) is not None:
-            keys.append(pair)
-        else:
-            raise _refuse(lateral, f"correlated by {conjunct.sql(context.dialect)[:60]!r} (only equalities of "
-                                   f"its own columns with the outer row's, and tests of either alone, are taken)")
+    keys, filters, outer_tests, others = where_correlation(query, outer_ids)
+    if others:
+        raise _refuse(lateral, f"correlated by {others[0].sql(context.dialect)[:60]!r} (only equalities of its "
+                               f"own columns with the outer row's, and tests of either alone, are taken)")
     in_where = {id(c) for part in (*filters, *outer_tests, *(k for pair in keys for k in pair))
                 for c in part.find_all(exp.Column)}
     if not outer_ids <= in_where:

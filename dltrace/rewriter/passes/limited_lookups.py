@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import LIMITED_ROWS, outer_columns, plain_correlated_rows
+from dltrace.rewriter.passes.correlation import LIMITED_ROWS, equality_sides, outer_columns, plain_correlated_rows
 from dltrace.rewriter.shape import conjuncts
 
 _ALIAS = "_dl_kept"
@@ -159,22 +159,6 @@ def kept_positions(query: exp.Select) -> tuple[int, int | None] | None:
 def _integer(node: exp.Expression | None) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
         return int(node.name)
-    return None
-
-
-def equality_sides(conjunct: exp.Expression, outer: set[int]) -> tuple[exp.Expression, exp.Expression] | None:
-    """(inner side, outer side) of an equality of the subquery's columns alone with the outer query's alone."""
-    if not isinstance(conjunct, exp.EQ):
-        return None
-    sides = []
-    for side in (conjunct.this, conjunct.expression):
-        columns = list(side.find_all(exp.Column))
-        sides.append("outer" if columns and all(id(c) in outer for c in columns)
-                     else "inner" if not any(id(c) in outer for c in columns) else "both")
-    if sides == ["inner", "outer"]:
-        return conjunct.this, conjunct.expression
-    if sides == ["outer", "inner"]:
-        return conjunct.expression, conjunct.this
     return None
 
 

@@ -1,0 +1,86 @@
+"""A correlated EXISTS over a subquery that groups, as an EXISTS over its groups correlated outside them.
+
+``EXISTS (SELECT 1 FROM o WHERE o.cust = c.id GROUP BY o.day HAVING count(*) > 1)`` ("a customer with two orders on
+one day") was refused: sqlglot does not decorrelate a subquery that groups. Where the subquery reads the outer row
+only through equalities of its own columns with the outer row's in its WHERE (and tests of the outer row alone),
+an outer row's groups are the groups of the subquery's rows without those equalities, grouped by the equalities'
+inner sides too, whose inner sides equal its outer sides::
+
+    EXISTS (SELECT 1 FROM (SELECT o.cust AS _dl_ek1 FROM o GROUP BY o.day, o.cust HAVING count(*) > 1)
+                          AS _dl_groups1
+            WHERE _dl_groups1._dl_ek1 = c.id)
+
+an EXISTS over plain rows of a derived table, which the decorrelation takes. NOT EXISTS alike. Each group is the
+same rows either way, and passes HAVING alike, so EXISTS is TRUE for the same outer rows and its witnesses (the
+rows of the groups that pass) are the same.
+
+Valid where the inner sides group as the equalities compare (not where a collation or a cast makes two groups
+equal one value: ``passes/coarse_keys.py``), over a GROUP BY of plain keys (GROUPING SETS, ROLLUP or CUBE have a
+grand total over no rows, which an outer row without rows would not find), without DISTINCT, QUALIFY, a window, a
+LIMIT or OFFSET, a random draw (drawn once per outer row), a WITH, or a nested subquery reading the outer row; the
+outer row read only in the WHERE. An ORDER BY orders nothing EXISTS reads and goes. Anything else is left as it is
+(refused as before).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.coarse_keys import coarse_equality
+from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.correlation import (is_correlated, outer_columns, reaches_past_itself,
+                                                 where_correlation)
+from dltrace.rewriter.shape import random_call
+
+
+def grouped_exists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
+    if not any(_taken(e.this) for e in expression.find_all(exp.Exists)):
+        return expression
+    tree = exp.maybe_copy(expression, copy)
+    for n, exists in enumerate([e for e in tree.find_all(exp.Exists) if _taken(e.this)], 1):
+        query = exists.this
+        keys, filters, outer_tests, _ = where_correlation(query, {id(c) for c in outer_columns(query)})
+        if coarse_equality(tree, keys, context):
+            continue  # (its groups would not be the partitions the equalities compare: left, refused)
+        exists.meta.setdefault(WRITTEN_AS, exists.copy())  # (what a refusal names: the user's EXISTS)
+        exists.set("this", _over_groups(query, n, keys, filters, outer_tests))
+    return tree
+
+
+def _taken(query: exp.Expression) -> bool:
+    """A correlated SELECT that groups by plain keys, read by the rewrite (the module docstring)."""
+    if not isinstance(query, exp.Select) or not is_correlated(query) or reaches_past_itself(query):
+        return False
+    group = query.args.get("group")
+    if group is None or not group.expressions or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets",
+                                                                                  "totals", "all")) \
+            or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube)) for k in group.expressions):
+        return False
+    if any(query.args.get(k) for k in ("distinct", "qualify", "windows", "limit", "offset", "fetch", "with_",
+                                       "laterals")) or query.find(exp.Window) is not None \
+            or random_call(query) is not None:
+        return False
+    outer = {id(c) for c in outer_columns(query)}
+    keys, filters, outer_tests, others = where_correlation(query, outer)
+    in_where = {id(c) for part in (*filters, *outer_tests, *(side for pair in keys for side in pair))
+                for c in part.find_all(exp.Column)}
+    return not others and outer <= in_where
+
+
+def _over_groups(query: exp.Select, n: int, keys: list, filters: list, outer_tests: list) -> exp.Select:
+    """The EXISTS's new query (the module docstring), its groups built from ``query`` in place."""
+    alias = f"_dl_groups{n}"
+    inner = [k for k, _ in keys]
+    query.set("expressions", [exp.alias_(k.copy(), f"_dl_ek{i}", quoted=True) for i, k in enumerate(inner, 1)]
+              or [exp.alias_(exp.Literal.number(1), "_dl_one", quoted=True)])
+    query.set("where", exp.Where(this=exp.and_(*filters, copy=False)) if filters else None)
+    query.set("order", None)
+    query.args["group"].set("expressions", list(query.args["group"].expressions) + [k.copy() for k in inner])
+    over = exp.select(exp.alias_(exp.Literal.number(1), "_dl_one", quoted=True))
+    over.set("from_", exp.From(this=exp.Subquery(this=query, alias=exp.TableAlias(
+        this=exp.to_identifier(alias, quoted=True)))))
+    tests = [exp.EQ(this=exp.column(f"_dl_ek{i}", table=alias, quoted=True), expression=outer_side.copy())
+             for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
+    over.set("where", exp.Where(this=exp.and_(*tests, copy=False)))
+    return over
