@@ -546,6 +546,12 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # (found by a review of the LATERAL change)
     ("SELECT a, (SELECT unnest(list(u.c)) FROM u WHERE u.a = t.a) AS k FROM t",
      r"could not be decorrelated \(SCALAR\), at line 1, col"),
+    # ... and in an EXISTS, which was read as TRUE (one aggregate row) where the list is empty (found by a review)
+    ("SELECT a FROM t WHERE EXISTS (SELECT unnest(list(u.c) FILTER (WHERE u.c > 5)) FROM u WHERE u.a = t.a)",
+     r"could not be decorrelated \(EXISTS\), at line 1, col"),
+    # an ORDER BY key inside EXISTS that the engine evaluates and may fail on: not dropped (found by a review)
+    ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a ORDER BY CAST('z' || u.c AS INT))",
+     r"an ORDER BY key inside EXISTS .* at line 1, col \d+ \(`CAST"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):

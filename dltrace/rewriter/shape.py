@@ -154,8 +154,9 @@ def ungrouped(query: exp.Expression) -> bool:
 
 def one_row_aggregate(query: exp.Expression) -> bool:
     """An aggregate without GROUP BY, HAVING, QUALIFY, LIMIT or OFFSET: exactly one row, whatever it reads (its
-    aggregate calls known to sqlglot)."""
-    return ungrouped(query) and is_aggregate(query)
+    aggregate calls known to sqlglot), unless its SELECT list calls a set-returning function (``unnest(list(x))``:
+    a row per element, none for an empty list)."""
+    return ungrouped(query) and is_aggregate(query) and not returns_rows_per_row(query)
 
 
 def global_aggregate(select: exp.Select) -> bool:
@@ -182,6 +183,15 @@ def global_aggregate_row(select: exp.Select, clause: str | None) -> bool:
     give (a global aggregate's one row, a grand total: :func:`makes_rows_from_nothing`), so that no input row
     carries what is joined in for it?"""
     return clause in ("expressions", "having") and makes_rows_from_nothing(select)
+
+
+def order_key_cannot_raise(key: exp.Expression, select: exp.Select) -> bool:
+    """Is the ORDER BY key of ``select`` a column, a position or an expression of its SELECT list: nothing that
+    could raise an error of its own (a cast, a subquery of two rows), so that an ORDER BY no row order depends on
+    may go?"""
+    if isinstance(key, exp.Column) or isinstance(key, exp.Literal) and key.is_int:
+        return True
+    return any(key == item.unalias() for item in select.expressions)
 
 
 def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:

@@ -15,10 +15,12 @@ same rows either way, and passes HAVING alike, so EXISTS is TRUE for the same ou
 rows of the groups that pass) are the same.
 
 Valid where the inner sides group as the equalities compare (not where a collation or a cast makes two groups
-equal one value: ``passes/coarse_keys.py``), over a GROUP BY of plain keys (GROUPING SETS, ROLLUP or CUBE have a
-grand total over no rows, which an outer row without rows would not find), without DISTINCT, QUALIFY, a window, a
-LIMIT or OFFSET, a random draw (drawn once per outer row), a WITH, or a nested subquery reading the outer row; the
-outer row read only in the WHERE. An ORDER BY orders nothing EXISTS reads and goes. Anything else is left as it is
+equal one value: ``passes/coarse_keys.py``), over a GROUP BY of plain keys (GROUPING SETS, ROLLUP, CUBE or ``()``
+have a grand total over no rows, which an outer row without rows would not find), without DISTINCT, QUALIFY, a
+window, a LIMIT or OFFSET, a random draw (drawn once per outer row), a set-returning call in the SELECT list (a row
+per element: none for a group whose list is empty), a WITH, or a nested subquery reading the outer row; the outer
+row read only in the WHERE. An ORDER BY orders nothing EXISTS reads and goes, where its keys cannot raise an error
+of their own (``shape.order_key_cannot_raise``). Anything else is left as it is
 (refused as before).
 """
 
@@ -31,7 +33,7 @@ from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (is_correlated, outer_columns, reaches_past_itself,
                                                  where_correlation)
-from dltrace.rewriter.shape import random_call
+from dltrace.rewriter.shape import order_key_cannot_raise, random_call, returns_rows_per_row
 
 
 def grouped_exists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -57,10 +59,15 @@ def _taken(query: exp.Expression) -> bool:
                                                                                   "totals", "all")) \
             or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube)) for k in group.expressions):
         return False
+    if any(isinstance(k, exp.Tuple) for k in group.expressions):
+        return False  # (``GROUP BY ()``: one group over no rows too, which no outer row without rows would find)
     if any(query.args.get(k) for k in ("distinct", "qualify", "windows", "limit", "offset", "fetch", "with_",
                                        "laterals")) or query.find(exp.Window) is not None \
-            or random_call(query) is not None:
-        return False
+            or random_call(query) is not None or returns_rows_per_row(query):
+        return False  # (a set-returning call: a group of an empty list gives no row, and the SELECT list goes)
+    order = query.args.get("order")
+    if order is not None and not all(order_key_cannot_raise(o.this, query) for o in order.expressions):
+        return False  # (the ORDER BY goes: a key that could raise the engine's error stays, refused)
     outer = {id(c) for c in outer_columns(query)}
     keys, filters, outer_tests, others = where_correlation(query, outer)
     in_where = {id(c) for part in (*filters, *outer_tests, *(side for pair in keys for side in pair))

@@ -59,7 +59,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names, where_correlation
 from dltrace.rewriter.passes.empty_aggregates import aggregate_call, known_call, over_no_rows
 from dltrace.rewriter.passes.limited_lookups import kept_positions
-from dltrace.rewriter.shape import from_items, global_aggregate, random_call
+from dltrace.rewriter.shape import from_items, global_aggregate, order_key_cannot_raise, random_call
 
 #: meta key of the derived table that numbers a LATERAL subquery's rows for its LIMIT: the user's LATERAL
 #: (backward tracing refuses it, naming it)
@@ -222,7 +222,7 @@ def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
         raise _refuse(lateral, "that draws random values (drawn once per outer row)")
     order = query.args.get("order")
     if order is not None and not any(query.args.get(k) for k in ("limit", "offset", "fetch")) and not all(
-            _computed_anyway(o.this, query) for o in order.expressions):
+            order_key_cannot_raise(o.this, query) for o in order.expressions):
         # (an ORDER BY without LIMIT goes: a key of its own could raise an error the engine raises)
         raise _refuse(lateral, "with an ORDER BY key that is neither a column nor an output column, and no LIMIT")
     if any(query.args.get(k) for k in ("limit", "offset", "fetch")):
@@ -233,14 +233,6 @@ def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
     names = query.named_selects
     if len(set(names)) != len(names) or not all(names):
         raise _refuse(lateral, "with two output columns of one name")
-
-
-def _computed_anyway(key: exp.Expression, query: exp.Select) -> bool:
-    """Is the ORDER BY key a column, a position or an expression of the SELECT list (nothing that could raise an
-    error of its own)?"""
-    if isinstance(key, exp.Column) or isinstance(key, exp.Literal) and key.is_int:
-        return True
-    return any(key == item.unalias() for item in query.expressions)
 
 
 def _derived(lateral: exp.Lateral, query: exp.Select, n: int, keys: list, filters: list, windows: list,
