@@ -185,6 +185,26 @@ def global_aggregate_row(select: exp.Select, clause: str | None) -> bool:
     return clause in ("expressions", "having") and makes_rows_from_nothing(select)
 
 
+def several_grouping_sets(group: exp.Group) -> bool:
+    """Does the GROUP BY group by several sets (GROUPING SETS, ROLLUP, CUBE, WITH ROLLUP / TOTALS), whose grand total
+    or subtotals are not groups of plain keys?"""
+    return any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals")) or any(
+        isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube)) for k in group.expressions)
+
+
+def read_in_where_only(query: exp.Select, outer: list[exp.Column]) -> bool:
+    """Are the ``outer`` columns ``query`` reads all in its own WHERE (not its SELECT list, a join's ON, GROUP BY,
+    HAVING or ORDER BY)?"""
+    where = query.args.get("where")
+    return all(where is not None and any(a is where for a in _ancestors(c, query)) for c in outer)
+
+
+def _ancestors(node: exp.Expression, top: exp.Expression):
+    while node is not None and node is not top:
+        node = node.parent
+        yield node
+
+
 def order_key_cannot_raise(key: exp.Expression, select: exp.Select) -> bool:
     """Is the ORDER BY key of ``select`` a column, a position or an expression of its SELECT list: nothing that
     could raise an error of its own (a cast, a subquery of two rows), so that an ORDER BY no row order depends on

@@ -39,6 +39,7 @@ from sqlglot import exp
 from dltrace.engines import LineageFunctions
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
+from dltrace.rewriter.shape import several_grouping_sets
 
 DENSE_IDS = "dl_dense_ids"  # meta key of the root: the tables whose lineage columns are bit strings
 #: the most bytes of bit strings a query may hold at once (DuckDB keeps one per group until the end)
@@ -60,9 +61,7 @@ def dense_ids(expression: exp.Expression, context: PassContext, copy: bool = Tru
             or context.on is not None or not _one_table(expression)):
         return expression
     group = expression.args.get("group")
-    if group is not None and (any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals", "all"))
-                              or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube))
-                                     for k in group.expressions)):
+    if group is not None and (group.args.get("all") or several_grouping_sets(group)):
         return expression
     table = expression.args["from_"].this
     alias = table.alias_or_name

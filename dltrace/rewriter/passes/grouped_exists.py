@@ -33,46 +33,43 @@ from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (is_correlated, outer_columns, reaches_past_itself,
                                                  where_correlation)
-from dltrace.rewriter.shape import order_key_cannot_raise, random_call, returns_rows_per_row
+from dltrace.rewriter.shape import (order_key_cannot_raise, random_call, read_in_where_only, returns_rows_per_row,
+                                   several_grouping_sets)
 
 
 def grouped_exists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
-    if not any(_taken(e.this) for e in expression.find_all(exp.Exists)):
+    if not any(_correlation(e.this) for e in expression.find_all(exp.Exists)):
         return expression
     tree = exp.maybe_copy(expression, copy)
-    for n, exists in enumerate([e for e in tree.find_all(exp.Exists) if _taken(e.this)], 1):
-        query = exists.this
-        keys, filters, outer_tests, _ = where_correlation(query, {id(c) for c in outer_columns(query)})
+    taken = [(e, parts) for e in tree.find_all(exp.Exists) if (parts := _correlation(e.this)) is not None]
+    for n, (exists, (keys, filters, outer_tests)) in enumerate(taken, 1):
         if coarse_equality(tree, keys, context):
             continue  # (its groups would not be the partitions the equalities compare: left, refused)
         exists.meta.setdefault(WRITTEN_AS, exists.copy())  # (what a refusal names: the user's EXISTS)
-        exists.set("this", _over_groups(query, n, keys, filters, outer_tests))
+        exists.set("this", _over_groups(exists.this, n, keys, filters, outer_tests))
     return tree
 
 
-def _taken(query: exp.Expression) -> bool:
-    """A correlated SELECT that groups by plain keys, read by the rewrite (the module docstring)."""
+def _correlation(query: exp.Expression) -> tuple[list, list, list] | None:
+    """(keys, filters, outer tests) of a correlated SELECT that groups by plain keys, read by the rewrite (the
+    module docstring: ``correlation.where_correlation``); None for any other."""
     if not isinstance(query, exp.Select) or not is_correlated(query) or reaches_past_itself(query):
-        return False
+        return None
     group = query.args.get("group")
-    if group is None or not group.expressions or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets",
-                                                                                  "totals", "all")) \
-            or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube)) for k in group.expressions):
-        return False
+    if group is None or not group.expressions or group.args.get("all") or several_grouping_sets(group):
+        return None
     if any(isinstance(k, exp.Tuple) for k in group.expressions):
-        return False  # (``GROUP BY ()``: one group over no rows too, which no outer row without rows would find)
+        return None  # (``GROUP BY ()``: one group over no rows too, which no outer row without rows would find)
     if any(query.args.get(k) for k in ("distinct", "qualify", "windows", "limit", "offset", "fetch", "with_",
                                        "laterals")) or query.find(exp.Window) is not None \
             or random_call(query) is not None or returns_rows_per_row(query):
-        return False  # (a set-returning call: a group of an empty list gives no row, and the SELECT list goes)
+        return None  # (a set-returning call: a group of an empty list gives no row, and the SELECT list goes)
     order = query.args.get("order")
     if order is not None and not all(order_key_cannot_raise(o.this, query) for o in order.expressions):
-        return False  # (the ORDER BY goes: a key that could raise the engine's error stays, refused)
-    outer = {id(c) for c in outer_columns(query)}
-    keys, filters, outer_tests, others = where_correlation(query, outer)
-    in_where = {id(c) for part in (*filters, *outer_tests, *(side for pair in keys for side in pair))
-                for c in part.find_all(exp.Column)}
-    return not others and outer <= in_where
+        return None  # (the ORDER BY goes: a key that could raise the engine's error stays, refused)
+    outer = outer_columns(query)
+    keys, filters, outer_tests, others = where_correlation(query, {id(c) for c in outer})
+    return None if others or not read_in_where_only(query, outer) else (keys, filters, outer_tests)
 
 
 def _over_groups(query: exp.Select, n: int, keys: list, filters: list, outer_tests: list) -> exp.Select:

@@ -59,7 +59,8 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names, where_correlation
 from dltrace.rewriter.passes.empty_aggregates import aggregate_call, known_call, over_no_rows
 from dltrace.rewriter.passes.limited_lookups import kept_positions
-from dltrace.rewriter.shape import from_items, global_aggregate, order_key_cannot_raise, random_call
+from dltrace.rewriter.shape import (from_items, global_aggregate, order_key_cannot_raise, random_call, read_in_where_only,
+                                   several_grouping_sets)
 
 #: meta key of the derived table that numbers a LATERAL subquery's rows for its LIMIT: the user's LATERAL
 #: (backward tracing refuses it, naming it)
@@ -113,14 +114,11 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
         raise _refuse(lateral, "that reads a query outside its own FROM, or whose nested subquery reads the "
                                "outer row,")
     _check_shape(lateral, query)
-    outer_ids = {id(c) for c in outer}
-    keys, filters, outer_tests, others = where_correlation(query, outer_ids)
+    keys, filters, outer_tests, others = where_correlation(query, {id(c) for c in outer})
     if others:
         raise _refuse(lateral, f"correlated by {others[0].sql(context.dialect)[:60]!r} (only equalities of its "
                                f"own columns with the outer row's, and tests of either alone, are taken)")
-    in_where = {id(c) for part in (*filters, *outer_tests, *(k for pair in keys for k in pair))
-                for c in part.find_all(exp.Column)}
-    if not outer_ids <= in_where:
+    if not read_in_where_only(query, outer):
         raise _refuse(lateral, "that reads the outer row outside its WHERE (in its SELECT list, a join's ON, "
                                "its GROUP BY or ORDER BY)")
     windows = [w for w in query.find_all(exp.Window) if w.find_ancestor(exp.Select) is query]
@@ -135,9 +133,7 @@ def _as_join(lateral: exp.Lateral, n: int, tree: exp.Expression, context: PassCo
         return
     written = lateral.copy()  # (as the user wrote it, for backward tracing's refusal: the query changes in place)
     derived = _derived(lateral, query, n, keys, filters, windows, cut)
-    conditions = [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias.name,
-                                                                         quoted=True))
-                  for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
+    conditions = _join_conditions(keys, outer_tests, n, alias.name)
     if join.args.get("on") is not None:
         conditions.append(join.args["on"])
     join.set("this", exp.Subquery(this=derived, alias=exp.TableAlias(this=alias.this.copy())))
@@ -168,10 +164,9 @@ def _one_row_per_outer_row(lateral: exp.Lateral, query: exp.Select, n: int, keys
     if any((j.side or "").upper() in ("RIGHT", "FULL") for j in later):
         # (its columns are read through COALESCE: a later join's padding NULL would read as the count's 0)
         raise _refuse(lateral, "that aggregates without GROUP BY, followed by a RIGHT or FULL join")
-    renamed = [c.name for c in lateral.args["alias"].args.get("columns") or []]
     items, fills = [], {}
-    for i, item in enumerate(query.expressions):
-        value, name = item.unalias(), renamed[i] if i < len(renamed) else item.alias_or_name
+    for item, name in zip(query.expressions, _output_names(lateral, query)):
+        value = item.unalias()
         if not known_call(value, context.dialect):
             raise _refuse(lateral, f"that aggregates without GROUP BY, with an item "
                                    f"({value.sql(context.dialect)[:40]}) other than one aggregate call whose value "
@@ -187,8 +182,7 @@ def _one_row_per_outer_row(lateral: exp.Lateral, query: exp.Select, n: int, keys
     query.set("order", None)
     if inner:
         query.set("group", exp.Group(expressions=[k.copy() for k in inner]))
-    conditions = [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias, quoted=True))
-                  for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
+    conditions = _join_conditions(keys, outer_tests, n, alias)
     join.set("this", exp.Subquery(this=query, alias=exp.TableAlias(this=lateral.args["alias"].this.copy())))
     join.set("kind", None)
     join.set("side", "LEFT")
@@ -196,6 +190,18 @@ def _one_row_per_outer_row(lateral: exp.Lateral, query: exp.Select, n: int, keys
     for column in list(select.find_all(exp.Column)):
         if column.table == alias and column.name in fills and _reads_from(column, select, alias):
             column.replace(exp.Coalesce(this=column.copy(), expressions=[fills[column.name].copy()]))
+
+
+def _output_names(lateral: exp.Lateral, query: exp.Select) -> list[str]:
+    """The LATERAL's column names: its alias's column list (``AS x(a, b)``), the subquery's own names after it."""
+    renamed = [c.name for c in lateral.args["alias"].args.get("columns") or []]
+    return [renamed[i] if i < len(renamed) else item.alias_or_name for i, item in enumerate(query.expressions)]
+
+
+def _join_conditions(keys: list, outer_tests: list, n: int, alias: str) -> list[exp.Expression]:
+    """The join's ON: each outer side equal to its inner side's column ``_dl_lk<n>_<i>``, then the outer tests."""
+    return [exp.EQ(this=outer_side.copy(), expression=exp.column(f"_dl_lk{n}_{i}", table=alias, quoted=True))
+            for i, (_, outer_side) in enumerate(keys, 1)] + [t.copy() for t in outer_tests]
 
 
 def _reads_from(column: exp.Column, select: exp.Select, alias: str) -> bool:
@@ -211,9 +217,7 @@ def _reads_from(column: exp.Column, select: exp.Select, alias: str) -> bool:
 def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
     """Refuse what the rewrite does not take (the module's list)."""
     group = query.args.get("group")
-    if group is not None and (any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
-                              or any(isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube))
-                                     for k in group.expressions)):
+    if group is not None and several_grouping_sets(group):
         raise _refuse(lateral, "with GROUPING SETS, ROLLUP or CUBE")
     for arg, what in (("with_", "with a WITH"), ("windows", "with named windows"), ("laterals", "with LATERAL VIEW")):
         if query.args.get(arg):
@@ -246,9 +250,8 @@ def _derived(lateral: exp.Lateral, query: exp.Select, n: int, keys: list, filter
     if query.args.get("distinct") and any(
             o.this not in [i.unalias() for i in query.expressions] for o in ordered):
         raise _refuse(lateral, "with DISTINCT and an ORDER BY key that is not an output column")
-    renamed = [c.name for c in lateral.args["alias"].args.get("columns") or []]
-    items = [exp.alias_(item.unalias(), renamed[i] if i < len(renamed) else item.alias_or_name, quoted=True)
-             for i, item in enumerate(query.expressions)]
+    items = [exp.alias_(item.unalias(), name, quoted=True)
+             for item, name in zip(query.expressions, _output_names(lateral, query))]
     names = [i.alias for i in items] + [f"_dl_lk{n}_{i}" for i in range(1, len(inner) + 1)]
     items += [exp.alias_(k.copy(), f"_dl_lk{n}_{i}", quoted=True) for i, k in enumerate(inner, 1)]
     # (the ORDER BY keys as columns: numbered a level up, over the rows DISTINCT and the windows gave)

@@ -44,8 +44,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.passes.correlation import LIMITED_ROWS, equality_sides, outer_columns, plain_correlated_rows
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.passes.correlation import LIMITED_ROWS, outer_columns, plain_correlated_rows, where_correlation
 
 _ALIAS = "_dl_kept"
 _NUMBER = "_dl_n"
@@ -69,20 +68,10 @@ def limited_rows(query: exp.Expression, count: int, written: exp.Expression) -> 
     in_value = {id(c) for c in query.expressions[0].find_all(exp.Column)}
     if not outer <= in_where | in_value:
         return None  # an outer column in a join's ON or the ORDER BY: the numbered rows would depend on it
-    keys, filters, outer_tests = [], [], []
-    for conjunct in conjuncts(where):
-        columns = list(conjunct.find_all(exp.Column))
-        if not any(id(c) in outer for c in columns):
-            filters.append(conjunct)
-        elif all(id(c) in outer for c in columns):
-            outer_tests.append(conjunct)
-        else:
-            pair = equality_sides(conjunct, outer)
-            if pair is None:
-                return None
-            keys.append(pair)
-    if not keys or outer_tests:
-        # (correlated in the value alone: every outer row reads the same rows; a test of the outer row alone
+    keys, filters, outer_tests, others = where_correlation(query, outer)
+    if others or not keys or outer_tests:
+        # (a range or a function of both; correlated in the value alone: every outer row reads the same rows; a
+        # test of the outer row alone
         # beside the numbered rows is one sqlglot does not decorrelate: both left as they are, refused)
         return None
     alias = f"{_ALIAS}{count}"
