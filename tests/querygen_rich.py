@@ -227,7 +227,7 @@ class Gen:
         if shape == "aggregate":  # one row per left row, over none too: count 0, the others NULL
             v = self.value(cols, "int", 0, ctes)
             q = Select([(Agg("count"), "c0"), (Agg(self.pick(["max", "sum", "count"]), v), "c1")], item, where,
-                       group=[])
+                       group=[], grouping="EMPTY" if self.chance(4) else None)  # (GROUP BY (): refused)
             out = [("c0", "int"), ("c1", "int")]
         elif shape == "group":
             key = self.pick(cols)
@@ -435,9 +435,11 @@ class Gen:
             where = corr if where is None else Bin("AND", where, corr)
         key = self.pick(cols)
         ints = [c for c in cols if c[2] == "int"]
+        empty = self.chance(6)  # GROUP BY (): its group exists over no rows too (left, refused)
         having = Bin(">", Agg("count"), Lit(self.draw(st.integers(0, 2)))) if not ints or self.chance(2) else \
             Bin(self.pick([">", "<="]), Agg("max", Col(*self.pick(ints)[:2])), Lit(self.draw(st.integers(0, 3))))
-        return Select([(Lit(1), "x")], item, where, group=[Col(*key[:2])], having=having)
+        return Select([(Lit(1), "x")], item, where, group=[] if empty else [Col(*key[:2])], having=having,
+                      grouping="EMPTY" if empty else None)
 
     def in_list_scalar(self, scope, depth: int, ctes, outer):
         """``x [NOT] IN (v1, v2, ...)`` with scalar subqueries among the values (``t1.k IN (1, (SELECT max(t2.w)

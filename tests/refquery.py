@@ -202,7 +202,8 @@ class Select:
     from_: FromItem | None  # None: no FROM (one row)
     where: Expr | None = None
     group: list | None = None  # grouping columns (Col); [] with aggregates: a global aggregate
-    grouping: str | None = None  # None, "ROLLUP" or "SETS" (the sets: every grouping column alone, and ())
+    grouping: str | None = None  # None, "ROLLUP" or "SETS" (the sets: every grouping column alone, and ()); "EMPTY"
+    # with group [] writes the global aggregate as GROUP BY ()
     having: Expr | None = None
     distinct: bool = False
     exclude: tuple = ()  # SELECT * EXCLUDE (...)
@@ -376,6 +377,8 @@ def _select(q: Select) -> str:
             text += " GROUP BY GROUPING SETS (" + ", ".join(f"({render(g)})" for g in q.group) + ", ())"
         else:
             text += f" GROUP BY {cols}"
+    elif q.group == [] and q.grouping == "EMPTY":
+        text += " GROUP BY ()"
     if q.having is not None:
         text += f" HAVING {render(q.having)}"
     if q.qualify is not None:

@@ -192,6 +192,13 @@ def several_grouping_sets(group: exp.Group) -> bool:
         isinstance(k, (exp.GroupingSets, exp.Rollup, exp.Cube)) for k in group.expressions)
 
 
+def plain_keys(group: exp.Group) -> bool:
+    """Does the GROUP BY group by plain keys alone: no several sets (:func:`several_grouping_sets`), no ALL, and no
+    ``()``, whose one group exists over no rows too?"""
+    return not group.args.get("all") and not several_grouping_sets(group) and not any(
+        isinstance(k, exp.Tuple) for k in group.expressions)
+
+
 def read_in_where_only(query: exp.Select, outer: list[exp.Column]) -> bool:
     """Are the ``outer`` columns ``query`` reads all in its own WHERE (not its SELECT list, a join's ON, GROUP BY,
     HAVING or ORDER BY)?"""

@@ -33,8 +33,8 @@ from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import (is_correlated, outer_columns, reaches_past_itself,
                                                  where_correlation)
-from dltrace.rewriter.shape import (order_key_cannot_raise, random_call, read_in_where_only, returns_rows_per_row,
-                                   several_grouping_sets)
+from dltrace.rewriter.shape import (order_key_cannot_raise, plain_keys, random_call, read_in_where_only,
+                                   returns_rows_per_row)
 
 
 def grouped_exists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -56,10 +56,8 @@ def _correlation(query: exp.Expression) -> tuple[list, list, list] | None:
     if not isinstance(query, exp.Select) or not is_correlated(query) or reaches_past_itself(query):
         return None
     group = query.args.get("group")
-    if group is None or not group.expressions or group.args.get("all") or several_grouping_sets(group):
-        return None
-    if any(isinstance(k, exp.Tuple) for k in group.expressions):
-        return None  # (``GROUP BY ()``: one group over no rows too, which no outer row without rows would find)
+    if group is None or not group.expressions or not plain_keys(group):
+        return None  # (``GROUP BY ()``, a ROLLUP: a group over no rows too, which no outer row without rows finds)
     if any(query.args.get(k) for k in ("distinct", "qualify", "windows", "limit", "offset", "fetch", "with_",
                                        "laterals")) or query.find(exp.Window) is not None \
             or random_call(query) is not None or returns_rows_per_row(query):

@@ -43,7 +43,7 @@ could keep another tied row, refuses the numbered table (``meta[LATERAL_ROWS]``)
 
 Refused, naming the LATERAL: an outer column anywhere but such a WHERE conjunct (the SELECT list, a join's ON, the
 ORDER BY), a subquery inside it reading the outer row, a correlated set operation, an aggregate without GROUP BY
-other than the above (``count(*) + 1``, a HAVING, an ON), GROUPING SETS / ROLLUP / CUBE,
+other than the above (``count(*) + 1``, a HAVING, an ON), GROUPING SETS / ROLLUP / CUBE / ``()``,
 named windows, a LIMIT without ORDER BY (it keeps any rows), WITH TIES or a percentage, a random draw (drawn per
 outer row), a WITH inside, RIGHT / FULL / SEMI / ANTI, USING or NATURAL joins, and a LATERAL over a function.
 """
@@ -59,8 +59,8 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns, reaches_past_itself, source_names, where_correlation
 from dltrace.rewriter.passes.empty_aggregates import aggregate_call, known_call, over_no_rows
 from dltrace.rewriter.passes.limited_lookups import kept_positions
-from dltrace.rewriter.shape import (from_items, global_aggregate, order_key_cannot_raise, random_call, read_in_where_only,
-                                   several_grouping_sets)
+from dltrace.rewriter.shape import (from_items, global_aggregate, order_key_cannot_raise, plain_keys, random_call,
+                                   read_in_where_only)
 
 #: meta key of the derived table that numbers a LATERAL subquery's rows for its LIMIT: the user's LATERAL
 #: (backward tracing refuses it, naming it)
@@ -217,8 +217,9 @@ def _reads_from(column: exp.Column, select: exp.Select, alias: str) -> bool:
 def _check_shape(lateral: exp.Lateral, query: exp.Select) -> None:
     """Refuse what the rewrite does not take (the module's list)."""
     group = query.args.get("group")
-    if group is not None and several_grouping_sets(group):
-        raise _refuse(lateral, "with GROUPING SETS, ROLLUP or CUBE")
+    if group is not None and not plain_keys(group):
+        # (``GROUP BY ()`` gives its group over no rows too: grouped by the inner sides as well, it gave none)
+        raise _refuse(lateral, "with GROUPING SETS, ROLLUP, CUBE or ()")
     for arg, what in (("with_", "with a WITH"), ("windows", "with named windows"), ("laterals", "with LATERAL VIEW")):
         if query.args.get(arg):
             raise _refuse(lateral, what)
