@@ -49,9 +49,14 @@ def sample_rows(n: int, k: int = 3) -> list[int]:
     return sorted({0, n // 2, n - 1})
 
 
+def lineage_of(**tables: set[int]) -> tuple:
+    """A row's lineage as :func:`counted_rows` writes it, from the ids of each table (tables without ids left out)."""
+    return tuple(sorted((t, tuple(sorted(ids))) for t, ids in tables.items() if ids))
+
+
 def counted_rows(result, text=repr, prefix: str = "") -> Counter:
-    """Each row of ``result`` -- ``text`` of its values -- with its lineage (per table that has ids: its name
-    without ``prefix``, its sorted ids), counted: rows in any order, duplicates kept."""
+    """Each row of ``result`` (a forward or a backward result) -- ``text`` of its values -- with its lineage (per
+    table that has ids: its name without ``prefix``, its sorted ids), counted: rows in any order, duplicates kept."""
     out = Counter()
     for i, row in enumerate(result.table.to_pylist()):
         lineage = tuple(sorted((t.removeprefix(prefix), tuple(sorted(int(x) for x in v)))

@@ -208,15 +208,7 @@ class Gen:
         self.feat("lateral")
         item, cols, where = self._small_from([], ctes)
         outer = [c for c in lcols if c[0] is not None]
-        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
-        for _ in range(self.draw(st.integers(0, 2)) if pairs else 0):
-            c, o = self.pick(pairs)
-            op = self.pick(["=", "=", "=", "=", "<"])
-            if op != "=":
-                self.feat("lateral_range")
-            corr = Bin(op, Col(c[0], c[1]), Col(o[0], o[1])) if self.chance(2) else Bin(op, Col(o[0], o[1]),
-                                                                                         Col(c[0], c[1]))
-            where = corr if where is None else Bin("AND", where, corr)
+        where = self.correlate(cols, outer, where, 0, ["=", "=", "=", "=", "<"], swap=True, ranged="lateral_range")
         outer_ints = [o for o in outer if o[2] == "int"]
         if outer_ints and self.chance(5):
             self.feat("lateral_outer_test")
@@ -421,18 +413,27 @@ class Gen:
         return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
                   wrap == "is_not_true")
 
+    def correlate(self, cols, outer, where, least: int, ops: list, swap: bool = False, ranged: str | None = None):
+        """``where`` AND ``least`` to two comparisons (one of ``ops``) of a column of ``cols`` with an ``outer`` one
+        of its type (``swap``: now and then the outer side first; ``ranged``: the feature of an op other than =)."""
+        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
+        for _ in range(self.draw(st.integers(least, 2)) if pairs else 0):
+            c, o = self.pick(pairs)
+            op = self.pick(ops)
+            if op != "=" and ranged:
+                self.feat(ranged)
+            sides = (Col(c[0], c[1]), Col(o[0], o[1]))
+            corr = Bin(op, *sides) if not swap or self.chance(2) else Bin(op, *sides[::-1])
+            where = corr if where is None else Bin("AND", where, corr)
+        return where
+
     def grouped_exists_query(self, outer, ctes):
         """``SELECT 1 FROM ... WHERE inner.c = outer.c [AND ...] GROUP BY <col> HAVING count(*) > n`` (or a max):
         a correlated EXISTS that groups, read over its groups (passes/grouped_exists.py); now and then correlated by
         a range (left, refused)."""
         self.feat("exists_grouped")
         item, cols, where = self._small_from([], ctes)
-        outer = [c for c in outer if c[0] is not None]
-        pairs = [(c, o) for c in cols for o in outer if c[2] == o[2]]
-        for _ in range(self.draw(st.integers(1, 2)) if pairs else 0):
-            c, o = self.pick(pairs)
-            corr = Bin(self.pick(["=", "=", "=", "<"]), Col(c[0], c[1]), Col(o[0], o[1]))
-            where = corr if where is None else Bin("AND", where, corr)
+        where = self.correlate(cols, [c for c in outer if c[0] is not None], where, 1, ["=", "=", "=", "<"])
         key = self.pick(cols)
         ints = [c for c in cols if c[2] == "int"]
         empty = self.chance(6)  # GROUP BY (): its group exists over no rows too (left, refused)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows
+from lineage_compare import counted_rows, lineage_of
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()),
               "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
@@ -62,14 +62,10 @@ def _expected(rows_of, value, left=False) -> Counter:
     for oid, o in enumerate(T_ROWS):
         rows = rows_of(o)
         for values, rids in rows:
-            out[(repr((o["a"], *values)), _lineage(t={oid}, p=set(rids)))] += 1
+            out[(repr((o["a"], *values)), lineage_of(t={oid}, p=set(rids)))] += 1
         if left and not rows:
-            out[(repr((o["a"], *value)), _lineage(t={oid}))] += 1
+            out[(repr((o["a"], *value)), lineage_of(t={oid}))] += 1
     return out
-
-
-def _lineage(**tables: set[int]) -> tuple:
-    return tuple(sorted((t, tuple(sorted(ids))) for t, ids in tables.items() if ids))
 
 
 def got(result, prefix: str = "") -> Counter:
@@ -135,7 +131,7 @@ def test_an_aggregate_over_no_rows_is_read_as_its_value_everywhere(s, con):
     NULL, 4 (no p rows) and 3 (one p row, its d 2) have counts 0, 0 and 1; lineage the t rows and p's row 4."""
     sql = ("SELECT x.n, count(*) AS c FROM t, LATERAL (SELECT count(p.d) AS n FROM p WHERE p.k = t.a) AS x "
            "WHERE x.n < 2 GROUP BY x.n")
-    assert got(s.run(sql)) == Counter({("(0, 2)", _lineage(t={2, 4})): 1, ("(1, 1)", _lineage(t={5}, p={4})): 1})
+    assert got(s.run(sql)) == Counter({("(0, 2)", lineage_of(t={2, 4})): 1, ("(1, 1)", lineage_of(t={5}, p={4})): 1})
     assert sorted(con.sql(sql).fetchall()) == [(0, 2), (1, 1)]
 
 
@@ -157,11 +153,7 @@ def test_backward_tracing_agrees(s, name):
     forward = got(s.run(sql, lineage="set"))
     traced = s.trace(sql)
     assert sum(forward.values()) == traced.table.num_rows
-    backward = Counter()
-    for i, row in enumerate(traced.table.to_pylist()):
-        lineage = traced.lineage(i)
-        backward[(repr(tuple(row.values())), _lineage(**{t: set(map(int, v)) for t, v in lineage.items()}))] += 1
-    assert backward == forward
+    assert counted_rows(traced) == forward
 
 
 def test_backward_tracing_refuses_a_limit(s):

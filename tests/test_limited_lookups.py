@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows
+from lineage_compare import counted_rows, lineage_of
 from dltrace.errors import DltraceError
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3, 5], pa.int64()),
@@ -61,10 +61,6 @@ def _partition(k, keep=lambda r: True):
     return [(i, r) for i, r in enumerate(_rows(P)) if k is not None and r["k"] == k and keep(r)]
 
 
-def _lineage(**tables: set[int]) -> tuple:
-    return tuple(sorted((t, tuple(sorted(ids))) for t, ids in tables.items() if ids))
-
-
 def got(result, prefix: str = "") -> Counter:
     """Each row and its lineage (table names without ``prefix``), counted."""
     return counted_rows(result, prefix=prefix)
@@ -81,7 +77,7 @@ def _per_row(kept, value, keep=None, witness=lambda o, r: True) -> Counter:
         if keep is not None and keep(o, r) is not True:
             continue
         seen = {rid} if rid is not None and witness(o, r) else set()
-        out[(repr(value(o, r)), _lineage(t={oid}, p=seen))] += 1
+        out[(repr(value(o, r)), lineage_of(t={oid}, p=seen))] += 1
     return out
 
 
@@ -145,7 +141,7 @@ def _over_a_join() -> Counter:
         pairs.sort(key=lambda pair: pair[1][0]["d"], reverse=True)  # (the joined rows' d are not NULL)
         ids, rows = pairs[0] if pairs else ((None, None), (None, None))
         out[(repr((o["a"], None if rows[1] is None else rows[1]["tag"])),
-             _lineage(t={oid}, p={ids[0]} - {None}, q={ids[1]} - {None}))] += 1
+             lineage_of(t={oid}, p={ids[0]} - {None}, q={ids[1]} - {None}))] += 1
     return out
 
 
@@ -159,7 +155,7 @@ def _aggregated(value) -> Counter:
     out = Counter()
     for oid, o in enumerate(_rows(T)):
         rows = _partition(o["a"])
-        out[(repr((o["a"], value([r for _, r in rows]))), _lineage(t={oid}, p={i for i, _ in rows}))] += 1
+        out[(repr((o["a"], value([r for _, r in rows]))), lineage_of(t={oid}, p={i for i, _ in rows}))] += 1
     return out
 
 
@@ -195,7 +191,7 @@ def test_a_limit_keeping_two_rows_raises_as_the_engine_does(s, con, sql):
         s.run(sql)
 
 
-def test_tied_rows_give_one_of_them_with_its_own_lineage(s):
+def test_tied_rows_give_one_of_them_with_its_ownlineage_of(s):
     """Key 1's rows tie in the ORDER BY (all one constant): the engine keeps any of them, and so does dltrace; the
     value is the kept row's, and so is the lineage."""
     result = s.run("SELECT t.a, (SELECT p.x FROM p WHERE p.k = t.a ORDER BY p.k LIMIT 1) AS x FROM t")
