@@ -122,19 +122,13 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a lookup correlated by a range, which the engine evaluates "
                                f"for the rows each plan reaches, is not supported, at {position(kept)}: forward "
                                f"lineage (run) reads it")
-    numbered = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(LIMITED_ROWS)), None)
-    if numbered is not None:
-        # its reverse queries number the rows again, and where rows tie in the ORDER BY they may keep another row
-        # than the one whose value the query returned
-        raise UnsupportedQuery(f"backward tracing of a correlated scalar subquery with ORDER BY ... LIMIT / OFFSET "
-                               f"is not supported, at {position(numbered.meta[LIMITED_ROWS])}: forward lineage "
-                               f"(run) reads it")
-    lateral = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(LATERAL_ROWS)), None)
-    if lateral is not None:
-        # (as a lookup's numbered rows above: ties in the ORDER BY could keep other rows in a reverse query)
-        raise UnsupportedQuery(f"backward tracing of a LATERAL subquery with ORDER BY ... LIMIT / OFFSET is not "
-                               f"supported, at {position(lateral.meta[LATERAL_ROWS])}: forward lineage (run) reads "
-                               f"it")
+    for mark, what in ((LIMITED_ROWS, "a correlated scalar subquery"), (LATERAL_ROWS, "a LATERAL subquery")):
+        numbered = next((n for n in normal.find_all(exp.Subquery) if n.meta.get(mark)), None)
+        if numbered is not None:
+            # its reverse queries number the rows again, and where rows tie in the ORDER BY they may keep another
+            # row than the one whose value the query returned
+            raise UnsupportedQuery(f"backward tracing of {what} with ORDER BY ... LIMIT / OFFSET is not supported, "
+                                   f"at {position(numbered.meta[mark])}: forward lineage (run) reads it")
     setop = next(normal.find_all(exp.SetOperation), None)
     if setop is not None and not strings_identical(normal, context.collations):
         # a side's rows are found again by comparing them with the output's values, each in its own column's
