@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
+from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.lateral_joins import lateral_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
@@ -121,6 +122,8 @@ PASSES = {
     "lateral_joins.sql": (qualify, lateral_joins, "duckdb", "set"),
     "grouped_exists.sql": (qualify, grouped_exists, "duckdb", "set"),
     "implicit_laterals.sql": (None, implicit_laterals, "duckdb", "set"),
+    "row_generators.sql": (None, row_generators, "duckdb", "set"),
+    "row_generators_spark.sql": (None, row_generators, "spark", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),

@@ -44,7 +44,7 @@ from dltrace.rewriter.analysis import (
 )
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import is_correlated
-from dltrace.rewriter.shape import defining_cte
+from dltrace.rewriter.shape import defining_cte, is_row_generator
 
 PRESENT = "_dl_x"
 RESOLVED = "dl_bw_resolved"  # meta of a table read resolved by the scope that built it (base table or CTE)
@@ -214,6 +214,8 @@ class SegmentSql:
                     return self.inline(source, body, cte.env, alias, prov)
                 node = self.node_for(cte.query, cte.env, cte.columns or None)
                 return self.child(source, node, alias, prov)
+            if is_row_generator(source):
+                return []  # literal rows: no base tuples behind them
             if not isinstance(source.this, exp.Identifier):
                 raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
             return [Prov("rid", [col(RID, alias)], table=name.lower())] if prov else []

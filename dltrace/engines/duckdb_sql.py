@@ -72,6 +72,9 @@ class DuckDBFunctions(LineageFunctions):
     quantified_common_type = True
     # DuckDB 2.0.1: FROM t, (SELECT ... WHERE u.a = t.a) AS x reads t's row, as LATERAL does
     implicit_lateral = True
+    # DuckDB 2.0.1: SELECT * FROM range(3) has one column "range"; FROM generate_series(1, 3), "generate_series"
+    row_generators = {"range": ("range",), "generate_series": ("generate_series",)}
+    generator_column_takes_alias = True  # DuckDB 2.0.1: SELECT * FROM range(3) AS q has one column "q"
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

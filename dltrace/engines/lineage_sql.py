@@ -140,6 +140,12 @@ class LineageFunctions:
     #: a subquery in FROM may read the FROM items before it without LATERAL (DuckDB's implicit lateral joins;
     #: :mod:`dltrace.rewriter.passes.implicit_laterals`)
     implicit_lateral: ClassVar[bool] = False
+    #: the table functions that generate rows from their arguments alone, by the name the engine's SQL gives them,
+    #: each with the names of the columns it gives when the query names none
+    #: (:mod:`dltrace.rewriter.passes.row_generators`)
+    row_generators: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: a row generator of one column, aliased without a column list, names its column after the alias
+    generator_column_takes_alias: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

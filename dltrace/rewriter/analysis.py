@@ -3,7 +3,8 @@
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
 rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
 an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
-EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, DuckDB's implicit LATERAL written out,
+EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from
+constants named as the engine names it, DuckDB's implicit LATERAL written out,
 qualify, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one
 over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
 witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
@@ -55,6 +56,7 @@ from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
+from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.semi_joins import semi_joins
 from dltrace.rewriter.passes.union_by_name import union_by_name
 from dltrace.rewriter.passes.witness_uses import (
@@ -101,7 +103,7 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, implicit_laterals, qualify, group_by_all, lateral_joins, grouped_exists,
+                   known_aggregates, row_generators, implicit_laterals, qualify, group_by_all, lateral_joins, grouped_exists,
                    outer_join_filters, having_to_where, union_by_name, quantified_types, decorrelate, mark_witness_uses,
                    read_array_witnesses, explicit_cross_joins)
 

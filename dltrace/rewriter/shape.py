@@ -79,9 +79,20 @@ def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
 
 def engine_reads(tree: exp.Expression) -> list[exp.Table]:
     """The table references of ``tree`` that read a relation of the engine, in order: every one but those of a
-    CTE in scope (:func:`defining_cte`). In ``WITH t AS (SELECT * FROM t) SELECT ... FROM t`` the ``t`` inside
-    the CTE reads the table, the one outside the CTE: a test of the name alone took both for the CTE."""
-    return [t for t in tree.find_all(exp.Table) if defining_cte(t) is None]
+    CTE in scope (:func:`defining_cte`) and the row generators (:func:`is_row_generator`). In ``WITH t AS (SELECT
+    * FROM t) SELECT ... FROM t`` the ``t`` inside the CTE reads the table, the one outside the CTE: a test of the
+    name alone took both for the CTE."""
+    return [t for t in tree.find_all(exp.Table) if defining_cte(t) is None and not is_row_generator(t)]
+
+
+#: ``Table.meta`` key: this FROM item calls a table function that generates literal rows from constants
+#: (:mod:`dltrace.rewriter.passes.row_generators`)
+ROW_GENERATOR = "dl_row_generator"
+
+
+def is_row_generator(source: exp.Expression) -> bool:
+    """Is the FROM item ``source`` a row generator (``range(5)``): literal rows, no lineage, as a VALUES list?"""
+    return isinstance(source, exp.Table) and bool(source.meta.get(ROW_GENERATOR))
 
 
 def defining_cte(table: exp.Table, root: exp.Expression | None = None) -> exp.CTE | None:

@@ -22,6 +22,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from dltrace.rewriter.passes.qualify import schema_for
+from dltrace.rewriter.passes.row_generators import typed_stand_in
+from dltrace.rewriter.shape import is_row_generator
 
 T = exp.DataType.Type
 IDENTICAL_WHEN_GROUPED = frozenset({
@@ -39,6 +41,10 @@ def typed_twins(tree: exp.Expression, schema: dict, dialect: str) -> dict[int, e
     ``tree`` itself is left untyped: a pass's output carries no type a later pass could take for its own."""
     twin = tree.copy()
     twins = dict(zip(map(id, tree.walk()), twin.walk()))  # (paired before annotating, which may wrap nodes)
+    for table in [t for t in twin.find_all(exp.Table) if is_row_generator(t)]:
+        stand_in = typed_stand_in(table, dialect)  # (sqlglot types no table function's columns)
+        if stand_in is not None:
+            table.replace(stand_in)
     try:
         annotate_types(twin, schema=schema_for(twin, schema, dialect), dialect=dialect)
     except (SqlglotError, KeyError, ValueError, TypeError, AttributeError):

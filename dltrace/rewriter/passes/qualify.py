@@ -29,7 +29,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.order_by import bind_order_by
 from dltrace.rewriter.passes.whole_rows import expand_whole_rows
 from dltrace.rewriter.passes.written_names import mark_written_names
-from dltrace.rewriter.shape import from_items
+from dltrace.rewriter.shape import from_items, is_row_generator
 
 
 def qualify(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -304,6 +304,8 @@ def check_known_tables(tree: exp.Expression, schema: dict | None) -> None:
     known = {t.lower() for t in schema}
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
+        if is_row_generator(table):
+            continue
         if not isinstance(table.this, exp.Identifier):
             raise UnsupportedQuery(f"table function {table.sql()!r} in FROM has no row ids; register it as a "
                                    f"table, at {position(table)}")

@@ -18,6 +18,7 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.decorrelate import REDUCTION
 from dltrace.rewriter.passes.dictionary_ids import ON_TABLE
 from dltrace.rewriter.rules.subqueries import decorrelated_slots
+from dltrace.rewriter.shape import is_row_generator
 from dltrace.rewriter.slots import Context, Slot
 
 
@@ -62,6 +63,8 @@ def _relation_slots(source: exp.Expression, ctx: Context) -> list[Slot]:
         name = source.name
         if not source.args.get("db") and name in ctx.ctes:
             return [e.via(alias) for e in ctx.ctes[name]]
+        if is_row_generator(source):
+            return []  # literal rows: no base tuples behind them
         if not isinstance(source.this, exp.Identifier):
             raise UnsupportedQuery(f"table function in FROM has no row ids, at {position(source)}")
         if not source.args.get("db") and name.lower() in ctx.composed:
