@@ -30,7 +30,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
-                      Is, Join, Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, ident)
+                      Is, Join, Lit, Not, Paren, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -66,7 +66,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit", "lateral", "exists_grouped"})
+                      "aggregate_limit", "lateral", "exists_grouped", "series"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -77,12 +77,13 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # orders string_agg by WITHIN GROUP; an ORDER BY name that is an output alias and an input column both is bound to
 # the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
 # analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
-# checked on Spark)
+# checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
+# column id)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
-                             "in_list_scalar", "control", "lateral"}
+                             "in_list_scalar", "control", "lateral", "series"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -170,6 +171,17 @@ class Gen:
             name = self.pick(sorted(ctes))
             self.feat("cte_ref")
             return Derived(name, alias), [(alias, n, t) for n, t in ctes[name]], list(ctes[name])
+        if self.often("series", 12):
+            # `range(a, b) AS x(i)` / `generate_series(a, b) AS x`: literal rows (passes/row_generators.py), maybe
+            # none (b before a), without a column list named after the alias (DuckDB's)
+            start = self.draw(st.integers(-1, 2))
+            stop = start + self.draw(st.integers(-1, 4))
+            column = None if self.chance(3) else self.odd_name() if self.chance(4) else f"i{self.n}"
+            inclusive = self.chance(2)
+            self.feat("series", "series_inclusive" if inclusive else "series_range")
+            item = Series(start, stop, inclusive, alias, column)
+            name = column if column is not None else alias
+            return item, [(alias, name, "int")], [(name, "int")]
         name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
         if name == "my t":
             self.feat("odd_table")

@@ -74,7 +74,7 @@ import statistics
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
-                      Lit, Not, Paren, Quant, Scalar, Select, SetOp, Table, Unnest, Win, With, grouping_sets)
+                      Lit, Not, Paren, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -406,6 +406,10 @@ class Evaluator:
             t = self.table_names[f.name.lower()]
             return Rel([C(f.alias, n) for n in names], list(rows),
                        [frozenset({(t, i)}) for i in range(len(rows))])
+        if isinstance(f, Series):  # literal rows: no lineage
+            values = range(f.start, f.stop + 1 if f.inclusive else f.stop)
+            return Rel([C(f.alias, f.column if f.column is not None else f.alias)], [(i,) for i in values],
+                       [EMPTY for _ in values])
         if isinstance(f, Derived):
             rel = ctes[f.query.lower()] if isinstance(f.query, str) else self.query(f.query, env, ctes)
             return Rel([C(f.alias, n) for n in rel.names], rel.rows, rel.lins)

@@ -193,7 +193,19 @@ class Join:
     natural: bool = False
 
 
-FromItem = Union[Table, Derived, Join]
+@dataclass(frozen=True, eq=False)
+class Series:
+    """``range(start, stop) AS alias[(column)]`` or ``generate_series(start, stop) ...`` (``inclusive``): the
+    integers from ``start`` below ``stop`` (or up to it), literal rows without lineage. Without a column list
+    (``column`` None) DuckDB names the one column after the alias."""
+    start: int
+    stop: int
+    inclusive: bool
+    alias: str
+    column: str | None = None
+
+
+FromItem = Union[Table, Derived, Join, Series]
 
 
 @dataclass(eq=False)
@@ -327,6 +339,10 @@ def _from(f) -> str:
     if isinstance(f, Table):
         renamed = f"({', '.join(ident(c) for c in f.columns)})" if f.columns else ""
         return f"{ident(f.name)} AS {ident(f.alias)}{renamed}"
+    if isinstance(f, Series):
+        renamed = f"({ident(f.column)})" if f.column is not None else ""
+        call = "generate_series" if f.inclusive else "range"
+        return f"{call}({f.start}, {f.stop}) AS {ident(f.alias)}{renamed}"
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
