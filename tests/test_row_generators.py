@@ -107,6 +107,12 @@ def test_the_engine_names_the_columns(s, con):
         assert s.run(sql).table.column_names == con.sql(sql).columns
 
 
+def test_lineage_on_a_generated_column_is_refused(s):
+    """LINEAGE ON reads a table's values: a generated column is none (a review found it read as a table named '')."""
+    with pytest.raises(dltrace.UnknownColumn, match="no table or alias 'g'"):
+        s.run("SELECT g.i, count(*) AS n FROM range(3) AS g(i), t GROUP BY g.i LINEAGE ON (g.i)")
+
+
 def test_the_engines_error_stays(s):
     """``range(0, 5, 0)`` raises on DuckDB; run as written, it raises through dltrace too."""
     with pytest.raises(dltrace.QueryError, match="interval cannot be 0"):
@@ -120,6 +126,12 @@ def test_the_engines_error_stays(s):
     ("SELECT * FROM range((SELECT max(k) FROM t)) AS g(i)", r"table function over a subquery"),
     # more names than columns (DuckDB drops the extra ones)
     ("SELECT * FROM range(2) AS g(i, j)", r"gives 1 column, and its alias names 2"),
+    # DuckDB's ordinality column (found by a review: a NATURAL join did not join on it)
+    ("SELECT * FROM range(3) WITH ORDINALITY AS g", r"WITH ORDINALITY"),
+    # aliased without a column list, DuckDB reads the column by the function's name too, which qualification bound
+    # to t's column of that name (found by a review)
+    ("SELECT t.k FROM t WHERE EXISTS (SELECT 1 FROM generate_series(1, 3) AS g WHERE generate_series = 3)",
+     r"generate_series may read g's column"),
     # a file's rows have no ids
     ("SELECT * FROM read_csv('rows.csv')", r"table function .*READ_CSV.* has no row ids; register it as a table"),
 ])

@@ -79,10 +79,12 @@ def with_ctes_read(node: exp.Expression) -> list[exp.Expression]:
 
 def engine_reads(tree: exp.Expression) -> list[exp.Table]:
     """The table references of ``tree`` that read a relation of the engine, in order: every one but those of a
-    CTE in scope (:func:`defining_cte`) and the row generators (:func:`is_row_generator`). In ``WITH t AS (SELECT
-    * FROM t) SELECT ... FROM t`` the ``t`` inside the CTE reads the table, the one outside the CTE: a test of the
-    name alone took both for the CTE."""
-    return [t for t in tree.find_all(exp.Table) if defining_cte(t) is None and not is_row_generator(t)]
+    CTE in scope (:func:`defining_cte`) and table functions (a row generator, :func:`is_row_generator`, reads
+    none; one that reads a file is refused where it has no ids). In ``WITH t AS (SELECT * FROM t) SELECT ... FROM
+    t`` the ``t`` inside the CTE reads the table, the one outside the CTE: a test of the name alone took both for
+    the CTE."""
+    return [t for t in tree.find_all(exp.Table)
+            if isinstance(t.this, exp.Identifier) and defining_cte(t) is None and not is_row_generator(t)]
 
 
 #: ``Table.meta`` key: this FROM item calls a table function that generates literal rows from constants

@@ -10,9 +10,11 @@ not the same rows: ``range(0, 5, 0)`` raises where ``unnest(range(0, 5, 0))`` gi
 the pass names what the engine names: the alias (the function's name, as the engine's binder gives it) and the
 columns of a call that lists none (``LineageFunctions.row_generators``: DuckDB's ``range`` column, Spark's
 ``id``; on DuckDB the alias's name where the call has an alias and one column: ``range(3) AS q`` gives a column
-``q``), so that a star and a bare name resolve as the engine resolves them. (DuckDB also reads ``q.range`` there,
-which the named column does not: that reference fails to resolve, naming the column.) An alias naming more
-columns than the call gives is refused (DuckDB drops the extra names). It marks the table
+``q``), so that a star and a bare name resolve as the engine resolves them. DuckDB also reads the column by the
+function's name there (``range``, ``q.range``), which qualification would bind to another table's column of that
+name: a column so named in the generator's SELECT (or a subquery of it) is refused, naming it. An alias naming
+more columns than the call gives is refused (DuckDB drops the extra names), and so is WITH ORDINALITY (a column
+more). It marks the table
 (``meta[ROW_GENERATOR]``), which the lineage rules read as a source without lineage.
 
 Valid where the arguments are constants: the rows are then the same for every row of the query, and read no
@@ -42,12 +44,16 @@ def row_generators(expression: exp.Expression, context: PassContext, copy: bool 
     for table in [t for t in tree.find_all(exp.Table) if generator_name(t, context) is not None]:
         name = generator_name(table, context)
         _check_constant(table, context.dialect)
+        if table.args.get("ordinality"):
+            raise UnsupportedQuery(f"WITH ORDINALITY on a table function is not supported (number the rows with "
+                                   f"row_number() OVER (ORDER BY ...)), at {position(table)}")
         columns = context.fns.row_generators[name]
         alias = table.args.get("alias")
         if alias is None:
             alias = exp.TableAlias(this=exp.to_identifier(name, quoted=True))
             table.set("alias", alias)
         elif not alias.columns and len(columns) == 1 and context.fns.generator_column_takes_alias:
+            _check_hidden_name(table, columns[0], alias.name)
             columns = (alias.name,)
         if len(alias.columns) > len(columns):
             raise UnsupportedQuery(f"{alias.name} ({table.this.sql(context.dialect)}) gives {len(columns)} "
@@ -67,6 +73,20 @@ def generator_name(table: exp.Table, context: PassContext) -> str | None:
     written = table.this.sql(context.dialect)
     name = written.split("(", 1)[0].strip().lower()
     return name if name in context.fns.row_generators else None
+
+
+def _check_hidden_name(table: exp.Table, name: str, alias: str) -> None:
+    """DuckDB names an aliased generator's column after the alias and still reads it by the function's name
+    (``range(3) AS q``: ``q`` and ``range``), which the column qualification knows as one name only: a column of
+    that other name in the generator's SELECT or a subquery of it could be read as another table's. Refused there."""
+    if name.lower() == alias.lower():
+        return
+    select = table.find_ancestor(exp.Select)
+    found = next((c for c in (select.find_all(exp.Column) if select is not None else ())
+                  if c.name.lower() == name.lower() and c.table.lower() in ("", alias.lower())), None)
+    if found is not None:
+        raise UnsupportedQuery(f"{found.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
+                               f"name the column with a list ({table.this.sql()} AS {alias}(c)), at {position(found)}")
 
 
 def _check_constant(table: exp.Table, dialect: str) -> None:
