@@ -37,9 +37,9 @@ BAD = [
     ("SELECT a FROM t, u", dltrace.UnknownColumn, "'a' is ambiguous: 't' and 'u' each have a column 'a'"),
     ("SELECT x.b FROM (SELECT b, a FROM t JOIN u ON b = c) AS x", dltrace.UnknownColumn, "'a' is ambiguous"),
     ("SELECT zz FROM t, u", dltrace.UnknownColumn, "Column 'zz' could not be resolved"),
-    # the parenthesized join is the refusal, not the star over its inner side (checked first)
-    ("SELECT t.*, u.* FROM t JOIN (u JOIN t AS t2 ON u.a = t2.a) ON t.a = u.a", dltrace.UnsupportedQuery,
-     "a parenthesized join is not supported"),
+    # the parenthesised join is the refusal, not the star over its inner side (checked first)
+    ("SELECT t.*, u.* FROM t JOIN (u JOIN t AS t2 USING (a)) ON t.a = u.a", dltrace.UnsupportedQuery,
+     "a parenthesised join attached by, or holding, a USING or NATURAL join is not supported"),
     # a SEMI JOIN is read as an EXISTS: the refusal names the null-safe correlation the user wrote
     ("SELECT a FROM t SEMI JOIN u ON t.a IS NOT DISTINCT FROM u.a", dltrace.UnsupportedQuery,
      "correlated through IS NOT DISTINCT FROM"),

@@ -1,11 +1,11 @@
 """One analysis of a query, shared by forward rewriting and backward tracing, so the two cannot drift.
 
-``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, refuses what has no lineage
-rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
+``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, writes a parenthesised join out flat
+where that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no lineage rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
 an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
 EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from
 constants named as the engine names it, DuckDB's implicit LATERAL written out,
-qualify, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one
+qualify, a parenthesised join that is not the same rows flat as a derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one
 over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
 witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
 functions below:
@@ -53,7 +53,9 @@ from dltrace.rewriter.passes.lateral_joins import lateral_joins
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
+from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised import parenthesised
+from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.row_generators import row_generators
@@ -103,9 +105,9 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, row_generators, implicit_laterals, qualify, group_by_all, lateral_joins, grouped_exists,
-                   outer_join_filters, having_to_where, union_by_name, quantified_types, decorrelate, mark_witness_uses,
-                   read_array_witnesses, explicit_cross_joins)
+                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, group_by_all,
+                   lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name, quantified_types,
+                   decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
         raise DltraceError(f"unknown semantics {context.semantics!r}: choose one of {', '.join(SEMANTICS)}")
     tree = tree.copy()
     clause = take_clause(tree)
+    # (before the checks, which read a SELECT's FROM items: a parenthesised join hides its tables from them)
+    tree = parenthesised_joins(tree, context, copy=False)
     check_query(tree)
     on = resolve(clause, tree, context.schema) if clause is not None else None
     if on is not None and on.off:

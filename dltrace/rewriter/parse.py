@@ -13,7 +13,7 @@ from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
 from dltrace.rewriter.grammar import WRITTEN_IN, generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 from dltrace.rewriter.grammar import dialect as grammar_dialect
-from dltrace.rewriter.shape import from_items
+from dltrace.rewriter.shape import is_paren, item_names
 
 
 def position(node: exp.Expression) -> str:
@@ -160,12 +160,12 @@ _QUERY_HOLDERS = (exp.Subquery, exp.Exists, exp.All, exp.Any, exp.SetOperation, 
 
 def check_query(tree: exp.Expression) -> None:
     """Refuse reserved names and constructs without a lineage rule, naming the construct and position."""
-    # first what hides FROM items from the checks below: a walk meets the SELECT list before the FROM, and `u.*`
-    # over the inner side of a parenthesized join read as a star over a struct column (u not a FROM item)
-    for node in tree.find_all(exp.Table):
-        if node.args.get("joins"):  # sqlglot's parse of FROM t JOIN (u JOIN w ...)
-            raise UnsupportedQuery(f"a parenthesized join is not supported (join the tables left to right, or "
-                                   f"name the inner join as a subquery), at {position(node)}")
+    for node in tree.find_all(exp.Table, exp.Subquery):
+        # what carries joins but a parenthesised join's first item (passes/parenthesised_joins.py) hides FROM items
+        # from every rule
+        if node.args.get("joins") and not is_paren(node.parent):
+            raise UnsupportedQuery(f"joins hung on a FROM item are not supported here (join the tables left to right, "
+                                   f"or name the inner join as a subquery), at {position(node)}")
     for node in tree.walk():
         for cls, name in _UNSUPPORTED.items():
             if isinstance(node, cls):
@@ -182,6 +182,7 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"{op} is not supported (use INTERSECT/EXCEPT), at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
+            _check_repeated_names(node)
         if isinstance(node, (exp.Posexplode, exp.Inline, exp.Stack)) and isinstance(node.parent, exp.Select) \
                 and node.arg_key == "expressions":
             # a generator of several columns needs their names: qualification would give it one (_col_1)
@@ -259,7 +260,7 @@ def _star_over_a_column(star: exp.Column) -> bool:
         return True
     select = star.find_ancestor(exp.Select)
     while select is not None:  # its own SELECT's, or (correlated) an enclosing one's
-        if star.table.lower() in {item.alias_or_name.lower() for item in from_items(select)}:
+        if star.table.lower() in item_names(select):  # (a table inside a parenthesised join too)
             return False
         select = select.find_ancestor(exp.Select)
     return True
@@ -281,6 +282,20 @@ def _compared_with_a_subquery(node: exp.Tuple) -> bool:
         other = parent.expression if node is parent.this else parent.this
         return isinstance(other, (exp.Any, exp.All, exp.Subquery))
     return False
+
+
+def _check_repeated_names(select: exp.Select) -> None:
+    """Two FROM items of one SELECT under one name (``FROM x AS u, t JOIN (u JOIN w ON u.k = w.k) ON ...``), the
+    name read by a column: the engine binds it by the scope of each join (the parenthesis's own ``u`` inside it),
+    qualification to the first item of the name; refused (DuckDB raises for most such reads)."""
+    names = [n for n in item_names(select, repeated=True) if n]
+    repeated = {n for n in names if names.count(n) > 1}
+    if not repeated:
+        return
+    read = next((c for c in select.find_all(exp.Column) if c.table.lower() in repeated), None)
+    if read is not None:
+        raise UnsupportedQuery(f"two FROM items are named {read.table!r}, which {read.sql()} reads: give one of them "
+                               f"another alias, at {position(read)}")
 
 
 def _check_comma_before_outer_join(select: exp.Select) -> None:

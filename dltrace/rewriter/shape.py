@@ -307,6 +307,27 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
     return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
+def is_paren(node: exp.Expression) -> bool:
+    """Is ``node`` a parenthesised join, ``(u JOIN w ON ...)``: sqlglot's ``Subquery`` around a FROM item that
+    carries joins (:mod:`dltrace.rewriter.passes.parenthesised_joins`)?"""
+    if not isinstance(node, exp.Subquery) or not isinstance(node.this, (exp.Table, exp.Subquery)):
+        return False  # (`((u JOIN w ON ...))`: a parenthesis around one)
+    return bool(node.this.args.get("joins")) or (node.args.get("alias") is None and is_paren(node.this))
+
+
+def item_names(select: exp.Select, repeated: bool = False):
+    """The names (aliases, lower case) of ``select``'s FROM items, those inside a parenthesised join too: a set, or
+    with ``repeated`` a list holding each name as often as an item has it."""
+    out, stack = [], list(from_items(select))
+    while stack:
+        node = stack.pop()
+        if is_paren(node):
+            stack += [node.this] + [j.this for j in node.this.args.get("joins") or []]
+        else:
+            out.append(node.alias_or_name.lower())
+    return out if repeated else set(out)
+
+
 def negated(node: exp.Expression, select: exp.Select) -> bool:
     """Is ``node`` under an odd number of negations within ``select``: NOT, ``IS NULL``, ``IS FALSE``, and a
     comparison with a boolean that holds only on FALSE (``= FALSE``, ``<> TRUE``, ``IS DISTINCT FROM TRUE``, ``< TRUE``,
