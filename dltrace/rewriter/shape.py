@@ -307,6 +307,12 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
     return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
+def is_pivot_statement(node: exp.Expression) -> bool:
+    """Is ``node`` DuckDB's ``PIVOT <source> ON ...`` (not UNPIVOT, not the standard ``FROM s PIVOT (...)``), which
+    :mod:`dltrace.rewriter.passes.pivots` writes as the GROUP BY it stands for?"""
+    return isinstance(node, exp.Pivot) and node.this is not None and not node.args.get("unpivot")
+
+
 def is_paren(node: exp.Expression) -> bool:
     """Is ``node`` a parenthesised join, ``(u JOIN w ON ...)``: sqlglot's ``Subquery`` around a FROM item that
     carries joins (:mod:`dltrace.rewriter.passes.parenthesised_joins`)?"""

@@ -1,0 +1,112 @@
+"""DuckDB's PIVOT statement as the grouped query it stands for.
+
+``PIVOT s ON c IN ('a', 'b') USING sum(v) AS tot GROUP BY g`` is, in DuckDB's binder, a GROUP BY of g whose
+aggregates are filtered per value (its plan: ``sum(v) FILTER (WHERE c IS NOT DISTINCT FROM 'a')``)::
+
+    SELECT g, SUM(v) FILTER (WHERE c IS NOT DISTINCT FROM 'a') AS "a_tot",
+              SUM(v) FILTER (WHERE c IS NOT DISTINCT FROM 'b') AS "b_tot" FROM s GROUP BY g
+
+so this pass writes it so (also a PIVOT in FROM, ``(PIVOT ...) AS p``), before the checks, and every rule then
+reads a GROUP BY. Each output row's lineage is its group's rows, as for any aggregate with FILTER: the rows of
+the group exist in the output whatever their value of c (a group without an 'a' or 'b' row still has its row of
+NULLs, as DuckDB gives).
+
+Names, as DuckDB gives them: the GROUP BY columns, then per value (in the IN list's order) per aggregate the value
+as text (a string as it is, an integer as its number: ``03`` is ``3``), followed by ``_<alias>`` where the
+aggregate has an alias; without USING, ``count(*)`` named by the value alone. Without GROUP BY DuckDB groups by
+every column of the source but c and those the aggregates read, which this pass reads from the schema (a
+registered table read directly; other sources are refused: give a GROUP BY).
+
+Refused, naming the PIVOT: no IN list (DuckDB then pivots on the values it finds in the data, a query of its own),
+an IN list of anything but string and integer literals (NULL among them), several ON columns or an ON expression,
+several aggregates without an alias each (DuckDB names them by its own text of the call), an aggregate that is not
+one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. UNPIVOT and the
+SQL standard's ``FROM s PIVOT (...)`` stay refused.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import defining_cte, is_pivot_statement
+
+
+def pivots(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
+    if not any(is_pivot_statement(node) for node in expression.find_all(exp.Pivot)):
+        return expression
+    tree = exp.maybe_copy(expression, copy)
+    for node in reversed([n for n in tree.find_all(exp.Pivot) if is_pivot_statement(n)]):
+        select = _grouped(node, context)
+        if node is tree:
+            tree = select
+        else:
+            node.replace(select)
+    return tree
+
+
+def _refuse(node: exp.Pivot, why: str) -> UnsupportedQuery:
+    return UnsupportedQuery(f"{why}, at {position(node)}")
+
+
+def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
+    on = node.expressions
+    if len(on) != 1 or not isinstance(on[0], exp.In) or not isinstance(on[0].this, exp.Column) \
+            or on[0].args.get("query") is not None or not on[0].expressions:
+        raise _refuse(node, "a PIVOT is supported ON one column IN (a list of values): without the list DuckDB "
+                            "pivots on the values it finds in the data; list them")
+    column, values = on[0].this, on[0].expressions
+    names = [_value_name(node, v) for v in values]
+    using = node.args.get("using") or [exp.Count(this=exp.Star())]
+    aggregates = []
+    for item in using:
+        call, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, "")
+        if not isinstance(call, exp.AggFunc) or isinstance(call, exp.Filter) or call.find(exp.Filter, exp.Window):
+            raise _refuse(node, f"a PIVOT's USING {item.sql(context.dialect)} is not one aggregate call without "
+                                f"FILTER, which is what is supported")
+        if len(using) > 1 and not alias:
+            raise _refuse(node, f"a PIVOT's several aggregates need an alias each, which names their columns "
+                                f"(DuckDB names {call.sql(context.dialect)} by its own text of the call)")
+        aggregates.append((call, alias))
+    keys = _keys(node, column, [c for c, _ in aggregates], context)
+    items = [k.copy() for k in keys]
+    for value, name in zip(values, names):
+        for call, alias in aggregates:
+            test = exp.NullSafeEQ(this=column.copy(), expression=value.copy())
+            filtered = exp.Filter(this=call.copy(), expression=exp.Where(this=test))
+            items.append(exp.alias_(filtered, f"{name}_{alias}" if alias else name, quoted=True))
+    select = exp.select(*items).from_(node.this.copy(), copy=False)
+    if node.args.get("with_") is not None:  # (WITH q AS (...) PIVOT q ...: the statement's CTEs)
+        select.set("with_", node.args["with_"].copy())
+    return select.group_by(*[k.copy() for k in keys], copy=False) if keys else select
+
+
+def _value_name(node: exp.Pivot, value: exp.Expression) -> str:
+    """DuckDB's name for a pivoted value: a string as it is, an integer as its number."""
+    negative = isinstance(value, exp.Neg)
+    literal = value.this if negative else value
+    if isinstance(literal, exp.Literal) and literal.is_string and not negative:
+        return literal.this
+    if isinstance(literal, exp.Literal) and literal.is_int:
+        return str(-int(literal.this) if negative else int(literal.this))
+    raise _refuse(node, f"a PIVOT's IN list holds {value.sql()}: string and integer literals are supported")
+
+
+def _keys(node: exp.Pivot, column: exp.Column, calls: list[exp.Expression], context: PassContext) -> list[exp.Column]:
+    """The GROUP BY columns: as written, or DuckDB's default: the source's columns but the pivoted one and those
+    the aggregates read."""
+    group = node.args.get("group")
+    if group is not None:
+        if not all(isinstance(k, exp.Column) for k in group.expressions):
+            raise _refuse(node, "a PIVOT's GROUP BY is supported over columns only")
+        return list(group.expressions)
+    source = node.this
+    schema = {t.lower(): cols for t, cols in (context.schema or {}).items()}
+    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier) \
+            or defining_cte(source) is not None or source.name.lower() not in schema:
+        raise _refuse(node, "a PIVOT without GROUP BY is supported over a table read directly (DuckDB groups by "
+                            "the source's other columns); give a GROUP BY")
+    read = {column.name.lower()} | {c.name.lower() for call in calls for c in call.find_all(exp.Column)}
+    return [exp.column(name, quoted=True) for name in schema[source.name.lower()] if name.lower() not in read]
