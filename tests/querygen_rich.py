@@ -30,7 +30,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
-                      Is, Join, Lit, Not, Paren, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, ident)
+                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With,
+                      ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -66,7 +67,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit", "lateral", "exists_grouped", "series"})
+                      "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -78,12 +79,12 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
 # analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
-# column id)
+# column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING is DuckDB's)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
-                             "in_list_scalar", "control", "lateral", "series"}
+                             "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -147,7 +148,9 @@ class Gen:
     def from_item(self, depth: int, ctes: dict, outer: list, alias: str | None = None):
         """(item, cols [(qual, name, type)], star [(name, type)]); ``alias``: the first item's (else a fresh one)."""
         choice = self.draw(st.integers(0, 9))
-        if choice < 6 or depth <= 0:
+        if self.often("pivot", 14):
+            item, cols, star = self.pivot(alias)
+        elif choice < 6 or depth <= 0:
             item, cols, star = self.base(ctes, alias)
         else:
             q, out = self.query(depth - 1, outer=outer, ctes=ctes)
@@ -164,6 +167,26 @@ class Gen:
         if self.chance(2):
             return self.join(item, cols, star, depth, ctes, outer)
         return item, cols, star
+
+    def pivot(self, alias: str | None = None):
+        """``(PIVOT table ON c IN (v1, v2) USING agg [AS a], ... GROUP BY g) AS alias``: DuckDB's PIVOT statement
+        in FROM (passes/pivots.py), one or two aggregates (aliased when two), values that may be missing."""
+        self.feat("pivot")
+        name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
+        cols = list(RICH_TABLES[name])
+        on, on_type = self.pick(cols)
+        domain = list(range(0, 4)) if on_type == "int" else [v for v in STRINGS if v]
+        values = tuple(self.draw(st.lists(st.sampled_from(domain), min_size=1, max_size=2, unique=True)))
+        ints = [c for c, t in cols if t == "int"]
+        n = self.pick([1, 1, 2])
+        aggs = tuple((Agg("count") if self.chance(3) else Agg(self.pick(["sum", "max", "count"]), Col(None, self.pick(ints))),
+                      f"n{i}" if n > 1 or self.chance(2) else None) for i in range(n))
+        group = (self.pick([c for c, _ in cols if c != on]),)
+        q = Pivot(name, on, values, aggs, group)
+        alias = alias or self.alias()
+        types = dict(cols)
+        out = [(g, types[g]) for g in group] + [(c, "int") for c in q.names()[len(group):]]
+        return Derived(q, alias), [(alias, c, t) for c, t in out], out
 
     def base(self, ctes: dict, alias: str | None = None):
         given, alias = alias is not None, alias or self.alias()
@@ -317,6 +340,22 @@ class Gen:
     def plain_join(self, left, lcols, lstar, depth, ctes, outer, kinds=("INNER", "INNER", "LEFT", "RIGHT", "FULL",
                                                                           "CROSS")):
         right, rcols, rstar = self.base(ctes)
+        if self.often("paren_join", 10):
+            # `left JOIN (b1 JOIN b2 ON ...) ON ...`: a parenthesised join on the right (passes/parenthesised_joins
+            # writes it flat where it is the same rows; an outer join on either level is refused)
+            self.feat("paren_join")
+            inner, icols, istar = self.base(ctes)
+            ik = self.pick(["INNER", "INNER", "CROSS", "LEFT"])
+            self.feat(f"paren_join_{ik.lower()}")
+            if ik == "CROSS":
+                on = None
+            else:
+                a, b = self.pick(rcols), self.pick(icols)
+                on = Bin("=", Col(a[0], a[1]), Col(b[0], b[1])) if a[2] == b[2] else Lit(True)
+                if self.chance(3):
+                    on = Bin("AND", on, self.pred(rcols + icols, 0, ctes))
+            right, rcols, rstar = Join(ik, right, inner, on=on), rcols + icols, rstar + istar
+            kinds = [k for k in kinds if k != "CROSS" or self.chance(2)]
         if isinstance(left, Table) and isinstance(right, Table) and self.often("join_positional", 12):
             # DuckDB's `t POSITIONAL JOIN u`: t's i-th row beside u's i-th (the shorter side padded with NULLs),
             # only well defined over two base tables read directly (scan order = row id order)

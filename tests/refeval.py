@@ -74,7 +74,7 @@ import statistics
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
-                      Lit, Not, Paren, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, grouping_sets)
+                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -197,6 +197,14 @@ class Evaluator:
                 if sorted(i for i, _, _ in q.order) != list(range(len(rel.cols))):
                     raise EvalError("LIMIT/OFFSET after an ORDER BY that is not of every output column")
             return self._limit(rel, q.limit, q.offset, q.order)
+        if isinstance(q, Pivot):  # DuckDB's binder: a GROUP BY whose aggregates are filtered per value
+            items = [(Col(None, g), g) for g in q.group]
+            for v in q.values:
+                for agg, alias in q.aggs:
+                    items.append((dataclasses.replace(agg, filter=Bin("=", Col(None, q.on), Lit(v))),
+                                  f"{v}_{alias}" if alias else f"{v}"))
+            return self._select(Select(items, Table(q.table, q.table), group=[Col(None, g) for g in q.group]),
+                                env, ctes)
         if isinstance(q, SetOp):
             return self._limit(self._setop(q, env, ctes), q.limit, q.offset)
         return self._limit(self._select(q, env, ctes), q.limit, q.offset)

@@ -205,6 +205,21 @@ class Series:
     column: str | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class Pivot:
+    """DuckDB's ``PIVOT table ON on IN (values) USING agg [AS alias], ... GROUP BY group`` (columns unqualified, as
+    DuckDB's parser wants them): a row per group, per value per aggregate a column named ``value`` or
+    ``value_alias``; a query of its own (top level, or in FROM as a Derived's)."""
+    table: str
+    on: str
+    values: tuple  # literals: ints or strings
+    aggs: tuple  # ((Agg over unqualified columns, alias or None), ...)
+    group: tuple  # column names
+
+    def names(self) -> list[str]:
+        return list(self.group) + [f"{v}_{a}" if a else f"{v}" for v in self.values for _, a in self.aggs]
+
+
 FromItem = Union[Table, Derived, Join, Series]
 
 
@@ -257,7 +272,7 @@ class Paren:
     names: tuple | None = None
 
 
-Query = Union[Select, SetOp, With, Paren]
+Query = Union[Select, SetOp, With, Paren, Pivot]
 
 
 def grouping_sets(q: Select) -> list[tuple[int, ...]]:
@@ -438,6 +453,9 @@ _RENDER = {
                         else f"(({render(e.arg)}) {e.op} {str(e.value).lower()})"),
     Case: lambda e: f"CASE WHEN {render(e.cond)} THEN {render(e.then)} ELSE {render(e.else_)} END",
     Func: _func, Agg: _agg, Win: _win, Unnest: _unnest,
+    Pivot: lambda q: (f"PIVOT {ident(q.table)} ON {ident(q.on)} IN ({', '.join(literal(v) for v in q.values)}) USING "
+                      + ", ".join(render(a) + (f" AS {ident(alias)}" if alias else "") for a, alias in q.aggs)
+                      + f" GROUP BY {', '.join(ident(g) for g in q.group)}"),
     Exists: lambda e: f"EXISTS ({render(e.query)})",
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
     InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
