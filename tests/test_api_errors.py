@@ -202,7 +202,9 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
     cases = [
         ("CREATE TABLE zz AS SELEC a FROM t", dltrace.ParseError, "SQL does not parse: .* at line 1, col 31"),
         ("EXPLAIN SELECT a FROM t", dltrace.UnsupportedQuery, "EXPLAIN is not a query dltrace traces"),
-        ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
+        ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "a PIVOT is supported ON one column IN "
+         r"\(a list of values\).*, at"),
+        ("UNPIVOT t ON b INTO NAME n VALUE v", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
         ("SUMMARIZE t", dltrace.UnsupportedQuery, "not a SUMMARIZE statement"),
     ]
     with caplog.at_level("WARNING", logger="sqlglot"):

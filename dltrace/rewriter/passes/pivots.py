@@ -1,10 +1,12 @@
 """DuckDB's PIVOT statement as the grouped query it stands for.
 
 ``PIVOT s ON c IN ('a', 'b') USING sum(v) AS tot GROUP BY g`` is, in DuckDB's binder, a GROUP BY of g whose
-aggregates are filtered per value (its plan: ``sum(v) FILTER (WHERE c IS NOT DISTINCT FROM 'a')``)::
+aggregates are filtered per value, the column compared as text with the value's text (its plan: ``sum(v) FILTER
+(WHERE CAST(c AS VARCHAR) IS NOT DISTINCT FROM 'a')``, the cast left out where c is a VARCHAR; a cast keeps a
+collation)::
 
-    SELECT g, SUM(v) FILTER (WHERE c IS NOT DISTINCT FROM 'a') AS "a_tot",
-              SUM(v) FILTER (WHERE c IS NOT DISTINCT FROM 'b') AS "b_tot" FROM s GROUP BY g
+    SELECT g, SUM(v) FILTER (WHERE CAST(c AS VARCHAR) IS NOT DISTINCT FROM 'a') AS "a_tot",
+              SUM(v) FILTER (WHERE CAST(c AS VARCHAR) IS NOT DISTINCT FROM 'b') AS "b_tot" FROM s GROUP BY g
 
 so this pass writes it so (also a PIVOT in FROM, ``(PIVOT ...) AS p``), before the checks, and every rule then
 reads a GROUP BY. Each output row's lineage is its group's rows, as for any aggregate with FILTER: the rows of
@@ -18,7 +20,7 @@ every column of the source but c and those the aggregates read, which this pass 
 registered table read directly; other sources are refused: give a GROUP BY).
 
 Refused, naming the PIVOT: no IN list (DuckDB then pivots on the values it finds in the data, a query of its own),
-an IN list of anything but string and integer literals (NULL among them), several ON columns or an ON expression,
+an IN list of anything but string and integer literals (NULL or '' among them), several ON columns or an ON expression,
 several aggregates without an alias each (DuckDB names them by its own text of the call), an aggregate that is not
 one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. UNPIVOT and the
 SQL standard's ``FROM s PIVOT (...)`` stay refused.
@@ -58,7 +60,7 @@ def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
         raise _refuse(node, "a PIVOT is supported ON one column IN (a list of values): without the list DuckDB "
                             "pivots on the values it finds in the data; list them")
     column, values = on[0].this, on[0].expressions
-    names = [_value_name(node, v) for v in values]
+    names = [_value_name(node, v, context.dialect) for v in values]
     using = node.args.get("using") or [exp.Count(this=exp.Star())]
     aggregates = []
     for item in using:
@@ -74,7 +76,8 @@ def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
     items = [k.copy() for k in keys]
     for value, name in zip(values, names):
         for call, alias in aggregates:
-            test = exp.NullSafeEQ(this=column.copy(), expression=value.copy())
+            # (DuckDB compares the column as text with the value's text: ON k IN ('01') keeps no k = 1 row)
+            test = exp.NullSafeEQ(this=exp.cast(column.copy(), "VARCHAR"), expression=exp.Literal.string(name))
             filtered = exp.Filter(this=call.copy(), expression=exp.Where(this=test))
             items.append(exp.alias_(filtered, f"{name}_{alias}" if alias else name, quoted=True))
     select = exp.select(*items).from_(node.this.copy(), copy=False)
@@ -83,15 +86,17 @@ def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
     return select.group_by(*[k.copy() for k in keys], copy=False) if keys else select
 
 
-def _value_name(node: exp.Pivot, value: exp.Expression) -> str:
-    """DuckDB's name for a pivoted value: a string as it is, an integer as its number."""
+def _value_name(node: exp.Pivot, value: exp.Expression, dialect: str) -> str:
+    """DuckDB's text of a pivoted value, its column's name and what the column's text is compared with: a string as
+    it is, an integer as its number (``03``: ``3``)."""
     negative = isinstance(value, exp.Neg)
     literal = value.this if negative else value
-    if isinstance(literal, exp.Literal) and literal.is_string and not negative:
+    if type(literal) is exp.Literal and literal.is_string and not negative and literal.this:
         return literal.this
-    if isinstance(literal, exp.Literal) and literal.is_int:
+    if type(literal) is exp.Literal and literal.is_int:
         return str(-int(literal.this) if negative else int(literal.this))
-    raise _refuse(node, f"a PIVOT's IN list holds {value.sql()}: string and integer literals are supported")
+    raise _refuse(node, f"a PIVOT's IN list holds {value.sql(dialect)}: string literals (not empty) and integer "
+                        f"literals are supported")
 
 
 def _keys(node: exp.Pivot, column: exp.Column, calls: list[exp.Expression], context: PassContext) -> list[exp.Column]:
@@ -108,5 +113,7 @@ def _keys(node: exp.Pivot, column: exp.Column, calls: list[exp.Expression], cont
             or defining_cte(source) is not None or source.name.lower() not in schema:
         raise _refuse(node, "a PIVOT without GROUP BY is supported over a table read directly (DuckDB groups by "
                             "the source's other columns); give a GROUP BY")
+    if any(call.find(exp.Lambda) for call in calls):  # (DuckDB counts a lambda's parameter as a column read)
+        raise _refuse(node, "a PIVOT without GROUP BY whose aggregate holds a lambda is not supported; give a GROUP BY")
     read = {column.name.lower()} | {c.name.lower() for call in calls for c in call.find_all(exp.Column)}
     return [exp.column(name, quoted=True) for name in schema[source.name.lower()] if name.lower() not in read]
