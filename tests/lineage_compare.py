@@ -63,3 +63,19 @@ def counted_rows(result, text=repr, prefix: str = "") -> Counter:
                                for t, v in result.lineage(i).items() if len(v)))
         out[(text(tuple(row.values())), lineage)] += 1
     return out
+
+
+def assert_by_hand(session, con, sql: str, expected: Counter, strategy: str) -> None:
+    """``sql`` run through ``session`` with ``strategy`` gives ``expected`` (its rows with their lineage, as
+    :func:`counted_rows` writes them, computed by hand) and the engine's own rows for the query as written (``con``,
+    the connection the session is a guest of)."""
+    result = session.run(sql, lineage=strategy)
+    assert counted_rows(result) == expected
+    assert sorted(map(repr, result.table.to_pylist())) == sorted(
+        map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+
+
+def assert_backward_agrees(session, sql: str) -> None:
+    """Backward tracing gives each row of ``sql`` its forward lineage (for a query whose rows are distinct: backward
+    tracing gives equal rows the lineage of all of them)."""
+    assert counted_rows(session.trace(sql)) == counted_rows(session.run(sql, lineage="set"))

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, lineage_of
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()), "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
 # p: key 1 has three rows (x 11, 13, 15), 2 two (22, 26), 3 one (NULL x), 4 none; a NULL key row
@@ -88,16 +88,12 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_grouped_exists_by_hand(s, con, name, strategy):
     sql, expected = CASES[name]
-    result = s.run(sql, lineage=strategy)
-    assert counted_rows(result) == expected()
-    assert sorted(map(repr, result.table.to_pylist())) == sorted(
-        map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+    assert_by_hand(s, con, sql, expected(), strategy)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_tracing_agrees(s, name):
-    sql = CASES[name][0]
-    assert counted_rows(s.trace(sql)) == counted_rows(s.run(sql, lineage="set"))
+    assert_backward_agrees(s, CASES[name][0])
 
 
 @pytest.mark.parametrize("sql", [

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, lineage_of
 
 # keys with NULLs and repeats: t 1, 2, NULL, 1, 3; u 1, 2, 2, NULL; w 2, 1, 4, 2
 T = pa.table({"k": pa.array([1, 2, None, 1, 3], pa.int64()), "a": pa.array([10, 20, 30, 40, 50], pa.int64())})
@@ -133,17 +133,13 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_parenthesised_join_by_hand(s, con, name, strategy):
     sql, expected = CASES[name]
-    result = s.run(sql, lineage=strategy)
-    assert counted_rows(result) == expected()
-    assert sorted(map(repr, result.table.to_pylist())) == sorted(
-        map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+    assert_by_hand(s, con, sql, expected(), strategy)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_tracing_agrees(s, name):
     """(No case gives two equal rows, which backward tracing would give the lineage of both.)"""
-    sql = CASES[name][0]
-    assert counted_rows(s.trace(sql)) == counted_rows(s.run(sql, lineage="set"))
+    assert_backward_agrees(s, CASES[name][0])
 
 
 def test_star_lists_the_engines_columns(s, con):

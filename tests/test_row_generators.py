@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, lineage_of
 
 # t: an order per row (key k, day d); k 1 twice, a NULL key, a day with none
 T = pa.table({"k": pa.array([1, 2, None, 1, 4], pa.int64()),
@@ -87,17 +87,13 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_row_generator_by_hand(s, con, name, strategy):
     sql, expected = CASES[name]
-    result = s.run(sql, lineage=strategy)
-    assert counted_rows(result) == expected()
-    assert sorted(map(repr, result.table.to_pylist())) == sorted(
-        map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+    assert_by_hand(s, con, sql, expected(), strategy)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_tracing_agrees(s, name):
     """(No case gives two equal rows, which backward tracing would give the lineage of both.)"""
-    sql = CASES[name][0]
-    assert counted_rows(s.trace(sql)) == counted_rows(s.run(sql, lineage="set"))
+    assert_backward_agrees(s, CASES[name][0])
 
 
 def test_the_engine_names_the_columns(s, con):
