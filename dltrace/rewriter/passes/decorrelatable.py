@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.errors import UnsupportedQuery
+from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import enclosing_clause, in_a_clause, is_correlated, one_value, outer_columns
 from dltrace.rewriter.passes.empty_aggregates import SQLGLOT_AGGREGATES, aggregate_calls, known_call, stands_in
 from dltrace.rewriter.passes.key_types import identity_keys
@@ -25,7 +27,7 @@ EXISTS_COUNT = "dl_exists_count"
 PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
 
 
-def hoist_outer_tests(tree: exp.Expression) -> None:
+def hoist_outer_tests(tree: exp.Expression, control: bool = False) -> None:
     """``EXISTS (SELECT ... WHERE c AND p)`` where ``p`` reads only the outer query's columns, as ``((p) IS TRUE AND
     EXISTS (SELECT ... WHERE c))``; likewise ``x [NOT] IN (SELECT ... WHERE c AND p)``.
 
@@ -36,7 +38,12 @@ def hoist_outer_tests(tree: exp.Expression) -> None:
     FALSE (an empty list), as ``FALSE AND ...``. Taken only where the predicate is a conjunct of its SELECT's WHERE
     (through AND, parentheses and one NOT), where a row whose ``p`` is not TRUE is dropped or the predicate negated
     (no witnesses): elsewhere the subquery's own rows would be witnesses of a predicate that is FALSE. Not for a
-    subquery that aggregates without GROUP BY (one row over none too), nor a test with a subquery or a random draw."""
+    subquery that aggregates without GROUP BY (one row over none too), nor a test with a subquery or a random draw.
+
+    Under control semantics (``control``) a negated one is refused: a row whose ``p`` is not TRUE passes ``NOT (FALSE
+    AND ...)``, and its control lineage, the subquery's rows for it, is none, where the hoisted subquery's rows
+    matching ``c`` alone would be read as its lineage (found by the long generator profile: an ANTI JOIN whose ON tests
+    the outer row alone)."""
     for node in list(tree.find_all(exp.Exists, exp.In)):
         query = node.this if isinstance(node, exp.Exists) else node.args.get("query")
         query = query.this if isinstance(query, exp.Subquery) else query
@@ -47,6 +54,10 @@ def hoist_outer_tests(tree: exp.Expression) -> None:
         hoisted = outer_only_tests(query)
         if not hoisted:
             continue
+        if control and isinstance(node.parent, exp.Not):
+            raise UnsupportedQuery(f"control lineage of a negated subquery whose WHERE tests the outer row alone "
+                                   f"({hoisted[0].sql()}) is not supported: its rows for an outer row that fails the "
+                                   f"test are none, at {position(node)}")
         kept = [t for t in conjuncts(query.args.get("where")) if all(t is not h for h in hoisted)]
         query.set("where", exp.Where(this=exp.and_(*[k.copy() for k in kept])) if kept else None)
         test = exp.and_(*[h.copy() for h in hoisted])

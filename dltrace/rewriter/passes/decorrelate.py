@@ -128,7 +128,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     # (on the subqueries as the user wrote them, whose types sqlglot reads; the forms written below copy the mark)
     mark_coarse_keys(tree, list(_holders(tree)), context)
     _remember_predicate_subqueries(tree)
-    hoist_outer_tests(tree)
+    hoist_outer_tests(tree, control=context.control)
     lookups = context.fns is not None and bool(context.fns.error_function)
     if lookups:
         read_lookups_as_aggregates(tree, WRITTEN_AS, context.fns.checks_unread_lookups)
