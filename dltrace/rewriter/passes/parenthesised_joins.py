@@ -17,8 +17,13 @@ their columns by a table of the parenthesis (``u.a = w.a``) and hold no subquery
 there too, and a bare name could bind to it where the engine, reading the parenthesis alone, fails. Any other
 parenthesis (attached by an outer join, holding one, or reading a bare name) is left in place, flat inside, for
 :mod:`.nested_joins` to write as a derived table once the columns are qualified; refused here, naming it, where a
-USING or NATURAL join attaches it or stands in it (qualification merges the column by rules of its own). An alias
-on a parenthesis is refused (its tables are hidden behind it).
+USING or NATURAL join attaches it or stands in it (qualification merges the column by rules of its own), or a
+SEMI, ANTI, ASOF, POSITIONAL or LATERAL join does (a SEMI / ANTI join becomes an EXISTS whose FROM would hide the
+parenthesis's tables), or a USING join stands beside it in the SELECT. An alias on a parenthesis is refused (its
+tables are hidden behind it).
+
+DuckDB's FROM-first syntax, ``FROM t JOIN u ON ... SELECT ...``, hangs its joins on the first table as a
+parenthesis does; they are written into the SELECT's list the same way (the first form).
 """
 
 from __future__ import annotations
