@@ -204,7 +204,7 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
         ("EXPLAIN SELECT a FROM t", dltrace.UnsupportedQuery, "EXPLAIN is not a query dltrace traces"),
         ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "a PIVOT is supported ON one column IN "
          r"\(a list of values\).*, at"),
-        ("UNPIVOT t ON b INTO NAME n VALUE v", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
+        ("SELECT * FROM t UNPIVOT (v FOR n IN (a, b))", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
         ("SUMMARIZE t", dltrace.UnsupportedQuery, "not a SUMMARIZE statement"),
     ]
     with caplog.at_level("WARNING", logger="sqlglot"):

@@ -420,7 +420,7 @@ def test_statements_that_are_no_query_are_named_without_sqlglot_warnings(files, 
     t = sales(files)
     for name, sql in (("ctas", "CREATE TABLE zz AS\n  SELEC grp FROM sales"), ("explain", "EXPLAIN SELECT grp FROM sales"),
                       ("pivot", "PIVOT sales ON grp USING count(*) GROUP BY name"),
-                      ("unpivot", "UNPIVOT sales ON grp INTO NAME n VALUE v")):
+                      ("unpivot", "SELECT * FROM sales UNPIVOT (v FOR n IN (grp, name))")):
         (tmp_path / f"{name}.sql").write_text(sql)
     fails(real_cli("run", tmp_path / "ctas.sql", "--table", t), "SQL does not parse", "at line 2, col 16")  # (a process:
     for command in ("run", "trace", "rewrite"):  # its stderr is all the user sees, a warning included)

@@ -13,7 +13,7 @@ from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
 from dltrace.rewriter.grammar import WRITTEN_IN, generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 from dltrace.rewriter.grammar import dialect as grammar_dialect
-from dltrace.rewriter.shape import is_paren, is_pivot_statement, item_names
+from dltrace.rewriter.shape import is_paren, is_pivot_statement, is_unpivot_statement, item_names
 
 
 def position(node: exp.Expression) -> str:
@@ -82,8 +82,8 @@ def _operator(cls: type) -> str | None:
 
 
 def parse_query(sql: str, dialect: str) -> exp.Expression:
-    """Parse exactly one query (SELECT / set operation, with optional WITH, or DuckDB's PIVOT statement) in
-    ``dialect``."""
+    """Parse exactly one query (SELECT / set operation, with optional WITH, or DuckDB's PIVOT / UNPIVOT statement)
+    in ``dialect``."""
     try:
         statements = [s for s in grammar_parse(sql, dialect) if s is not None]
     except sqlglot.errors.ParseError as e:
@@ -93,7 +93,8 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
     if len(statements) != 1:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
-    if not isinstance(tree, exp.Query) and not is_pivot_statement(tree):  # (passes/pivots.py: a grouped query)
+    if not isinstance(tree, exp.Query) and not is_pivot_statement(tree) and not is_unpivot_statement(tree):
+        # (passes/pivots.py, passes/unpivots.py: a grouped query, a UNION ALL)
         raise not_a_query(tree, sql, dialect)
     return tree
 

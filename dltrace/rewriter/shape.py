@@ -313,6 +313,12 @@ def is_pivot_statement(node: exp.Expression) -> bool:
     return isinstance(node, exp.Pivot) and node.this is not None and not node.args.get("unpivot")
 
 
+def is_unpivot_statement(node: exp.Expression) -> bool:
+    """Is ``node`` DuckDB's ``UNPIVOT <source> ON ...`` (not the standard ``FROM s UNPIVOT (...)``), which
+    :mod:`dltrace.rewriter.passes.unpivots` writes as the UNION ALL it stands for?"""
+    return isinstance(node, exp.Pivot) and node.this is not None and bool(node.args.get("unpivot"))
+
+
 def is_paren(node: exp.Expression) -> bool:
     """Is ``node`` a parenthesised join, ``(u JOIN w ON ...)``: sqlglot's ``Subquery`` around a FROM item that
     carries joins (:mod:`dltrace.rewriter.passes.parenthesised_joins`)?"""

@@ -1,0 +1,103 @@
+"""DuckDB's UNPIVOT statement (passes/unpivots.py), as the UNION ALL of one SELECT per column it stands for. Each row
+and its lineage computed here by hand from the table -- a row per input row and non-NULL column listed, its lineage
+that input row -- and checked against DuckDB's own answer, column names included."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import dltrace
+from lineage_compare import assert_backward_agrees, counted_rows, lineage_of
+
+# months: an id, a name (a NULL one), three monthly amounts with NULLs
+M = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "label": pa.array(["x", "y", None, "z"]),
+              "jan": pa.array([10, None, 5, None], pa.int64()), "feb": pa.array([None, None, 6, 1], pa.int64()),
+              "mar": pa.array([7, 8, 9, None], pa.int64())})
+ROWS = M.to_pylist()
+
+
+@pytest.fixture(scope="module")
+def con():
+    connection = duckdb.connect()
+    connection.register("months", M)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture(scope="module")
+def s(con):
+    session = dltrace.connect("duckdb", connection=con)
+    session.adopt("months")
+    yield session
+    session.close()
+
+
+def unpivoted(columns, names=None, kept=("id", "label")) -> Counter:
+    """A row per input row and listed column whose value is not NULL: the kept columns, the name, the value."""
+    out = Counter()
+    for rid, r in enumerate(ROWS):
+        for column, name in zip(columns, names or columns):
+            if r[column] is not None:
+                out[(repr(tuple(r[k] for k in kept) + (name, r[column])), lineage_of(months={rid}))] += 1
+    return out
+
+
+def totals(columns) -> Counter:
+    """``sum(amount)`` per month over the unpivoted rows, the input rows that gave them as lineage."""
+    out = Counter()
+    for column in columns:
+        rids = {rid for rid, r in enumerate(ROWS) if r[column] is not None}
+        out[(repr((column, Decimal(sum(ROWS[i][column] for i in rids)))), lineage_of(months=rids))] += 1
+    return out
+
+
+CASES = {
+    "all_months": ("UNPIVOT months ON jan, feb, mar INTO NAME month VALUE amount",
+                   lambda: unpivoted(["jan", "feb", "mar"])),
+    # a column not listed is kept, in the table's order; an alias names the column's rows; a name as the table
+    # stores it whatever its case in the query
+    "aliased": ("UNPIVOT months ON JAN AS january, feb INTO NAME month VALUE amount",
+                lambda: unpivoted(["jan", "feb"], ["january", "feb"], kept=("id", "label", "mar"))),
+    "in_from": ("SELECT u.month, sum(u.amount) AS total FROM (UNPIVOT months ON jan, feb, mar INTO NAME month "
+                "VALUE amount) AS u GROUP BY u.month", lambda: totals(["jan", "feb", "mar"])),
+}
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_unpivot_by_hand(s, con, name, strategy):
+    sql, expected = CASES[name]
+    result = s.run(sql, lineage=strategy)
+    assert counted_rows(result) == expected()
+    engine = con.sql(sql)
+    assert result.table.column_names == engine.columns
+    assert sorted(map(repr, result.table.to_pylist())) == sorted(map(repr, engine.to_arrow_table().to_pylist()))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_backward_tracing_agrees(s, name):
+    """(Each case's rows are distinct.)"""
+    assert_backward_agrees(s, CASES[name][0])
+
+
+@pytest.mark.parametrize("sql,match", [
+    ("UNPIVOT months ON jan, label INTO NAME month VALUE amount", r"columns of different types"),
+    ("UNPIVOT months ON COLUMNS('jan|feb') INTO NAME month VALUE amount", r"list the columns"),
+    ("UNPIVOT (SELECT * FROM months) ON jan, feb INTO NAME month VALUE amount", r"over a registered table"),
+    # DuckDB renames a name or value column named like a kept column
+    ("UNPIVOT months ON jan, feb INTO NAME id VALUE amount", r"named like a column the table keeps"),
+    ("SELECT * FROM months UNPIVOT (amount FOR month IN (jan, feb))", r"PIVOT/UNPIVOT is not supported"),
+])
+def test_refused(s, sql, match):
+    with pytest.raises(dltrace.UnsupportedQuery, match=match):
+        s.run(sql)
+
+
+def test_an_unknown_column_is_named(s):
+    with pytest.raises(dltrace.UnknownColumn, match="'apr' is not a column of 'months'"):
+        s.run("UNPIVOT months ON jan, apr INTO NAME month VALUE amount")
