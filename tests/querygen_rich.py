@@ -30,8 +30,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
-                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With,
-                      ident)
+                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Unpivot, Win,
+                      With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -67,7 +67,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot"})
+                      "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -79,12 +79,12 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
 # analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
-# column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING is DuckDB's)
+# column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
-                             "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot"}
+                             "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -150,6 +150,8 @@ class Gen:
         choice = self.draw(st.integers(0, 9))
         if self.often("pivot", 14):
             item, cols, star = self.pivot(alias)
+        elif self.often("unpivot", 14):
+            item, cols, star = self.unpivot(alias)
         elif choice < 6 or depth <= 0:
             item, cols, star = self.base(ctes, alias)
         else:
@@ -186,6 +188,21 @@ class Gen:
         alias = alias or self.alias()
         types = dict(cols)
         out = [(g, types[g]) for g in group] + [(c, "int") for c in q.names()[len(group):]]
+        return Derived(q, alias), [(alias, c, t) for c, t in out], out
+
+    def unpivot(self, alias: str | None = None):
+        """``(UNPIVOT table ON c1 [AS l], c2 INTO NAME n VALUE v) AS alias``: DuckDB's UNPIVOT in FROM
+        (passes/unpivots.py) over the table's integer columns, one or two of them, now and then one relabelled."""
+        self.feat("unpivot")
+        name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
+        cols = list(RICH_TABLES[name])
+        ints = [c for c, t in cols if t == "int"]
+        listed = self.draw(st.lists(st.sampled_from(ints), min_size=1, max_size=2, unique=True))
+        columns = tuple((c, f"l{self.n}" if self.chance(4) else c) for c in listed)
+        self.n += 1
+        q = Unpivot(name, columns, f"n{self.n}", f"v{self.n}")
+        alias = alias or self.alias()
+        out = [(c, t) for c, t in cols if c not in listed] + [(q.name, "str"), (q.value, "int")]
         return Derived(q, alias), [(alias, c, t) for c, t in out], out
 
     def base(self, ctes: dict, alias: str | None = None):

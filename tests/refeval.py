@@ -74,7 +74,8 @@ import statistics
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
-                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Win, With, grouping_sets)
+                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Unpivot, Win, With,
+                      grouping_sets)
 
 EMPTY: frozenset = frozenset()
 
@@ -197,6 +198,19 @@ class Evaluator:
                 if sorted(i for i, _, _ in q.order) != list(range(len(rel.cols))):
                     raise EvalError("LIMIT/OFFSET after an ORDER BY that is not of every output column")
             return self._limit(rel, q.limit, q.offset, q.order)
+        if isinstance(q, Unpivot):  # per row and listed column whose value is not NULL; the row its lineage
+            names, rows = self.tables[q.table.lower()]
+            table = self.table_names[q.table.lower()]
+            at = {n.lower(): i for i, n in enumerate(names)}
+            listed = {c.lower() for c, _ in q.columns}
+            kept = [n for n in names if n.lower() not in listed]
+            out, lins = [], []
+            for rid, row in enumerate(rows):
+                for column, label in q.columns:
+                    if row[at[column.lower()]] is not None:
+                        out.append(tuple(row[at[k.lower()]] for k in kept) + (label, row[at[column.lower()]]))
+                        lins.append(frozenset({(table, rid)}))
+            return Rel([C(None, n) for n in kept + [q.name, q.value]], out, lins)
         if isinstance(q, Pivot):  # DuckDB's binder: a GROUP BY whose aggregates are filtered per value
             items = [(Col(None, g), g) for g in q.group]
             for v in q.values:

@@ -220,6 +220,17 @@ class Pivot:
         return list(self.group) + [f"{v}_{a}" if a else f"{v}" for v in self.values for _, a in self.aggs]
 
 
+@dataclass(frozen=True, eq=False)
+class Unpivot:
+    """DuckDB's ``UNPIVOT table ON c1 [AS l1], ... INTO NAME name VALUE value``: per row and listed column whose value
+    is not NULL, the table's other columns, the label (the alias, or the column's name) and the value; a query of its
+    own (top level, or in FROM as a Derived's)."""
+    table: str
+    columns: tuple  # ((column, label), ...)
+    name: str
+    value: str
+
+
 FromItem = Union[Table, Derived, Join, Series]
 
 
@@ -272,7 +283,7 @@ class Paren:
     names: tuple | None = None
 
 
-Query = Union[Select, SetOp, With, Paren, Pivot]
+Query = Union[Select, SetOp, With, Paren, Pivot, Unpivot]
 
 
 def grouping_sets(q: Select) -> list[tuple[int, ...]]:
@@ -453,6 +464,9 @@ _RENDER = {
                         else f"(({render(e.arg)}) {e.op} {str(e.value).lower()})"),
     Case: lambda e: f"CASE WHEN {render(e.cond)} THEN {render(e.then)} ELSE {render(e.else_)} END",
     Func: _func, Agg: _agg, Win: _win, Unnest: _unnest,
+    Unpivot: lambda q: (f"UNPIVOT {ident(q.table)} ON "
+                        + ", ".join(ident(c) + (f" AS {ident(label)}" if label != c else "") for c, label in q.columns)
+                        + f" INTO NAME {ident(q.name)} VALUE {ident(q.value)}"),
     Pivot: lambda q: (f"PIVOT {ident(q.table)} ON {ident(q.on)} IN ({', '.join(literal(v) for v in q.values)}) USING "
                       + ", ".join(render(a) + (f" AS {ident(alias)}" if alias else "") for a, alias in q.aggs)
                       + f" GROUP BY {', '.join(ident(g) for g in q.group)}"),
