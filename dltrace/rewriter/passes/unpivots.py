@@ -1,21 +1,25 @@
-"""DuckDB's UNPIVOT statement as the UNION ALL it stands for.
+"""DuckDB's UNPIVOT statement as the query its plan runs.
 
 ``UNPIVOT m ON jan, feb INTO NAME month VALUE amount`` gives, per row of m and per column listed, the row's other
-columns, the column's name and its value, where the value is not NULL (DuckDB's plan: the names and values unnested
-side by side, then ``IS NOT NULL``). As a UNION ALL of one SELECT per column::
+columns, the column's label and its value, where the value is not NULL. DuckDB's plan unnests the labels and the
+values side by side, then keeps the values that are not NULL; written so::
 
-    SELECT id, name, 'jan' AS month, jan AS amount FROM m WHERE jan IS NOT NULL
-    UNION ALL SELECT id, name, 'feb' AS month, feb AS amount FROM m WHERE feb IS NOT NULL
+    SELECT * FROM (SELECT id, label, UNNEST(['jan', 'feb']) AS month, UNNEST([jan, feb]) AS amount FROM m) AS m
+    WHERE m.amount IS NOT NULL
 
-the same rows (in another order: an UNPIVOT has none the query can rely on), each row's lineage the row of m it came
-from. Names as DuckDB gives them: the columns m does not unpivot, in its order, then the name column (``name``
-without INTO) and the value column (``value``); a column's name is its alias (``jan AS j``) or its name as the table
-stores it (``ON JAN`` gives ``jan``). Applied before the checks (they read SELECTs).
+it gives the same rows, in the same order (row by row, each row's columns in the ON list's order: a LIMIT without
+ORDER BY, ``string_agg`` or a POSITIONAL JOIN over it see DuckDB's rows; a UNION ALL of a SELECT per column, the
+first form, did not), and the values the type of the list ``[jan, feb]``, which is what DuckDB's UNPIVOT gives.
+Each row's lineage is the row of m it came from (an unnested row's). Names as DuckDB gives them: the columns m does
+not unpivot, in its order, then the name column (``name`` without INTO) and the value column (``value``); a
+column's label is its alias (``jan AS j``) or its name as the table stores it (``ON JAN`` gives ``jan``). Applied
+before the checks (they read SELECTs); the derived table takes the table's name, in a scope of its own.
 
 Valid over a registered table read directly, whose columns the schema lists. Refused, naming the UNPIVOT: another
-source (a subquery, a CTE: its columns are not known before qualification), ``COLUMNS(...)`` or an expression among
-the columns, several value columns, columns of different types (DuckDB asks for a cast, where a UNION ALL would cast
-them), and a name or value column named like a column the table keeps (DuckDB renames it).
+source (a subquery, a CTE: its columns are not known before qualification), an empty ON list, ``COLUMNS(...)`` or
+an expression among the columns, several value columns, an INTO without NAME, columns whose types are neither one
+type nor all numbers (DuckDB asks for a cast of some mixes, a list would cast them), and a name or value column
+named like a column the table keeps, or like each other (DuckDB renames it).
 """
 
 from __future__ import annotations
@@ -33,11 +37,11 @@ def unpivots(expression: exp.Expression, context: PassContext, copy: bool = True
         return expression
     tree = exp.maybe_copy(expression, copy)
     for node in reversed([n for n in tree.find_all(exp.Pivot) if is_unpivot_statement(n)]):
-        union = _union_all(node, context)
+        planned = _as_planned(node, context)
         if node is tree:
-            tree = union
+            tree = planned
         else:
-            node.replace(union)
+            node.replace(planned)
     return tree
 
 
@@ -45,7 +49,11 @@ def _refuse(node: exp.Pivot, why: str) -> UnsupportedQuery:
     return UnsupportedQuery(f"{why}, at {position(node)}")
 
 
-def _union_all(node: exp.Pivot, context: PassContext) -> exp.Expression:
+_NUMBERS = ("TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINT", "UBIGINT",
+            "UHUGEINT", "DECIMAL", "NUMERIC", "FLOAT", "REAL", "DOUBLE")
+
+
+def _as_planned(node: exp.Pivot, context: PassContext) -> exp.Expression:
     source = node.this
     schema = {t.lower(): cols for t, cols in (context.schema or {}).items()}
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier) \
@@ -54,7 +62,7 @@ def _union_all(node: exp.Pivot, context: PassContext) -> exp.Expression:
                             "the table's)")
     columns = schema[source.name.lower()]
     stored = {c.lower(): c for c in columns}
-    unpivoted = []  # (stored name, the name column's value)
+    unpivoted = []  # (stored name, its label)
     for item in node.expressions:
         column, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, "")
         if not isinstance(column, exp.Column) or column.table:
@@ -63,31 +71,36 @@ def _union_all(node: exp.Pivot, context: PassContext) -> exp.Expression:
             raise UnknownColumn(f"UNPIVOT column {column.name!r} is not a column of {source.name!r}, at "
                                 f"{position(node)}")
         unpivoted.append((stored[column.name.lower()], alias or stored[column.name.lower()]))
+    if not unpivoted:
+        raise _refuse(node, "an UNPIVOT without columns ON is not supported")
     types = {str(columns[c]).upper() for c, _ in unpivoted}
-    if len(types) > 1:
-        raise _refuse(node, f"an UNPIVOT over columns of different types ({', '.join(sorted(types))}) is not "
-                            f"supported: DuckDB asks for a cast")
+    if len(types) > 1 and not all(t.startswith(_NUMBERS) for t in types):
+        raise _refuse(node, f"an UNPIVOT over columns of types {', '.join(sorted(types))} is not supported: cast "
+                            f"them to one type")
     into = node.args.get("into")
     values = into.expressions if into is not None else []
-    if len(values) > 1:
-        raise _refuse(node, "an UNPIVOT into several value columns is not supported")
+    if into is not None and not isinstance(into.this, exp.Expression) or len(values) > 1:
+        raise _refuse(node, "an UNPIVOT is supported INTO NAME one column VALUE one column")
     name_column = into.this.name if into is not None else "name"
-    value_column = values[0].name if values else "value"
+    value = values[0] if values else None
+    value_column = (value.this if isinstance(value, exp.Paren) else value).name if value is not None else "value"
     kept = [c for c in columns if c.lower() not in {u.lower() for u, _ in unpivoted}]
-    clash = next((n for n in (name_column, value_column) if n.lower() in {k.lower() for k in kept}), None)
-    if clash is not None:
-        raise _refuse(node, f"an UNPIVOT whose column {clash!r} is named like a column the table keeps is not "
+    taken = {k.lower() for k in kept}
+    clash = next((n for n in (name_column, value_column) if n.lower() in taken), None)
+    if clash is not None or name_column.lower() == value_column.lower():
+        raise _refuse(node, f"an UNPIVOT whose column {clash or value_column!r} is named like another column is not "
                             f"supported (DuckDB renames it): name it apart with INTO NAME ... VALUE ...")
-    branches = []
-    for column, name in unpivoted:
-        items = [exp.column(k, quoted=True) for k in kept]
-        items += [exp.alias_(exp.Literal.string(name), name_column, quoted=True),
-                  exp.alias_(exp.column(column, quoted=True), value_column, quoted=True)]
-        test = exp.Not(this=exp.Is(this=exp.column(column, quoted=True), expression=exp.null()))
-        branches.append(exp.select(*items).from_(source.copy(), copy=False).where(test, copy=False))
-    union = branches[0]
-    for branch in branches[1:]:
-        union = exp.union(union, branch, distinct=False, copy=False)
+    labels = exp.Array(expressions=[exp.Literal.string(label) for _, label in unpivoted])
+    cells = exp.Array(expressions=[exp.column(c, quoted=True) for c, _ in unpivoted])
+    items = [exp.column(k, quoted=True) for k in kept]
+    # (exp.alias_ would name an UNNEST as a table's alias)
+    items += [exp.Alias(this=exp.Unnest(expressions=[labels]), alias=exp.to_identifier(name_column, quoted=True)),
+              exp.Alias(this=exp.Unnest(expressions=[cells]), alias=exp.to_identifier(value_column, quoted=True))]
+    alias = source.alias_or_name
+    unnested = exp.Subquery(this=exp.select(*items).from_(source.copy(), copy=False),
+                            alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    kept_value = exp.Not(this=exp.Is(this=exp.column(value_column, table=alias, quoted=True), expression=exp.null()))
+    select = exp.select(exp.Star()).from_(unnested, copy=False).where(kept_value, copy=False)
     if node.args.get("with_") is not None:  # (WITH ... UNPIVOT ...: the statement's CTEs)
-        union.set("with_", node.args["with_"].copy())
-    return union
+        select.set("with_", node.args["with_"].copy())
+    return select
