@@ -124,6 +124,10 @@ CASES = {
     "double": ("SELECT t.a, u.b, w.c FROM t JOIN ((u JOIN w ON u.k = w.k)) ON t.k = u.k", inner_attached),
     "nested_left": ("SELECT t.a, u.b, w.c FROM t LEFT JOIN (u JOIN (w CROSS JOIN t AS t2) ON u.k = w.k AND "
                     "t2.k IS NULL) ON t.k = u.k", left_with_null_key_row),
+    # a column list on a table inside a parenthesis written as a derived table (found by the long generator
+    # profile: the list was dropped where dltrace reads the table's rows relation, "Referenced table not found")
+    "left_column_list": ("SELECT t.a, x.bb, w.c FROM t LEFT JOIN (u AS x(kk, bb) JOIN w ON x.kk = w.k) ON t.k = x.kk",
+                         left_attached),
     "left_grouped": ("SELECT t.k, count(w.c) AS n FROM t LEFT JOIN (u JOIN w ON u.k = w.k) ON t.k = u.k "
                      "GROUP BY t.k, t.a", counted_per_t),
 }

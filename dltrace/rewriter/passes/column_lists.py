@@ -20,6 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import is_paren
 
 WRAPPER = "_dl_l"  # alias prefix of the derived table a listed query is wrapped in
 
@@ -33,7 +34,11 @@ def column_lists(expression: exp.Expression, context: PassContext | None = None,
         alias = table.args["alias"]
         read = table.copy()
         read.set("alias", None)
-        table.replace(exp.Subquery(this=exp.select(exp.Star()).from_(read, copy=False), alias=alias.copy()))
+        read.set("joins", None)
+        derived = exp.Subquery(this=exp.select(exp.Star()).from_(read, copy=False), alias=alias.copy())
+        if table.args.get("joins"):  # (the first table of a parenthesised join carries the parenthesis's joins)
+            derived.set("joins", table.args["joins"])
+        table.replace(derived)
     for n, holder in enumerate([h for h in tree.find_all(exp.Subquery, exp.CTE) if _renamed_ordered_query(h)], 1):
         inner = exp.Subquery(this=holder.this, alias=exp.TableAlias(this=exp.to_identifier(f"{WRAPPER}{n}")))
         holder.set("this", exp.select(exp.Star()).from_(inner, copy=False))
@@ -41,10 +46,12 @@ def column_lists(expression: exp.Expression, context: PassContext | None = None,
 
 
 def _renamed_table(table: exp.Expression) -> bool:
-    """A table (or CTE) read by name in FROM / JOIN whose alias lists column names."""
+    """A table (or CTE) read by name in FROM / JOIN (or first in a parenthesised join) whose alias lists column
+    names."""
     alias = table.args.get("alias")
     return isinstance(table, exp.Table) and alias is not None and bool(alias.columns) \
-        and isinstance(table.this, exp.Identifier) and isinstance(table.parent, (exp.From, exp.Join))
+        and isinstance(table.this, exp.Identifier) \
+        and (isinstance(table.parent, (exp.From, exp.Join)) or is_paren(table.parent))
 
 
 def _renamed_ordered_query(holder: exp.Expression) -> bool:
