@@ -65,14 +65,16 @@ def counted_rows(result, text=repr, prefix: str = "") -> Counter:
     return out
 
 
-def assert_by_hand(session, con, sql: str, expected: Counter, strategy: str) -> None:
+def assert_by_hand(session, con, sql: str, expected: Counter, strategy: str, names: bool = False) -> None:
     """``sql`` run through ``session`` with ``strategy`` gives ``expected`` (its rows with their lineage, as
     :func:`counted_rows` writes them, computed by hand) and the engine's own rows for the query as written (``con``,
-    the connection the session is a guest of)."""
+    the connection the session is a guest of); with ``names``, under the engine's column names too."""
     result = session.run(sql, lineage=strategy)
     assert counted_rows(result) == expected
-    assert sorted(map(repr, result.table.to_pylist())) == sorted(
-        map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+    engine = con.sql(sql)
+    if names:
+        assert result.table.column_names == engine.columns
+    assert sorted(map(repr, result.table.to_pylist())) == sorted(map(repr, engine.to_arrow_table().to_pylist()))
 
 
 def assert_backward_agrees(session, sql: str) -> None:

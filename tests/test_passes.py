@@ -40,7 +40,6 @@ from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
 from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.pivots import pivots
-from dltrace.rewriter.passes.unpivots import unpivots
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.lateral_joins import lateral_joins
@@ -114,7 +113,7 @@ DENSE_ROWS = {"t": 100_000, "s": 100, "u": 2**30}
 PASSES = {
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "pivots.sql": (None, pivots, "duckdb", "set"),
-    "unpivots.sql": (None, unpivots, "duckdb", "set"),
+    "unpivots.sql": (None, pivots, "duckdb", "set"),
     "parenthesised_joins.sql": (None, parenthesised_joins, "duckdb", "set"),
     "nested_joins.sql": (qualify, nested_joins, "duckdb", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),

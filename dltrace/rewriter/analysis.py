@@ -1,7 +1,7 @@
 """One analysis of a query, shared by forward rewriting and backward tracing, so the two cannot drift.
 
 ``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, writes DuckDB's PIVOT as the GROUP BY it
-stands for (:mod:`.passes.pivots`), its UNPIVOT as a UNION ALL (:mod:`.passes.unpivots`) and a parenthesised join out flat
+stands for and its UNPIVOT as its plan runs it (:mod:`.passes.pivots`) and a parenthesised join out flat
 where that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no lineage rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
 an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
 EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from
@@ -58,7 +58,6 @@ from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.pivots import pivots
-from dltrace.rewriter.passes.unpivots import unpivots
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.row_generators import row_generators
@@ -133,10 +132,9 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
         raise DltraceError(f"unknown semantics {context.semantics!r}: choose one of {', '.join(SEMANTICS)}")
     tree = tree.copy()
     clause = take_clause(tree)
-    # (before the checks, which read SELECTs and their FROM items: a PIVOT is a grouped SELECT, an UNPIVOT a UNION ALL,
+    # (before the checks, which read SELECTs and their FROM items: a PIVOT is a grouped SELECT, an UNPIVOT an unnesting one,
     # a parenthesised join hides its tables from them)
     tree = pivots(tree, context, copy=False)
-    tree = unpivots(tree, context, copy=False)
     tree = parenthesised_joins(tree, context, copy=False)
     check_query(tree)
     on = resolve(clause, tree, context.schema) if clause is not None else None

@@ -22,26 +22,25 @@ registered table read directly; other sources are refused: give a GROUP BY).
 Refused, naming the PIVOT: no IN list (DuckDB then pivots on the values it finds in the data, a query of its own),
 an IN list of anything but string and integer literals (NULL or '' among them), several ON columns or an ON expression,
 several aggregates without an alias each (DuckDB names them by its own text of the call), an aggregate that is not
-one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. UNPIVOT and the
-SQL standard's ``FROM s PIVOT (...)`` stay refused.
+one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. The SQL
+standard's ``FROM s PIVOT (...)`` / ``UNPIVOT (...)`` stay refused.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import defining_cte, is_pivot_statement
+from dltrace.rewriter.passes.unpivots import refuse, unpivoted
+from dltrace.rewriter.shape import defining_cte, is_pivot_statement, is_unpivot_statement
 
 
 def pivots(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
-    if not any(is_pivot_statement(node) for node in expression.find_all(exp.Pivot)):
+    if not any(_statement(node) for node in expression.find_all(exp.Pivot)):
         return expression
     tree = exp.maybe_copy(expression, copy)
-    for node in reversed([n for n in tree.find_all(exp.Pivot) if is_pivot_statement(n)]):
-        select = _grouped(node, context)
+    for node in reversed([n for n in tree.find_all(exp.Pivot) if _statement(n)]):
+        select = unpivoted(node, context) if is_unpivot_statement(node) else _grouped(node, context)
         if node is tree:
             tree = select
         else:
@@ -49,15 +48,15 @@ def pivots(expression: exp.Expression, context: PassContext, copy: bool = True) 
     return tree
 
 
-def _refuse(node: exp.Pivot, why: str) -> UnsupportedQuery:
-    return UnsupportedQuery(f"{why}, at {position(node)}")
+def _statement(node: exp.Expression) -> bool:
+    return is_pivot_statement(node) or is_unpivot_statement(node)
 
 
 def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
     on = node.expressions
     if len(on) != 1 or not isinstance(on[0], exp.In) or not isinstance(on[0].this, exp.Column) \
             or on[0].args.get("query") is not None or not on[0].expressions:
-        raise _refuse(node, "a PIVOT is supported ON one column IN (a list of values): without the list DuckDB "
+        raise refuse(node, "a PIVOT is supported ON one column IN (a list of values): without the list DuckDB "
                             "pivots on the values it finds in the data; list them")
     column, values = on[0].this, on[0].expressions
     names = [_value_name(node, v, context.dialect) for v in values]
@@ -66,10 +65,10 @@ def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
     for item in using:
         call, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, "")
         if not isinstance(call, exp.AggFunc) or isinstance(call, exp.Filter) or call.find(exp.Filter, exp.Window):
-            raise _refuse(node, f"a PIVOT's USING {item.sql(context.dialect)} is not one aggregate call without "
+            raise refuse(node, f"a PIVOT's USING {item.sql(context.dialect)} is not one aggregate call without "
                                 f"FILTER, which is what is supported")
         if len(using) > 1 and not alias:
-            raise _refuse(node, f"a PIVOT's several aggregates need an alias each, which names their columns "
+            raise refuse(node, f"a PIVOT's several aggregates need an alias each, which names their columns "
                                 f"(DuckDB names {call.sql(context.dialect)} by its own text of the call)")
         aggregates.append((call, alias))
     keys = _keys(node, column, [c for c, _ in aggregates], context)
@@ -95,7 +94,7 @@ def _value_name(node: exp.Pivot, value: exp.Expression, dialect: str) -> str:
         return literal.this
     if type(literal) is exp.Literal and literal.is_int:
         return str(-int(literal.this) if negative else int(literal.this))
-    raise _refuse(node, f"a PIVOT's IN list holds {value.sql(dialect)}: string literals (not empty) and integer "
+    raise refuse(node, f"a PIVOT's IN list holds {value.sql(dialect)}: string literals (not empty) and integer "
                         f"literals are supported")
 
 
@@ -105,15 +104,15 @@ def _keys(node: exp.Pivot, column: exp.Column, calls: list[exp.Expression], cont
     group = node.args.get("group")
     if group is not None:
         if not all(isinstance(k, exp.Column) for k in group.expressions):
-            raise _refuse(node, "a PIVOT's GROUP BY is supported over columns only")
+            raise refuse(node, "a PIVOT's GROUP BY is supported over columns only")
         return list(group.expressions)
     source = node.this
     schema = {t.lower(): cols for t, cols in (context.schema or {}).items()}
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier) \
             or defining_cte(source) is not None or source.name.lower() not in schema:
-        raise _refuse(node, "a PIVOT without GROUP BY is supported over a table read directly (DuckDB groups by "
+        raise refuse(node, "a PIVOT without GROUP BY is supported over a table read directly (DuckDB groups by "
                             "the source's other columns); give a GROUP BY")
     if any(call.find(exp.Lambda) for call in calls):  # (DuckDB counts a lambda's parameter as a column read)
-        raise _refuse(node, "a PIVOT without GROUP BY whose aggregate holds a lambda is not supported; give a GROUP BY")
+        raise refuse(node, "a PIVOT without GROUP BY whose aggregate holds a lambda is not supported; give a GROUP BY")
     read = {column.name.lower()} | {c.name.lower() for call in calls for c in call.find_all(exp.Column)}
     return [exp.column(name, quoted=True) for name in schema[source.name.lower()] if name.lower() not in read]

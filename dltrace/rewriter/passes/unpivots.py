@@ -12,8 +12,9 @@ ORDER BY, ``string_agg`` or a POSITIONAL JOIN over it see DuckDB's rows; a UNION
 first form, did not), and the values the type of the list ``[jan, feb]``, which is what DuckDB's UNPIVOT gives.
 Each row's lineage is the row of m it came from (an unnested row's). Names as DuckDB gives them: the columns m does
 not unpivot, in its order, then the name column (``name`` without INTO) and the value column (``value``); a
-column's label is its alias (``jan AS j``) or its name as the table stores it (``ON JAN`` gives ``jan``). Applied
-before the checks (they read SELECTs); the derived table takes the table's name, in a scope of its own.
+column's label is its alias (``jan AS j``) or its name as the table stores it (``ON JAN`` gives ``jan``). Written
+by the ``pivots`` pass (:mod:`.pivots`), before the checks (they read SELECTs); the derived table takes the table's
+name, in a scope of its own.
 
 Valid over a registered table read directly, whose columns the schema lists. Refused, naming the UNPIVOT: another
 source (a subquery, a CTE: its columns are not known before qualification), an empty ON list, ``COLUMNS(...)`` or
@@ -29,23 +30,11 @@ from sqlglot import exp
 from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import defining_cte, is_unpivot_statement
+from dltrace.rewriter.shape import defining_cte
 
 
-def unpivots(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
-    if not any(is_unpivot_statement(node) for node in expression.find_all(exp.Pivot)):
-        return expression
-    tree = exp.maybe_copy(expression, copy)
-    for node in reversed([n for n in tree.find_all(exp.Pivot) if is_unpivot_statement(n)]):
-        planned = _as_planned(node, context)
-        if node is tree:
-            tree = planned
-        else:
-            node.replace(planned)
-    return tree
-
-
-def _refuse(node: exp.Pivot, why: str) -> UnsupportedQuery:
+def refuse(node: exp.Pivot, why: str) -> UnsupportedQuery:
+    """The refusal of a PIVOT / UNPIVOT statement ``node``: ``why``, and where."""
     return UnsupportedQuery(f"{why}, at {position(node)}")
 
 
@@ -53,12 +42,13 @@ _NUMBERS = ("TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMA
             "UHUGEINT", "DECIMAL", "NUMERIC", "FLOAT", "REAL", "DOUBLE")
 
 
-def _as_planned(node: exp.Pivot, context: PassContext) -> exp.Expression:
+def unpivoted(node: exp.Pivot, context: PassContext) -> exp.Select:
+    """DuckDB's UNPIVOT statement ``node`` as its plan runs it (the module's docstring)."""
     source = node.this
     schema = {t.lower(): cols for t, cols in (context.schema or {}).items()}
     if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier) \
             or defining_cte(source) is not None or source.name.lower() not in schema:
-        raise _refuse(node, "an UNPIVOT is supported over a registered table read directly (its other columns are "
+        raise refuse(node, "an UNPIVOT is supported over a registered table read directly (its other columns are "
                             "the table's)")
     columns = schema[source.name.lower()]
     stored = {c.lower(): c for c in columns}
@@ -66,21 +56,21 @@ def _as_planned(node: exp.Pivot, context: PassContext) -> exp.Expression:
     for item in node.expressions:
         column, alias = (item.this, item.alias) if isinstance(item, exp.Alias) else (item, "")
         if not isinstance(column, exp.Column) or column.table:
-            raise _refuse(node, f"an UNPIVOT ON {item.sql(context.dialect)} is not supported: list the columns")
+            raise refuse(node, f"an UNPIVOT ON {item.sql(context.dialect)} is not supported: list the columns")
         if column.name.lower() not in stored:
             raise UnknownColumn(f"UNPIVOT column {column.name!r} is not a column of {source.name!r}, at "
                                 f"{position(node)}")
         unpivoted.append((stored[column.name.lower()], alias or stored[column.name.lower()]))
     if not unpivoted:
-        raise _refuse(node, "an UNPIVOT without columns ON is not supported")
+        raise refuse(node, "an UNPIVOT without columns ON is not supported")
     types = {str(columns[c]).upper() for c, _ in unpivoted}
     if len(types) > 1 and not all(t.startswith(_NUMBERS) for t in types):
-        raise _refuse(node, f"an UNPIVOT over columns of types {', '.join(sorted(types))} is not supported: cast "
+        raise refuse(node, f"an UNPIVOT over columns of types {', '.join(sorted(types))} is not supported: cast "
                             f"them to one type")
     into = node.args.get("into")
     values = into.expressions if into is not None else []
     if into is not None and not isinstance(into.this, exp.Expression) or len(values) > 1:
-        raise _refuse(node, "an UNPIVOT is supported INTO NAME one column VALUE one column")
+        raise refuse(node, "an UNPIVOT is supported INTO NAME one column VALUE one column")
     name_column = into.this.name if into is not None else "name"
     value = values[0] if values else None
     value_column = (value.this if isinstance(value, exp.Paren) else value).name if value is not None else "value"
@@ -88,7 +78,7 @@ def _as_planned(node: exp.Pivot, context: PassContext) -> exp.Expression:
     taken = {k.lower() for k in kept}
     clash = next((n for n in (name_column, value_column) if n.lower() in taken), None)
     if clash is not None or name_column.lower() == value_column.lower():
-        raise _refuse(node, f"an UNPIVOT whose column {clash or value_column!r} is named like another column is not "
+        raise refuse(node, f"an UNPIVOT whose column {clash or value_column!r} is named like another column is not "
                             f"supported (DuckDB renames it): name it apart with INTO NAME ... VALUE ...")
     labels = exp.Array(expressions=[exp.Literal.string(label) for _, label in unpivoted])
     cells = exp.Array(expressions=[exp.column(c, quoted=True) for c, _ in unpivoted])
