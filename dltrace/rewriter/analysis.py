@@ -1,13 +1,14 @@
 """One analysis of a query, shared by forward rewriting and backward tracing, so the two cannot drift.
 
-``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, writes DuckDB's PIVOT as the GROUP BY it
-stands for and its UNPIVOT as its plan runs it (:mod:`.passes.pivots`) and a parenthesised join out flat
-where that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no lineage rule, and runs :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own,
-an IN list holding a subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside
-EXISTS or on a one-row aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from
-constants named as the engine names it, DuckDB's implicit LATERAL written out,
-qualify, a parenthesised join that is not the same rows flat as a derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one
-over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
+``prepare(tree, dialect, schema)`` takes the LINEAGE ON clause off the query, writes DuckDB's PIVOT as the GROUP BY
+it stands for and its UNPIVOT as its plan runs it (:mod:`.passes.pivots`) and a parenthesised join out flat where
+that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no lineage rule, and runs
+:data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own, an IN list holding a
+subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside EXISTS or on a one-row
+aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from constants named as the engine
+names it, DuckDB's implicit LATERAL written out, qualify, a parenthesised join that is not the same rows flat as a
+derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups
+as one over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
 witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
 functions below:
 
