@@ -81,3 +81,30 @@ def assert_backward_agrees(session, sql: str) -> None:
     """Backward tracing gives each row of ``sql`` its forward lineage (for a query whose rows are distinct: backward
     tracing gives equal rows the lineage of all of them)."""
     assert counted_rows(session.trace(sql)) == counted_rows(session.run(sql, lineage="set"))
+
+
+def guest_fixtures(tables: dict):
+    """A test module's ``con`` and ``s`` fixtures (module-scoped): the user's own DuckDB connection holding
+    ``tables`` (name -> Arrow table), whose answer to a query as written is the engine's, and a dltrace session that
+    is a guest on it and adopts them. In the module: ``con, s = guest_fixtures({"t": T, "p": P})``."""
+    import dltrace
+    import duckdb
+    import pytest
+
+    @pytest.fixture(scope="module", name="con")
+    def con():
+        connection = duckdb.connect()
+        for name, table in tables.items():
+            connection.register(name, table)
+        yield connection
+        connection.close()
+
+    @pytest.fixture(scope="module", name="s")
+    def s(con):
+        session = dltrace.connect("duckdb", connection=con)
+        for name in tables:
+            session.adopt(name)
+        yield session
+        session.close()
+
+    return con, s

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import assert_backward_agrees, assert_by_hand, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, guest_fixtures, lineage_of
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()), "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
 # p: key 1 has three rows (x 11, 13, 15), 2 two (22, 26), 3 one (NULL x), 4 none; a NULL key row
@@ -20,22 +19,7 @@ P = pa.table({"k": pa.array([1, 2, 1, None, 3, 1, 2], pa.int64()),
 T_ROWS, P_ROWS = T.to_pylist(), P.to_pylist()
 
 
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    for name, table in (("t", T), ("p", P)):
-        connection.register(name, table)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    for name in ("t", "p"):
-        session.adopt(name)
-    yield session
-    session.close()
+con, s = guest_fixtures({"t": T, "p": P})
 
 
 def _passing(o, key, having):

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, lineage_of
+from lineage_compare import counted_rows, guest_fixtures, lineage_of
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()),
               "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
@@ -25,23 +25,7 @@ P = pa.table({"k": pa.array([1, 2, 1, None, 3, 1, 2], pa.int64()),
 T_ROWS, P_ROWS = T.to_pylist(), P.to_pylist()
 
 
-@pytest.fixture(scope="module")
-def con():
-    """The user's own DuckDB connection, holding the tables: the engine's answer to the query as written."""
-    connection = duckdb.connect()
-    for name, table in (("t", T), ("p", P)):
-        connection.register(name, table)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    for name in ("t", "p"):
-        session.adopt(name)
-    yield session
-    session.close()
+con, s = guest_fixtures({"t": T, "p": P})
 
 
 def _partition(o, keep=lambda r: True):

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, lineage_of
+from lineage_compare import counted_rows, guest_fixtures, lineage_of
 from dltrace.errors import DltraceError
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3, 5], pa.int64()),
@@ -27,23 +27,7 @@ P = pa.table({"k": pa.array([1, 2, 1, None, 3, 1, 2, 5], pa.int64()),
 Q = pa.table({"x": pa.array([11, 26, 55, 15], pa.int64()), "tag": pa.array(["a", "b", "c", "d"], pa.string())})
 
 
-@pytest.fixture(scope="module")
-def con():
-    """The user's own DuckDB connection, holding the tables: the engine's answer to the query as written."""
-    connection = duckdb.connect()
-    for name, table in (("t", T), ("p", P), ("q", Q)):
-        connection.register(name, table)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    for name in ("t", "p", "q"):
-        session.adopt(name)
-    yield session
-    session.close()
+con, s = guest_fixtures({"t": T, "p": P, "q": Q})
 
 
 def _rows(table: pa.Table) -> list[dict]:

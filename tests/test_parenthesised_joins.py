@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, guest_fixtures, lineage_of
 
 # keys with NULLs and repeats: t 1, 2, NULL, 1, 3; u 1, 2, 2, NULL; w 2, 1, 4, 2
 T = pa.table({"k": pa.array([1, 2, None, 1, 3], pa.int64()), "a": pa.array([10, 20, 30, 40, 50], pa.int64())})
@@ -23,22 +22,7 @@ ROWS = {name: table.to_pylist() for name, table in (("t", T), ("u", U), ("w", W)
 NONE_U, NONE_W = {"k": None, "b": None}, {"k": None, "c": None}
 
 
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    for name, table in (("t", T), ("u", U), ("w", W)):
-        connection.register(name, table)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    for name in ("t", "u", "w"):
-        session.adopt(name)
-    yield session
-    session.close()
+con, s = guest_fixtures({"t": T, "u": U, "w": W})
 
 
 def eq(x, y) -> bool:

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import assert_backward_agrees, assert_by_hand, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, guest_fixtures, lineage_of
 
 # sales: region (a NULL one), product (a NULL one), amount (a NULL one), quarter
 S = pa.table({"region": pa.array(["n", "n", "s", "s", None, "n", "e"]),
@@ -22,20 +21,7 @@ S = pa.table({"region": pa.array(["n", "n", "s", "s", None, "n", "e"]),
 ROWS = S.to_pylist()
 
 
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    connection.register("sales", S)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    session.adopt("sales")
-    yield session
-    session.close()
+con, s = guest_fixtures({"sales": S})
 
 
 def _sum(values):

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date, datetime, timedelta
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, counted_rows, guest_fixtures, lineage_of
 
 # t: an order per row (key k, day d); k 1 twice, a NULL key, a day with none
 T = pa.table({"k": pa.array([1, 2, None, 1, 4], pa.int64()),
@@ -20,20 +19,7 @@ T = pa.table({"k": pa.array([1, 2, None, 1, 4], pa.int64()),
 T_ROWS = T.to_pylist()
 
 
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    connection.register("t", T)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    session.adopt("t")
-    yield session
-    session.close()
+con, s = guest_fixtures({"t": T})
 
 
 def _spine(values, match, value=lambda i, rows: (i, len(rows))) -> Counter:

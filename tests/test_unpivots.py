@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import assert_backward_agrees, assert_by_hand, lineage_of
+from lineage_compare import assert_backward_agrees, assert_by_hand, guest_fixtures, lineage_of
 
 # months: an id, a name (a NULL one), three monthly amounts with NULLs
 M = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "label": pa.array(["x", "y", None, "z"]),
@@ -21,20 +20,7 @@ M = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "label": pa.array(["x", 
 ROWS = M.to_pylist()
 
 
-@pytest.fixture(scope="module")
-def con():
-    connection = duckdb.connect()
-    connection.register("months", M)
-    yield connection
-    connection.close()
-
-
-@pytest.fixture(scope="module")
-def s(con):
-    session = dltrace.connect("duckdb", connection=con)
-    session.adopt("months")
-    yield session
-    session.close()
+con, s = guest_fixtures({"months": M})
 
 
 def unpivoted(columns, names=None, kept=("id", "label")) -> Counter:
