@@ -172,22 +172,28 @@ class Gen:
 
     def pivot(self, alias: str | None = None):
         """``(PIVOT table ON c IN (v1, v2) USING agg [AS a], ... GROUP BY g) AS alias``: DuckDB's PIVOT statement
-        in FROM (passes/pivots.py), one or two aggregates (aliased when two), values that may be missing."""
+        in FROM (passes/pivots.py), one or two aggregates (aliased when two), values that may be missing; with
+        ``alias=False`` the statement alone, as the query, and its output columns."""
         self.feat("pivot")
         name = self.pick([t for t in RICH_TABLES if t != "my t" or self.ok("odd_table")])
         cols = list(RICH_TABLES[name])
         on, on_type = self.pick(cols)
-        domain = list(range(0, 4)) if on_type == "int" else [v for v in STRINGS if v]
-        values = tuple(self.draw(st.lists(st.sampled_from(domain), min_size=1, max_size=2, unique=True)))
+        # (on an integer column now and then a string, which DuckDB compares as text: '01' matches no 1)
+        domain = [0, 1, 2, 3, "01", "1", "2"] if on_type == "int" else [v for v in STRINGS if v]
+        values = tuple(self.draw(st.lists(st.sampled_from(domain), min_size=1, max_size=2, unique_by=str)))
+        if any(isinstance(v, str) for v in values) and on_type == "int":
+            self.feat("pivot_text")
         ints = [c for c, t in cols if t == "int"]
         n = self.pick([1, 1, 2])
         aggs = tuple((Agg("count") if self.chance(3) else Agg(self.pick(["sum", "max", "count"]), Col(None, self.pick(ints))),
                       f"n{i}" if n > 1 or self.chance(2) else None) for i in range(n))
         group = (self.pick([c for c, _ in cols if c != on]),)
         q = Pivot(name, on, values, aggs, group)
-        alias = alias or self.alias()
         types = dict(cols)
         out = [(g, types[g]) for g in group] + [(c, "int") for c in q.names()[len(group):]]
+        if alias is False:  # (the statement itself, the query: every cell is an output column)
+            return q, out
+        alias = alias or self.alias()
         return Derived(q, alias), [(alias, c, t) for c, t in out], out
 
     def unpivot(self, alias: str | None = None):
@@ -828,6 +834,9 @@ class Gen:
             # (the body may be `(SELECT ... FROM c) ORDER BY ... LIMIT n`, whose CTEs dltrace once lost)
             body, out = self.query(depth, want, outer, ctes, names, plain)
             return With([(name, cq)], body), out
+        if top and want is None and not names and not plain and self.often("pivot", 16):
+            self.feat("pivot_statement")  # (a PIVOT in FROM is often read for its keys alone: here each cell is shown)
+            return self.pivot(alias=False)
         if not plain and depth > 0 and self.ok("setop") and self.chance(4):
             return self.setop(depth, want, outer, ctes, names)
         if top and depth > 0 and self.ok("aggregate") and self.ok("exists_after_filter") and self.chance(5):
@@ -1407,7 +1416,7 @@ def rich_queries(draw, depth: int = 2, allow: frozenset | None = None) -> Genera
             q.limit = q_limit
             g.feat("limit_top")
             g.order_by_names(q)
-    if g.ok("paren_order") and g.chance(12):
+    if g.ok("paren_order") and not isinstance(q, Pivot) and g.chance(12):
         q = g.paren(q, out, "top")
     semantics = "witness"
     if g.ok("control") and (CONTROL_RATE or "control" in BOOST) and g.often("control", CONTROL_RATE or 2):

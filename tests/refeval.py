@@ -215,7 +215,9 @@ class Evaluator:
             items = [(Col(None, g), g) for g in q.group]
             for v in q.values:
                 for agg, alias in q.aggs:
-                    items.append((dataclasses.replace(agg, filter=Bin("=", Col(None, q.on), Lit(v))),
+                    # (the column's text against the value's, as DuckDB compares them: '01' is no 1)
+                    test = Bin("=", Func("text", (Col(None, q.on),)), Lit(str(v)))
+                    items.append((dataclasses.replace(agg, filter=test),
                                   f"{v}_{alias}" if alias else f"{v}"))
             return self._select(Select(items, Table(q.table, q.table), group=[Col(None, g) for g in q.group]),
                                 env, ctes)
@@ -746,6 +748,8 @@ def _func(name: str, vals: list):
         return next((v for v in vals if v is not None), None)
     if name == "abs":
         return None if vals[0] is None else abs(vals[0])
+    if name == "text":  # CAST(x AS VARCHAR) of an integer or a string
+        return None if vals[0] is None else str(vals[0])
     if name == "list_sum":
         got = [v for v in vals if v is not None]
         return sum(got) if got else None
