@@ -290,7 +290,7 @@ def _check_repeated_names(select: exp.Select) -> None:
     """Two FROM items of one SELECT under one name (``FROM x AS u, t JOIN (u JOIN w ON u.k = w.k) ON ...``), the
     name read by a column: the engine binds it by the scope of each join (the parenthesis's own ``u`` inside it),
     qualification to the first item of the name; refused (DuckDB raises for most such reads)."""
-    names = [n for n in item_names(select, repeated=True) if n]
+    names = item_names(select, repeated=True)
     repeated = {n for n in names if names.count(n) > 1}
     if not repeated:
         return

@@ -330,14 +330,20 @@ def is_paren(node: exp.Expression) -> bool:
 def item_names(select: exp.Select, repeated: bool = False):
     """The names (aliases, lower case) of ``select``'s FROM items, those inside a parenthesised join too: a set, or
     with ``repeated`` a list holding each name as often as an item has it."""
-    out, stack = [], list(from_items(select))
-    while stack:
-        node = stack.pop()
-        if is_paren(node):
-            stack += [node.this] + [j.this for j in node.this.args.get("joins") or []]
-        else:
-            out.append(node.alias_or_name.lower())
+    out = names_of(from_items(select))
     return out if repeated else set(out)
+
+
+def names_of(items: list[exp.Expression]) -> list[str]:
+    """The names (aliases, lower case) of FROM items in order, a parenthesised join's by the tables inside it; an
+    item without a name has none."""
+    out = []
+    for item in items:
+        if is_paren(item):
+            out += names_of([item.this] + [j.this for j in item.this.args.get("joins") or []])
+        elif item.alias_or_name:
+            out.append(item.alias_or_name.lower())
+    return out
 
 
 def negated(node: exp.Expression, select: exp.Select) -> bool:

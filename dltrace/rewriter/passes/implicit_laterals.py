@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns
-from dltrace.rewriter.shape import from_items, is_paren
+from dltrace.rewriter.shape import from_items, names_of
 
 
 def implicit_laterals(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -39,14 +39,6 @@ def _implicit(tree: exp.Expression):
             if not isinstance(derived, exp.Subquery) or derived.args.get("alias") is None \
                     or not isinstance(derived.this, exp.Query):
                 continue
-            before = {name for item in items[:i] for name in _names(item) if name}
+            before = set(names_of(items[:i]))
             if any(c.table.lower() in before for c in outer_columns(derived.this)):  # (names fold case there)
                 yield derived
-
-
-def _names(item: exp.Expression) -> list[str]:
-    """The name of a FROM item, or of each table inside a parenthesised join."""
-    if not is_paren(item):
-        return [item.alias_or_name.lower()]
-    inner = item.this
-    return [n for node in [inner] + [j.this for j in inner.args.get("joins") or []] for n in _names(node)]

@@ -25,7 +25,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import is_paren, item_names
+from dltrace.rewriter.shape import is_paren, item_names, names_of
 
 ALIAS = "_dl_nj"  # the derived table's alias prefix (numbered), and its columns' (``_dl_nj1_0``)
 
@@ -57,7 +57,7 @@ def _as_derived(select: exp.Select, join: exp.Join, alias: str) -> exp.Select:
                                f"columns), at {where}")
     head = paren.this
     inner = list(head.args.get("joins") or [])
-    tables = set(_names([head] + [j.this for j in inner]))  # (those of a parenthesis inside it too)
+    tables = set(names_of([head] + [j.this for j in inner]))  # (those of a parenthesis inside it too)
     star = next((n for n in select.expressions
                  if isinstance(n, exp.Star) or isinstance(n, exp.Column) and isinstance(n.this, exp.Star)), None)
     if star is not None:  # (without a schema qualification leaves it: the derived table would drop columns)
@@ -123,14 +123,3 @@ def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
             return True
         node = node.parent
     return False
-
-
-def _names(items: list[exp.Expression]) -> list[str]:
-    """The names of FROM items, a parenthesised join's by the tables inside it."""
-    out = []
-    for item in items:
-        if is_paren(item):
-            out += _names([item.this] + [j.this for j in item.this.args.get("joins") or []])
-        elif item.alias_or_name:
-            out.append(item.alias_or_name.lower())
-    return out
