@@ -60,7 +60,9 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
         # restricted rows list in the table's order as the table itself does
         alias = table.args.get("alias")
         alias = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
-        table.replace(exp.Subquery(this=inner, alias=alias))
+        # (and the joins the table carries: DuckDB's FROM-first `FROM t JOIN u ... SELECT` and a parenthesised join
+        # hang theirs on the first table)
+        table.replace(exp.Subquery(this=inner, alias=alias, joins=table.args.get("joins")))
     return tree.sql(catalog.dialect)
 
 

@@ -270,6 +270,10 @@ EXTRA = [
     ("group_by_all_no_keys", "SELECT 1 AS k, sum(b) AS s FROM t WHERE a > 100 GROUP BY ALL", True),
     ("group_by_all_nested", "SELECT x.m, max(x.n) AS top FROM (SELECT b % 20 AS m, a, count(*) AS n FROM t "
                             "GROUP BY ALL) AS x GROUP BY ALL HAVING count(*) > 0 ORDER BY ALL", True),
+    # `GROUP BY ()` is the grand total and `GROUP BY (a, b)` groups by a and b: the trace wrote `() AS _dl_g0`,
+    # which DuckDB does not parse, and cast a tuple's key columns to a tuple
+    ("group_by_empty", "SELECT count(*) AS n FROM t WHERE a > 100 GROUP BY ()", True),
+    ("group_by_tuple", "SELECT a, b, count(*) AS n FROM t GROUP BY (a, b), ()", True),
 ]
 
 
@@ -279,6 +283,12 @@ def test_more_shapes(small, name, sql, equal, semantics):
     f, b = small.run(sql, semantics=semantics), small.trace(sql, semantics=semantics)
     assert not (equal and has_duplicates(b))
     (assert_equal if equal else assert_forward_subset)(f, b)
+
+
+def test_group_by_empty_without_an_aggregate_is_refused_by_name(small):
+    # (one row over no rows too, which nothing but the GROUP BY says: not traced)
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"GROUP BY \(\) without an aggregate"):
+        small.trace("SELECT 1 AS one FROM t GROUP BY ()")
 
 
 def test_duplicates_get_the_pool(small):

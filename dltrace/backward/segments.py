@@ -28,6 +28,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.analysis import ArrayWitness, is_aggregate
 from dltrace.rewriter.parse import position
+from dltrace.rewriter.shape import aggregates
 from dltrace.rewriter.passes.array_witness import with_variable_as
 from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
 
@@ -102,7 +103,30 @@ def group_keys(select: exp.Select) -> list[exp.Expression]:
         raise UnsupportedQuery(f"GROUP BY ... WITH TOTALS is not supported by backward tracing, at {position(group)}")
     if group.args.get("all"):  # (the analysis wrote it as its keys: passes/group_by_all.py)
         raise UnsupportedQuery(f"GROUP BY ALL is not supported here, at {position(group)}")
-    return list(group.expressions)
+    return _flat_keys(group.expressions)
+
+
+def _untuple_group(select: exp.Select, keys: list[exp.Expression]) -> None:
+    """Write ``select``'s GROUP BY by its keys (:func:`group_keys`; this tree is the tracer's own), the
+    segment SQL reading them one by one: ``GROUP BY ()`` becomes no GROUP BY where an aggregate makes the grand
+    total anyway."""
+    group = select.args.get("group")
+    if group is None or not any(isinstance(k, exp.Tuple) for k in group.expressions):
+        return
+    if keys:
+        group.set("expressions", keys)
+    elif any(aggregates(clause, select) for clause in [*select.expressions, select.args.get("having")]
+             if clause is not None):
+        select.set("group", None)
+    else:  # (one row over no rows as well: no aggregate of this SELECT says so without the GROUP BY)
+        raise UnsupportedQuery(f"GROUP BY () without an aggregate function is not supported by backward tracing, "
+                               f"at {position(group)}")
+
+
+def _flat_keys(keys: list[exp.Expression]) -> list[exp.Expression]:
+    """Grouping keys with each tuple by its elements: ``GROUP BY (a, b)`` groups by a and b, and ``()`` by nothing
+    (the grand total, one group over no rows too)."""
+    return [k for e in keys for k in (_flat_keys(e.expressions) if isinstance(e, exp.Tuple) else [e])]
 
 
 # -- CTEs ----------------------------------------------------------------------------------------------
@@ -183,6 +207,7 @@ def make_node(query: exp.Expression, env: dict, names: list[str] | None = None) 
     if is_aggregate(query):
         node.kind = "agg"
         node.keys = group_keys(query)
+        _untuple_group(query, node.keys)
         outputs = [e.unalias() for e in query.expressions]
         node.key_pos = [next((i for i, o in enumerate(outputs) if o == k), None) for k in node.keys]
         # by group key, unless DISTINCT merged groups or a LIMIT chose among them: a LIMIT that cuts through
