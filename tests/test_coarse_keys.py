@@ -87,6 +87,47 @@ def test_a_field_named_like_an_outer_table_is_refused():
             assert rows(s.run(sql).table) == sorted(con.execute(sql).fetchall())
 
 
+def test_a_plain_column_named_like_an_outer_table_is_read_as_the_outer_table():
+    """``"order".id`` inside a subquery over ``items`` (a plain column ``order``, a foreign key named after its table)
+    while the outer query reads the table ``order``: DuckDB reads the outer table, a column without fields having
+    none. It was refused as a field (a new-user probe's find); a struct column named so, through a derived table's
+    or a set operation's ``*`` too, still is (the ``*`` one ran, and DuckDB read the field: another answer)."""
+    con = duckdb.connect()
+    con.execute('CREATE TABLE "order"(id INT); INSERT INTO "order" VALUES (1), (2), (3);'
+                'CREATE TABLE items("order" INT, qty INT); INSERT INTO items VALUES (1, 5), (1, 6), (3, 7);'
+                'CREATE TABLE parts("order" STRUCT(id INT)); INSERT INTO parts VALUES ({id: 1}), ({id: 3});')
+    with dltrace.connect("duckdb", connection=con) as s:
+        for t in ("order", "items", "parts"):
+            s.adopt(t)
+        for sql in ('SELECT id FROM "order" WHERE EXISTS (SELECT 1 FROM items WHERE items."order" = "order".id)',
+                    'SELECT id, (SELECT sum(qty) FROM (SELECT * FROM items) AS i WHERE i."order" = "order".id) AS q '
+                    'FROM "order"',
+                    'WITH c AS (SELECT * FROM items UNION ALL SELECT "order", qty FROM items) '
+                    'SELECT id FROM "order" WHERE NOT EXISTS (SELECT 1 FROM c WHERE c."order" = "order".id)'):
+            assert rows(s.run(sql).table) == sorted(con.execute(sql).fetchall()), sql
+            assert rows(s.trace(sql).table) == sorted(con.execute(sql).fetchall()), sql
+        r = s.run('SELECT id FROM "order" WHERE EXISTS (SELECT 1 FROM items WHERE items."order" = "order".id) '
+                  'ORDER BY id')
+        assert [r.lineage(i) for i in range(r.num_rows)] == [{"order": [0], "items": [0, 1]},
+                                                             {"order": [2], "items": [2]}]
+        for sql in ('SELECT id FROM "order" WHERE EXISTS (SELECT 1 FROM parts WHERE 3 = "order".id)',
+                    'SELECT id FROM "order" WHERE EXISTS (SELECT 1 FROM (SELECT * FROM parts) AS p WHERE 3 = "order".id)',
+                    'SELECT id FROM "order" WHERE EXISTS (SELECT 1 FROM (SELECT * FROM parts UNION ALL '
+                    'SELECT * FROM parts) AS p WHERE 3 = "order".id)'):
+            with pytest.raises(UnsupportedQuery, match=r"names a column 'order'"):
+                s.run(sql)
+
+
+def test_spark_still_refuses_a_plain_column_named_like_an_outer_table():
+    """Spark extracts ``dept.id`` from the INTEGER column ``items.dept`` (and raises INVALID_EXTRACT_BASE_FIELD_TYPE):
+    the DuckDB reading would answer where the engine does not."""
+    schema = {"dept": {"id": "INT"}, "items": {"dept": "INT", "qty": "INT"}}
+    sql = "SELECT id FROM dept WHERE EXISTS (SELECT 1 FROM items WHERE items.dept = dept.id)"
+    assert dltrace.rewrite(sql, dialect="duckdb", schema=schema)
+    with pytest.raises(UnsupportedQuery, match=r"dept.id names a column 'dept'"):
+        dltrace.rewrite(sql, dialect="spark", schema=schema)
+
+
 def test_backward_tracing_of_a_set_operation_under_a_collation_is_refused(session):
     """A NOCASE side's 'a' and a plain side's 'A' are one row of the UNION: the reverse query compared the plain
     side exactly and lost 'A' (a probe's find). Forward lineage has both."""

@@ -75,6 +75,8 @@ class DuckDBFunctions(LineageFunctions):
     # DuckDB 2.0.1: SELECT * FROM range(3) has one column "range"; FROM generate_series(1, 3), "generate_series"
     row_generators = {"range": ("range",), "generate_series": ("generate_series",)}
     generator_column_takes_alias = True  # DuckDB 2.0.1: SELECT * FROM range(3) AS q has one column "q"
+    # DuckDB 2.0.1: in EXISTS (SELECT 1 FROM items WHERE items.o = o.id), an INTEGER column items.o is passed over
+    outer_table_past_a_plain_column = True
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

@@ -146,6 +146,10 @@ class LineageFunctions:
     row_generators: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: a row generator of one column, aliased without a column list, names its column after the alias
     generator_column_takes_alias: ClassVar[bool] = False
+    #: ``x.f`` inside a subquery, where ``x`` is a column of its sources of a type without fields (an INTEGER) and an
+    #: enclosing query's table, reads that table's column ``f`` (Spark raises: it extracts from the column whatever
+    #: its type; :func:`dltrace.rewriter.passes.qualify.check_fields_named_like_outer_tables`)
+    outer_table_past_a_plain_column: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

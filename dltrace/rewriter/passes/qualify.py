@@ -19,7 +19,7 @@ from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.expressions import SAFE_IDENTIFIER_RE
 from sqlglot.optimizer.qualify import qualify as sqlglot_qualify
 from sqlglot.optimizer.qualify_columns import Resolver
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import build_scope, traverse_scope
 from sqlglot.schema import ensure_schema
 
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
@@ -36,7 +36,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     check_known_tables(expression, context.schema)
     check_using_after_outer_merge(expression)
     check_functions_named_like_columns(expression, context.schema)
-    check_fields_named_like_outer_tables(expression, context.schema)
+    check_fields_named_like_outer_tables(expression, context.schema, context.fns.outer_table_past_a_plain_column)
     schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     read_struct_fields(tree, context.schema)
@@ -149,32 +149,106 @@ def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
                 outer = outer.parent
 
 
-def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | None) -> None:
+def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | None,
+                                         past_plain_columns: bool = False) -> None:
     """Refuse ``x.f`` inside a subquery where ``x`` is both a column of the subquery's own sources (a struct, ``f``
     its field) and a table of an enclosing query.
 
     The engines bind the name in the nearest scope first: DuckDB read ``dept.id`` as the field ``id`` of
     ``emp.dept``, sqlglot as the outer table ``dept``'s column, which made the subquery correlated and its answer
     another (found by a probe). A spelling that names one of them is read alike: ``(dept).id`` for the field, the
-    outer table under an alias."""
+    outer table under an alias.
+
+    With ``past_plain_columns`` (DuckDB) a column whose type has no fields is passed over: the engine reads the
+    outer table then, as sqlglot does; Spark extracts from the column whatever its type (and raises)."""
     if not schema:
         return
     lower = {t.lower(): cols for t, cols in schema.items()}
     for scope in _scopes(tree):
         own = {alias.lower() for alias in scope.sources}
-        columns = set().union(*(_columns_of(source, lower) for source in scope.sources.values()))
         for column in scope.columns:
             name = column.table.lower()
-            if not name or column.args.get("db") or name in own or name not in columns:
+            if not name or column.args.get("db") or name in own:
+                continue
+            fields = _may_have_fields(scope, name, lower) if past_plain_columns else True
+            if not fields:  # (the engines read the outer table's column then)
                 continue
             outer = scope.parent
             while outer is not None and name not in {a.lower() for a in outer.sources}:
                 outer = outer.parent
+            if outer is not None and fields is _UNKNOWN:
+                raise UnsupportedQuery(f"{column.sql()} reads an enclosing query's table {column.table!r}, and this "
+                                       f"subquery's sources may have a column of that name (a * over a set "
+                                       f"operation reading a CTE), whose field the engine would read: list their "
+                                       f"columns, at {position(column)}")
             if outer is not None:
                 raise UnsupportedQuery(f"{column.sql()} names a column {column.table!r} of this subquery's sources "
                                        f"(a field of it) and an enclosing query's table {column.table!r}, at "
                                        f"{position(column)}: write ({column.table}).{column.name} for the field, "
                                        f"or give the outer table an alias")
+
+
+def _may_have_fields(scope, name: str, lower: dict) -> bool | str:
+    """Can the column ``name`` of ``scope``'s sources have fields: a struct, union or map, or a column whose type is
+    not known (an expression of a derived table's or CTE's SELECT list)? A column of another type has none, and
+    DuckDB reads ``name.f`` as the enclosing query's table then. ``_UNKNOWN`` where a source's columns cannot be
+    listed."""
+    for source in scope.sources.values():
+        columns = _typed_columns(source, lower)
+        if columns is None:  # (whether it has a column of the name is not known)
+            return _UNKNOWN
+        if name not in columns:
+            continue
+        kind = columns[name]
+        if kind is None or kind.strip().upper().startswith(_TYPES_WITH_FIELDS):
+            return True
+    return False
+
+
+_TYPES_WITH_FIELDS = ("STRUCT", "ROW", "UNION", "MAP", "VARIANT", "OBJECT")
+_UNKNOWN = "unknown"  # (_may_have_fields: the sources' columns cannot be listed)
+
+
+def _typed_columns(source, lower: dict) -> dict[str, str | None] | None:
+    """``{lower-case column: type text or None when not known}`` of a scope's source: a table's from the schema, a
+    derived table's or CTE's from its SELECT list (a ``*`` by its sources', a plain column by its source's); None when
+    its columns cannot be listed (a set operation's ``*``)."""
+    if isinstance(source, exp.Table):
+        columns = lower.get(source.name.lower())
+        return None if columns is None else {c.lower(): str(t) for c, t in columns.items()}
+    query = getattr(source, "expression", None)
+    if isinstance(query, exp.SetOperation):  # (its first SELECT names the columns, and the types unify)
+        while isinstance(query, (exp.SetOperation, exp.Subquery)):
+            query = query.this if isinstance(query, exp.Subquery) else query.left
+        first = build_scope(query) if isinstance(query, exp.Select) else None
+        return None if first is None else _typed_columns(first, lower)  # (a CTE it reads is a table not known)
+    if not isinstance(query, exp.Select):
+        names = getattr(query, "named_selects", [])
+        return None if "*" in names else {n.lower(): None for n in names}
+    subs = {a.lower(): src for a, src in source.sources.items()}
+    out: dict[str, str | None] = {}
+    for item in query.expressions:
+        star = isinstance(item, exp.Star) or isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        if star:
+            picked = list(subs.values()) if isinstance(item, exp.Star) else [subs.get(item.table.lower())]
+            for sub in picked:
+                columns = None if sub is None else _typed_columns(sub, lower)
+                if columns is None:
+                    return None
+                out.update(columns)
+            continue
+        kind = None
+        inner = item.unalias()
+        if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star):
+            for alias, sub in subs.items():
+                if inner.table and inner.table.lower() != alias:
+                    continue
+                columns = _typed_columns(sub, lower) or {}
+                if inner.name.lower() in columns:
+                    kind = columns[inner.name.lower()]
+                    break
+        out[item.alias_or_name.lower()] = kind
+    return out
 
 
 def check_functions_named_like_columns(tree: exp.Expression, schema: dict | None) -> None:
