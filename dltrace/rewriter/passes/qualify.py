@@ -164,13 +164,15 @@ def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | No
     if not schema:
         return
     lower = {t.lower(): cols for t, cols in schema.items()}
-    for scope in _scopes(tree):
+    scopes = _scopes(tree)
+    ctes = {name.lower(): cte for scope in scopes for name, cte in scope.cte_sources.items()}
+    for scope in scopes:
         own = {alias.lower() for alias in scope.sources}
         for column in scope.columns:
             name = column.table.lower()
             if not name or column.args.get("db") or name in own:
                 continue
-            fields = _may_have_fields(scope, name, lower) if past_plain_columns else True
+            fields = _may_have_fields(scope, name, lower, ctes, past_plain_columns)
             if not fields:  # (the engines read the outer table's column then)
                 continue
             outer = scope.parent
@@ -188,19 +190,19 @@ def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | No
                                        f"or give the outer table an alias")
 
 
-def _may_have_fields(scope, name: str, lower: dict) -> bool | str:
-    """Can the column ``name`` of ``scope``'s sources have fields: a struct, union or map, or a column whose type is
-    not known (an expression of a derived table's or CTE's SELECT list)? A column of another type has none, and
-    DuckDB reads ``name.f`` as the enclosing query's table then. ``_UNKNOWN`` where a source's columns cannot be
-    listed."""
+def _may_have_fields(scope, name: str, lower: dict, ctes: dict, past_plain_columns: bool) -> bool | str:
+    """Can ``name`` be a column of ``scope``'s sources that the engine reads ``name.f`` from: on DuckDB
+    (``past_plain_columns``) a struct, union or map, or a column whose type is not known (an expression of a derived
+    table's or CTE's SELECT list) -- a column of another type has no fields, and DuckDB reads the enclosing query's
+    table then; on Spark a column of any type. ``_UNKNOWN`` where a source's columns cannot be listed."""
     for source in scope.sources.values():
-        columns = _typed_columns(source, lower)
+        columns = _typed_columns(source, lower, ctes)
         if columns is None:  # (whether it has a column of the name is not known)
             return _UNKNOWN
         if name not in columns:
             continue
         kind = columns[name]
-        if kind is None or kind.strip().upper().startswith(_TYPES_WITH_FIELDS):
+        if not past_plain_columns or kind is None or kind.strip().upper().startswith(_TYPES_WITH_FIELDS):
             return True
     return False
 
@@ -209,19 +211,25 @@ _TYPES_WITH_FIELDS = ("STRUCT", "ROW", "UNION", "MAP", "VARIANT", "OBJECT")
 _UNKNOWN = "unknown"  # (_may_have_fields: the sources' columns cannot be listed)
 
 
-def _typed_columns(source, lower: dict) -> dict[str, str | None] | None:
+def _typed_columns(source, lower: dict, ctes: dict) -> dict[str, str | None] | None:
     """``{lower-case column: type text or None when not known}`` of a scope's source: a table's from the schema, a
     derived table's or CTE's from its SELECT list (a ``*`` by its sources', a plain column by its source's); None when
     its columns cannot be listed (a set operation's ``*``)."""
     if isinstance(source, exp.Table):
+        listed = source.args.get("alias") is not None and source.args["alias"].columns
+        if listed or not isinstance(source.this, exp.Identifier):  # (`range(3) AS r(v)`: the names it lists, types not known)
+            return {c.name.lower(): None for c in listed or []}
         columns = lower.get(source.name.lower())
+        if columns is None and source.name.lower() in ctes:  # (a CTE read inside a set operation's first SELECT)
+            name = source.name.lower()  # (left out below: a recursive CTE reads itself)
+            return _typed_columns(ctes[name], lower, {k: v for k, v in ctes.items() if k != name})
         return None if columns is None else {c.lower(): str(t) for c, t in columns.items()}
     query = getattr(source, "expression", None)
     if isinstance(query, exp.SetOperation):  # (its first SELECT names the columns, and the types unify)
         while isinstance(query, (exp.SetOperation, exp.Subquery)):
             query = query.this if isinstance(query, exp.Subquery) else query.left
         first = build_scope(query) if isinstance(query, exp.Select) else None
-        return None if first is None else _typed_columns(first, lower)  # (a CTE it reads is a table not known)
+        return None if first is None else _typed_columns(first, lower, ctes)  # (a CTE it reads is a table not known)
     if not isinstance(query, exp.Select):
         names = getattr(query, "named_selects", [])
         return None if "*" in names else {n.lower(): None for n in names}
@@ -232,7 +240,7 @@ def _typed_columns(source, lower: dict) -> dict[str, str | None] | None:
         if star:
             picked = list(subs.values()) if isinstance(item, exp.Star) else [subs.get(item.table.lower())]
             for sub in picked:
-                columns = None if sub is None else _typed_columns(sub, lower)
+                columns = None if sub is None else _typed_columns(sub, lower, ctes)
                 if columns is None:
                     return None
                 out.update(columns)
@@ -243,7 +251,7 @@ def _typed_columns(source, lower: dict) -> dict[str, str | None] | None:
             for alias, sub in subs.items():
                 if inner.table and inner.table.lower() != alias:
                     continue
-                columns = _typed_columns(sub, lower) or {}
+                columns = _typed_columns(sub, lower, ctes) or {}
                 if inner.name.lower() in columns:
                     kind = columns[inner.name.lower()]
                     break
