@@ -277,6 +277,24 @@ def test_csv_reads_nulls_as_duckdb_does(fresh, tmp_path):
     assert rows[0][3] == 1.5 and rows[1][3] is None and rows[2][3] != rows[2][3]  # NaN is a float, not NULL
 
 
+@pytest.mark.parametrize("text", ["a;b\n1;x,y\n2;\n", "a|b\n1|x,y\n2|\n", "a\tb\n1\tx,y\n2\t\n",
+                                  "a,b\n1,\"x,y\"\n2,\n"])
+def test_a_csv_is_read_by_the_delimiter_its_header_holds(fresh, tmp_path, text):
+    """A `;`, `|` or tab file named .csv was read with a comma, as one column of 'a;b' text, where DuckDB's read_csv
+    sniffs the delimiter (a new-user probe's find)."""
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    fresh.register("csvd", str(path))
+    got = [tuple(r.values()) for r in fresh.sql("SELECT a, b FROM csvd ORDER BY a").to_pylist()]
+    assert got == duckdb.connect().sql(f"SELECT a, b FROM read_csv('{path}') ORDER BY a").fetchall() \
+        == [(1, "x,y"), (2, None)]
+
+
+def test_a_dataframe_with_two_columns_of_one_name_is_refused_by_name(fresh):
+    with pytest.raises(dltrace.SourceError, match="Duplicate column names"):
+        fresh.register("dup", pd.DataFrame([[1, 2]], columns=["a", "a"]))
+
+
 @pytest.mark.spark
 def test_spark_dataframe_source(spark_session):
     s = dltrace.connect("spark", spark=spark_session.newSession())

@@ -153,6 +153,9 @@ def resolve_source(source: Any) -> Source:
             raise SourceError(f"the pandas DataFrame does not convert to Arrow, whose columns hold one type each: "
                               f"{'; '.join(' '.join(str(a).split()) for a in e.args)}; give that column one type "
                               f"(df[col].astype(str))") from None
+        except ValueError as e:  # (pyarrow: "Duplicate column names found: ['a', 'a']")
+            raise SourceError(f"the pandas DataFrame does not convert to Arrow: {str(e).splitlines()[0]}; give each "
+                              f"column its own name") from None
         return ArrowSource(with_rid(table))
     if type(source).__module__.startswith("pyspark"):
         return NativeSource(source)
@@ -202,13 +205,28 @@ def _read_csv(paths: list[Path]) -> pa.Table:
 
 
 def _read_one_csv(path: Path) -> pa.Table:
-    opts = pacsv.ParseOptions(delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    opts = pacsv.ParseOptions(delimiter=_delimiter(path))
     try:
         table = pacsv.read_csv(path, parse_options=opts, convert_options=_CSV_NULLS)
     except (pa.ArrowInvalid, OSError) as e:
         raise SourceError(f"cannot read CSV {str(path)!r}: {str(e).splitlines()[0]}") from None
     check_columns(table.column_names, f"CSV {str(path)!r}")
     return table
+
+
+def _delimiter(path: Path) -> str:
+    """The file's delimiter: its suffix's (a comma, a tab for .tsv) unless its header line holds none of that and
+    does hold a semicolon, a pipe, a tab or a comma (DuckDB's read_csv sniffs these; a `;` file read with a comma was
+    one column of 'a;b' text)."""
+    default = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            header = f.readline(1 << 16)
+    except OSError:
+        return default  # (the reader says what is wrong)
+    if default in header:
+        return default
+    return next((d for d in (";", "|", "\t", ",") if d in header), default)
 
 
 def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) -> pa.Schema:
