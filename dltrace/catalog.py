@@ -12,13 +12,14 @@ import os
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
+import sqlglot
 from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source, types_show_collation
 from dltrace.engines.guest import ClosedEngine
 from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature)
-from dltrace.errors import (DltraceError, DuplicateTable, QueryError, ReservedName, StaleLineage, UnknownTable,
-                             UnsupportedQuery, check_flag, check_text)
+from dltrace.errors import (ArgumentError, DltraceError, DuplicateTable, ParseError, QueryError, ReservedName,
+                             StaleLineage, UnknownTable, UnsupportedQuery, check_flag, check_text, got)
 from dltrace.names import reserved_prefix, unknown_table
 from dltrace.catalog_staleness import StaleChecks, TableState
 from dltrace.plans import PlanCache
@@ -190,10 +191,17 @@ class Catalog(StaleChecks):
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 
-    def schema(self, query: exp.Expression | None = None) -> dict[str, dict[str, str]]:
-        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a parsed
-        ``query``, of the tables it names anywhere only (each is a round trip to the engine; a CTE may shadow the
+    def schema(self, query: exp.Expression | str | None = None) -> dict[str, dict[str, str]]:
+        """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a
+        ``query`` (SQL text or parsed), of the tables it names anywhere only (each is a round trip to the engine; a CTE may shadow the
         table it reads, so CTE names are not left out)."""
+        if isinstance(query, str):  # (SQL text: the tables it names)
+            try:
+                query = sqlglot.parse_one(query, read=self.dialect)
+            except sqlglot.errors.SqlglotError as e:
+                raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
+        if query is not None and not isinstance(query, exp.Expression):
+            raise ArgumentError(f"query must be SQL text, a parsed sqlglot expression or None, got {got(query)}")
         wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)}
         return {name: self.table_columns(name, current=True) for name in self.tables
                 if wanted is None or name in wanted}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import numbers
 from collections.abc import Iterable
 from dataclasses import replace as replace_fields
 from typing import Any, Callable
@@ -16,7 +17,7 @@ from dltrace.engines import STRATEGIES, make_engine
 from dltrace.engines.sources import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.engines.guest import ClosedEngine, closed_error
 from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_choice,
-                             check_flag, check_text)
+                             check_flag, check_text, got)
 from dltrace.impact import Impact, impact
 from dltrace.names import unknown_table
 from dltrace.forward_plan import plain_text, rows_query
@@ -60,7 +61,9 @@ class Session(Catalog):
         parquet files (``storage="source"``) or copied into the engine's memory (``"memory"``, see
         :meth:`register`)."""
         check_storage(storage)
-        folder = ensure_tpch(sf, progress=progress)
+        if isinstance(sf, bool) or not isinstance(sf, numbers.Real) or not 0 < sf < float("inf"):
+            raise ArgumentError(f"sf (the TPC-H scale factor) must be a number > 0, got {got(sf)}")
+        folder = ensure_tpch(float(sf), progress=progress)
         for t in TPCH_TABLES:
             self.register(t, str(folder / f"{t}.parquet"), replace=True, storage=storage)
 

@@ -243,6 +243,7 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli("run", groups, "--table", t, "--json", "--csv"), "not allowed with")
     fails(cli("run", groups, "--tpch", "0"), "--tpch", "scale factor")
     fails(real_cli(), "required")
+    fails(cli("tpch", "--memory-limit", "lots"), "--memory-limit", "expected a size such as 75%, 8G")
     fails(cli("frobnicate"), "invalid choice")
     fails(cli("lineage", files / "nowhere"), "no saved lineage")
     fails(cli("run", groups, "--table", t, "--save", files / "bad.sql" / "saved"), "cannot save lineage to",
@@ -562,3 +563,20 @@ def test_parse_errors_are_in_sql_s_words(files, tmp_path):
     for k, (sql, message) in enumerate(cases.items()):
         (tmp_path / f"{k}.sql").write_text(sql)
         assert "<class" not in fails(cli("run", tmp_path / f"{k}.sql", "--table", t), message)
+
+
+def test_python_dash_m_dltrace_is_the_command_and_a_pipe_is_a_sql_file(files, tmp_path):
+    """``python -m dltrace`` said "No module named dltrace.__main__"; ``dltrace run <(echo ...)`` (a pipe, not a
+    regular file) said "SQL file not found". Both from a new user's review."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, "-m", "dltrace", "--help"], capture_output=True, text=True, env=e, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("usage: dltrace"), res.stderr
+    fifo = tmp_path / "q.sql"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"echo 'SELECT id FROM sales WHERE id < 2' > '{fifo}'"])
+    try:
+        out = ok(cli("run", fifo, "--table", f"sales={files / 'sales.parquet'}", "--json"))
+    finally:
+        writer.wait(timeout=60)
+    assert [r["row"]["id"] for r in json_lines(out)] == [0, 1]

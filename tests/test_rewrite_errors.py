@@ -45,6 +45,10 @@ BAD = [
      "correlated through IS NOT DISTINCT FROM"),
     ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a <=> t.a)", dltrace.UnsupportedQuery,
      "correlated through IS NOT DISTINCT FROM"),
+    # sqlglot drops an empty list item: `a,, b` rewrote as `a, b`, where the engines raise a syntax error
+    ("SELECT a,, b FROM t", dltrace.ParseError, "an empty item in a list"),
+    ("SELECT coalesce(, a) FROM t", dltrace.ParseError, "an empty item in a list"),
+    ("SELECT a FROM t WHERE a IN (,1)", dltrace.ParseError, "an empty item in a list"),
 ]
 
 
@@ -176,10 +180,17 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: s.register("dups", pa.table([[1], [2]], names=["a", "a"])), "two columns named 'a'"),
         (lambda: s.run("SELECT a FROM gone"), "No files found"),
         (lambda: s.register("f16", pa.table({"h": pa.array([1.0], pa.float16())})), "cannot register|DuckDB"),
+        # a second review's: pyarrow's format error for a string, tpchgen-cli's `--help` line for -1, an
+        # AttributeError for SQL text, DuckDB's parser error for `a,, b` (plain SQL parses through sqlglot first)
+        (lambda: s.load_tpch("x"), r"sf \(the TPC-H scale factor\) must be a number > 0, got str 'x'"),
+        (lambda: s.load_tpch(-1), r"must be a number > 0, got int -1"),
+        (lambda: s.schema(3), "query must be SQL text"),
+        (lambda: s.sql("SELECT k,, v FROM t"), "an empty item in a list"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.DltraceError, match=needle):
             call()
+    assert s.schema("SELECT k FROM t") == {"t": {"k": "BIGINT", "v": "BIGINT"}}
     assert dup.row(0) == {"k": 1, "k_1": 1} and dup.explain(0).startswith("row 0 of 2: k=1, k_1=1")
     con = duckdb.connect()
     guest = dltrace.connect("duckdb", connection=con)

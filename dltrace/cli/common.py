@@ -167,8 +167,10 @@ def read_sql(path: str) -> str:
             raise CliError(f"cannot read SQL from stdin: {e}") from None
     if Path(path).is_dir():
         raise CliError(f"{path!r} is a folder, not a SQL file")
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise CliError(f"SQL file not found: {path!r}")
+    if not (Path(path).is_file() or Path(path).is_fifo() or Path(path).is_char_device()):  # (`<(echo ...)` is a pipe)
+        raise CliError(f"{path!r} is not a file to read SQL from")
     return read_user_text(path, "SQL file", CliError)
 
 

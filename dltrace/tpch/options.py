@@ -64,6 +64,17 @@ def _positive(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+def _size(text: str) -> str:
+    """``--memory-limit`` as written, once it reads as a size (it is turned into bytes against the RAM later)."""
+    try:
+        size = procmon.parse_size(text, 1 << 30)
+    except ValueError:
+        size = -1
+    if size is not None and size <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 75%, 8G, 512M or off, got {text!r}")
+    return text
+
+
 def _default_driver_memory() -> str:
     total = procmon.total_memory_bytes() or (4 << 30)
     return f"{max(1, min(4, int(total * 0.3) >> 30))}g"
@@ -88,7 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
     p.add_argument("--timeout", type=_positive(float), default=300.0,
                    help="seconds one run may take before it is stopped and recorded as timeout (default 300)")
-    p.add_argument("--memory-limit", default="75%", metavar="SIZE",
+    p.add_argument("--memory-limit", type=_size, default="75%", metavar="SIZE",
                    help="memory guard on a worker and its children, e.g. 75%% (of RAM), 8G, off (default 75%%)")
     p.add_argument("--out", default="dltrace-report", metavar="DIR",
                    help="output folder (default ./dltrace-report)")
