@@ -254,11 +254,52 @@ def read_manifest(path: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
         raise DltraceError(f"unreadable manifest in {str(folder)!r}: {e}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DltraceError(f"{str(folder)!r} is not a dltrace lineage save")
-    if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
-        raise DltraceError(
-            f"{str(folder)!r} was saved by a newer dltrace (format {manifest['format_version']}); upgrade dltrace"
-        )
+    version = manifest.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise _damaged(folder, f"format_version is {version!r}, not a number")
+    if version > FORMAT_VERSION:
+        raise DltraceError(f"{str(folder)!r} was saved by a newer dltrace (format {version}); upgrade dltrace")
+    _check_manifest(folder, manifest)
     return folder, manifest
+
+
+def _damaged(folder: Path, what: str) -> DltraceError:
+    return DltraceError(f"saved lineage at {str(folder)!r} is damaged: {MANIFEST}'s {what}")
+
+
+# what every save's manifest holds (:func:`_manifest`), by key: the type its value has
+_MANIFEST_KEYS = {"query": str, "num_rows": int, "columns": list, "lineage": dict, "tables": dict, "files": dict,
+                  "semantics": str}
+
+
+def _check_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Raise naming the first key of the manifest that is missing or of another shape than a save writes (a
+    hand-edited or damaged manifest raised KeyError, TypeError or AttributeError, or loaded as lineage of nothing)."""
+    for key, kind in _MANIFEST_KEYS.items():
+        value = manifest.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _damaged(folder, f"{key!r} is {'missing' if key not in manifest else repr(value)[:40]}, not a "
+                                   f"{kind.__name__}")
+    if not all(isinstance(c, str) for c in manifest["columns"]):
+        raise _damaged(folder, "'columns' holds something other than names")
+    strategy = manifest.get("strategy")
+    if manifest["lineage"] and not isinstance(strategy, str):
+        raise _damaged(folder, f"'strategy' is {'missing' if 'strategy' not in manifest else repr(strategy)}, "
+                               f"beside lineage columns")
+    for t, info in manifest["lineage"].items():
+        if not isinstance(info, dict) or not isinstance(info.get("column"), str):
+            raise _damaged(folder, f"lineage of {t!r} names no column")
+    for key in ("tables", "files"):
+        if not all(isinstance(v, dict) for v in manifest[key].values()):
+            raise _damaged(folder, f"{key!r} holds something other than a description per entry")
+    rows = manifest["files"].get(ROWS)
+    if rows is None:
+        raise _damaged(folder, f"'files' does not list {ROWS}")
+    if rows.get("rows") != manifest["num_rows"]:
+        raise _damaged(folder, f"'num_rows' is {manifest['num_rows']}, where {ROWS} holds {rows.get('rows')} rows")
+    for key in ("lineage_on", "shared_lineage"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise _damaged(folder, f"{key!r} is {manifest[key]!r}, not a description")
 
 
 def stale_tables(catalog: Catalog, manifest: dict[str, Any]) -> list[tuple[str, str]]:
@@ -296,6 +337,8 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
             raise DltraceError(f"saved lineage at {str(folder)!r} is damaged: {name} is missing or truncated")
     rows = _read(folder, manifest, ROWS)
     columns = manifest.get("columns") or rows.column_names
+    if len(columns) != rows.num_columns:
+        raise _damaged(folder, f"'columns' names {len(columns)} columns, where {ROWS} holds {rows.num_columns}")
     if list(rows.column_names) != list(columns):
         rows = rows.rename_columns(columns)
     lineage: dict[str, pa.ChunkedArray] = {}
@@ -306,6 +349,9 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
             if not np.array_equal(lt.column(ROW).to_numpy(), np.arange(rows.num_rows)):
                 raise DltraceError(f"saved lineage at {str(folder)!r} is damaged: its rows do not match rows.parquet")
         for t, info in manifest["lineage"].items():
+            if info["column"] not in lt.column_names:
+                raise _damaged(folder, f"lineage of {t!r} names the column {info['column']!r}, which {LINEAGE} "
+                                       f"does not hold")
             lineage[t] = lt.column(info["column"])
     on_values = None
     if manifest.get("lineage_on"):
@@ -316,7 +362,10 @@ def read_contents(folder: Path, manifest: dict[str, Any]) -> tuple[
     shared: dict[str, pa.ChunkedArray] = {}
     if manifest.get("shared_lineage"):
         st = pq.read_table(folder / manifest["shared_lineage"].get("file", SHARED))
-        shared = {t: st.column(f"dl_{t}") for t in manifest["shared_lineage"]["tables"]}
+        tables = manifest["shared_lineage"].get("tables")
+        if not isinstance(tables, list) or any(f"dl_{t}" not in st.column_names for t in tables):
+            raise _damaged(folder, f"shared lineage tables {tables!r} are not the columns its file holds")
+        shared = {t: st.column(f"dl_{t}") for t in tables}
     return rows, lineage, on_values, shared
 
 

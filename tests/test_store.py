@@ -171,6 +171,36 @@ def test_save_overwrites_and_refuses_foreign_folders(sales, tmp_path):
         dltrace.load(tmp_path / "nowhere", s)
 
 
+DAMAGE = {  # a manifest edit -> what the error names
+    "format_version": (lambda m: m.update(format_version="x"), "format_version is 'x', not a number"),
+    "columns_text": (lambda m: m.update(columns="zzz"), "'columns' is 'zzz', not a list"),
+    "columns_short": (lambda m: m.update(columns=["grp"]), "'columns' names 1 columns, where rows.parquet holds 2"),
+    "lineage_null": (lambda m: m.update(lineage=None), "'lineage' is None, not a dict"),
+    "lineage_gone": (lambda m: m.pop("lineage"), "'lineage' is missing"),
+    "tables_text": (lambda m: m.update(tables="x"), "'tables' is 'x', not a dict"),
+    "tables_gone": (lambda m: m.pop("tables"), "'tables' is missing"),
+    "files_null": (lambda m: m.update(files=None), "'files' is None"),
+    "query_gone": (lambda m: m.pop("query"), "'query' is missing"),
+    "lineage_column": (lambda m: m["lineage"]["sales"].update(column="nope"), "names the column 'nope'"),
+    "num_rows": (lambda m: m.update(num_rows=10), "'num_rows' is 10, where rows.parquet holds 7 rows"),
+    "strategy_gone": (lambda m: m.pop("strategy"), "'strategy' is missing, beside lineage columns"),
+}
+
+
+@pytest.mark.parametrize("edit,needle", DAMAGE.values(), ids=DAMAGE.keys())
+def test_a_damaged_manifest_is_named_in_one_line(sales, tmp_path, edit, needle):
+    """Each raised KeyError, TypeError, AttributeError or ArrowInvalid, or loaded (lineage of nothing, a staleness
+    check skipped, 10 rows of 4) before: found by a new user's review."""
+    s, _ = sales
+    s.run("SELECT grp, count(*) AS n FROM sales GROUP BY grp", lineage="bitmap").save(tmp_path / "x")
+    manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())
+    edit(manifest)
+    (tmp_path / "x" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(dltrace.DltraceError, match="is damaged") as info:
+        dltrace.load(tmp_path / "x", s)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
 # -- atomicity ------------------------------------------------------------------------------------------------
 
 
