@@ -90,7 +90,7 @@ def load(path: str | os.PathLike, session: Session, allow_stale: bool = False) -
     return store.load(path, session, allow_stale=allow_stale)
 
 
-def pipeline(path: str | os.PathLike, session: Session | None = None, engine: str = "duckdb",
+def pipeline(path: str | os.PathLike, session: Session | None = None, engine: str | None = None,
              lineage: str | None = "set", method: str = "forward", tables: dict[str, Any] | None = None,
              tpch: float | None = None, **engine_options: Any) -> PipelineResult:
     """Run the pipeline at ``path`` -- a Spark Declarative Pipelines project (``spark-pipeline.yml`` and its SQL

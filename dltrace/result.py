@@ -24,7 +24,8 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import ArgumentError, DltraceError, UnsupportedQuery, check_names, check_path, got
+from dltrace.errors import (ArgumentError, DltraceError, UnknownTable, UnsupportedQuery, check_names, check_path,
+                             got)
 from dltrace.forward_plan import engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
@@ -60,6 +61,9 @@ class LineageResult(LineageData):
         self.check_fresh("verify")
         lineage = self.lineage(i)
         for t in check_names(unrestricted, "unrestricted") or ():
+            if t.lower() not in lineage:  # (a misspelt name would leave the table restricted, and say nothing)
+                raise UnknownTable(f"unrestricted names {t!r}, which this query does not read: it reads "
+                                   f"{', '.join(sorted(lineage)) or 'no table'}")
             lineage.pop(t.lower(), None)
         return oracle.verify_row(self.session, self.sql, self.dialect, self.table, i, lineage)
 

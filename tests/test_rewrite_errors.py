@@ -186,6 +186,11 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: s.load_tpch(-1), r"must be a number > 0, got int -1"),
         (lambda: s.schema(3), "query must be SQL text"),
         (lambda: s.sql("SELECT k,, v FROM t"), "an empty item in a list"),
+        # arguments that were ignored without a word: another engine or its options beside session=, a misspelt
+        # table left restricted
+        (lambda: dltrace.pipeline(tmp_path, session=s, engine="spark"), "engine would open a new session"),
+        (lambda: dltrace.pipeline(tmp_path, session=s, threads=2), "threads would open a new session"),
+        (lambda: r.verify(0, unrestricted=("nope",)), "unrestricted names 'nope', which this query does not read"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.DltraceError, match=needle):

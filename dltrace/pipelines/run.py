@@ -185,13 +185,13 @@ def source_fingerprint(session: Session, table: str) -> str:
     return f"{n}:{h}"
 
 
-def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = None, engine: str = "duckdb",
+def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = None, engine: str | None = None,
                  lineage: str | None = "set", method: str = "forward", tables: dict[str, Any] | None = None,
                  tpch: float | None = None, **engine_options: Any) -> PipelineResult:
     """Read the pipeline at ``path`` and run every step with end-to-end lineage.
 
     The sources come from ``session`` (a dltrace session with the tables the pipeline reads), or from a new
-    session on ``engine`` with ``tables`` ({name: path or table}) and/or TPC-H at scale ``tpch``. ``lineage``:
+    session on ``engine`` (default duckdb; with ``engine_options``) with ``tables`` ({name: path or table}) and/or TPC-H at scale ``tpch``. ``lineage``:
     "set" | "bitmap" | None (the plain pipeline); ``method``: "forward" (rewritten queries) or "backward"
     (reverse queries). Each step's dataset is registered in the session under its name (replacing an earlier
     run's). Errors are one-line :class:`PipelineError` naming the step and its file.
@@ -204,9 +204,13 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
     if session is not None and not isinstance(session, Session):
         raise ArgumentError(f"session must be a dltrace session (dltrace.connect(...)), got {type(session).__name__}")
     check_mapping(tables or {}, "tables", "name -> source")
+    if session is not None and (engine is not None or engine_options):  # (they would be ignored: the run is session's)
+        given = ", ".join(["engine"] * (engine is not None) + sorted(engine_options))
+        raise ArgumentError(f"{given} would open a new session, and session= is given (its engine, "
+                            f"{session.dialect}, runs the pipeline): pass one or the other")
     owns = session is None
     if session is None:
-        session = connect(engine, **engine_options)
+        session = connect(engine or "duckdb", **engine_options)
     try:
         if tpch is not None:
             session.load_tpch(tpch)
