@@ -84,6 +84,7 @@ class Session(Catalog):
         if len(statements) != 1:
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
+        _check_reads_only(tree)
         self.check_known_tables(tree, views=True)
         self.check_views_fresh(tree)
         self.check_numbering(self._ids_read(tree))
@@ -227,3 +228,26 @@ def connect(engine: str = "duckdb", **options: Any) -> Session:
 
 
 __all__ = ["Session", "connect", "ParquetSource"]
+
+
+# statements that change the engine's tables or settings: s.sql runs what reads them (a query, DESCRIBE, SHOW, ...);
+# one of these dropped or replaced a table under the session (a user's own, on a guest connection) without a word
+_CHANGES = (sqlglot.exp.Create, sqlglot.exp.Drop, sqlglot.exp.Insert, sqlglot.exp.Update, sqlglot.exp.Delete,
+            sqlglot.exp.Merge, sqlglot.exp.Alter, sqlglot.exp.TruncateTable, sqlglot.exp.Set, sqlglot.exp.Attach,
+            sqlglot.exp.Detach, sqlglot.exp.Command)
+_READING_COMMANDS = ("EXPLAIN", "SUMMARIZE", "SHOW", "DESCRIBE", "PRAGMA", "CALL")  # (what sqlglot keeps as text)
+
+
+def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
+    if isinstance(tree, sqlglot.exp.Create):
+        raise UnsupportedQuery("s.sql runs queries; CREATE ... AS <query> goes through s.run, which registers the "
+                               "result with its lineage (other statements: on your own connection or SparkSession)")
+    if isinstance(tree, sqlglot.exp.Command) and tree.name.upper() in _READING_COMMANDS:
+        return
+    if isinstance(tree, _CHANGES):
+        word = tree.name.upper() if isinstance(tree, sqlglot.exp.Command) else \
+            tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
+        raise UnsupportedQuery(f"s.sql runs queries, not {word} statements: run those on your own connection or "
+                               f"SparkSession (connect(..., connection=/spark=)), whose tables the session then "
+                               f"adopts")
+

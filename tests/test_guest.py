@@ -386,3 +386,15 @@ def test_a_registered_name_the_user_replaced_stays_theirs(user_con):
     s.close()
     assert user_con.sql("SELECT * FROM mine").fetchall() == [("e", 99)]
 
+
+
+def test_a_rolled_back_adoption_asks_to_adopt_again(user_con):
+    """A transaction of the user's that adopted a table, rolled back, takes dltrace's rows relation with it: the
+    next run said only "Table with name _dl_rows_sales does not exist!" (a new user's review)."""
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        user_con.begin()
+        s.adopt("sales")
+        user_con.rollback()
+        with pytest.raises(dltrace.QueryError, match="dltrace's own relation, gone from the connection.*adopt the "
+                                                     "table again"):
+            s.run("SELECT region FROM sales")

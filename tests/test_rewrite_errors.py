@@ -191,11 +191,17 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: dltrace.pipeline(tmp_path, session=s, engine="spark"), "engine would open a new session"),
         (lambda: dltrace.pipeline(tmp_path, session=s, threads=2), "threads would open a new session"),
         (lambda: r.verify(0, unrestricted=("nope",)), "unrestricted names 'nope', which this query does not read"),
+        # s.sql ran DDL: `CREATE TABLE mine AS ...` said "unknown table 'mine'", `DROP TABLE t` dropped the table
+        # under the session (a user's own on a guest connection)
+        (lambda: s.sql("CREATE TABLE mine AS SELECT 1 AS x"), "CREATE ... AS <query> goes through s.run"),
+        (lambda: s.sql("DROP TABLE t"), "s.sql runs queries, not DROP statements"),
+        (lambda: s.sql("TRUNCATE t"), "not TRUNCATE statements"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.DltraceError, match=needle):
             call()
     assert s.schema("SELECT k FROM t") == {"t": {"k": "BIGINT", "v": "BIGINT"}}
+    assert s.sql("DESCRIBE t").num_rows == 2 and s.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 2}]
     assert dup.row(0) == {"k": 1, "k_1": 1} and dup.explain(0).startswith("row 0 of 2: k=1, k_1=1")
     con = duckdb.connect()
     guest = dltrace.connect("duckdb", connection=con)

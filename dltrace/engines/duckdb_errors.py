@@ -5,6 +5,7 @@ Spark's side shares :mod:`.spark_errors`)."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -31,6 +32,20 @@ def engine_errors(error: type[DltraceError]) -> Callable[[F], F]:
             try:
                 return method(self, *args, **kwargs)
             except duckdb.Error as e:
-                raise error(f"DuckDB: {one_line(e)}") from None
+                raise error(f"DuckDB: {one_line(e)}{_gone_hint(one_line(e))}") from None
         return call  # type: ignore[return-value]
     return wrap
+
+
+# DuckDB 2.0.1: "Catalog Error: Table with name _dl_rows_sales does not exist!" (a view: "View with name ...")
+_GONE = re.compile(r"(?:Table|View) with name (_dl_\w+) does not exist")
+
+
+def _gone_hint(message: str) -> str:
+    """What to do when a relation dltrace made is gone from the user's connection: a transaction that registered
+    it was rolled back, or the user dropped it (the engine's message names only dltrace's internal name)."""
+    match = _GONE.search(message)
+    if match is None:
+        return ""
+    return (f": {match.group(1)} is dltrace's own relation, gone from the connection (a transaction that made it "
+            f"rolled back, or it was dropped); register or adopt the table again")
