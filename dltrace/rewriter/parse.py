@@ -116,8 +116,9 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
                                 "it if it is part of one: SELECT ... FROM (VALUES ...) AS v(c, ...)")
     if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
         return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
-    return UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not a {tree.key.upper()} "
-                            f"statement")
+    word = tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
+    article = "an" if word[0] in "AEIOU" else "a"
+    return UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not {article} {word} statement")
 
 
 def _create_error(sql: str, dialect: str) -> Exception:
