@@ -45,6 +45,16 @@ BAD = [
      "correlated through IS NOT DISTINCT FROM"),
     ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a <=> t.a)", dltrace.UnsupportedQuery,
      "correlated through IS NOT DISTINCT FROM"),
+    # a correlated subquery that is not decorrelated says why (it said only "could not be decorrelated (SCALAR)", or
+    # "correlated two levels up" of a correlation the user wrote once, inside a derived table)
+    ("SELECT t.a, u.c FROM t JOIN u ON u.a = t.a AND u.c = (SELECT max(u2.c) FROM u AS u2 WHERE u2.a = u.a)",
+     dltrace.UnsupportedQuery, "it stands in a join's ON condition"),
+    ("SELECT sum((SELECT count(*) FROM u WHERE u.a = t.a)) AS n FROM t", dltrace.UnsupportedQuery,
+     "it stands inside an aggregate's argument"),
+    ("SELECT a, (SELECT count(*) FROM u WHERE u.a = t.a HAVING count(*) > 1) AS n FROM t", dltrace.UnsupportedQuery,
+     "it has a HAVING of its own"),
+    ("SELECT a, (SELECT count(*) FROM (SELECT DISTINCT c FROM u WHERE u.a = t.a) AS d) AS n FROM t",
+     dltrace.UnsupportedQuery, "a derived table in its FROM reads the outer query"),
     # sqlglot drops an empty list item: `a,, b` rewrote as `a, b`, where the engines raise a syntax error
     ("SELECT a,, b FROM t", dltrace.ParseError, "an empty item in a list"),
     ("SELECT coalesce(, a) FROM t", dltrace.ParseError, "an empty item in a list"),

@@ -84,10 +84,20 @@ from dltrace.rewriter.shape import engine_reads, random_call_read
 SEMANTICS = ("witness", "control")
 
 
-def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> str:
-    """A hint for a refusal of ``query``: an equality coarser than grouping (:mod:`.passes.coarse_keys`), a
-    correlation through ``IS NOT DISTINCT FROM`` (Spark's ``<=>``, also a SEMI JOIN's ON read as an EXISTS), which
-    sqlglot does not decorrelate, else nothing."""
+def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
+                          holder: exp.Expression | None = None) -> str:
+    """A hint for a refusal of ``query`` (standing in ``holder`` of its SELECT): an equality coarser than grouping
+    (:mod:`.passes.coarse_keys`), a correlation through ``IS NOT DISTINCT FROM`` (Spark's ``<=>``, also a SEMI JOIN's
+    ON read as an EXISTS), which sqlglot does not decorrelate, where it stands or what it holds that is not
+    decorrelated, else nothing."""
+    select = holder.find_ancestor(exp.Select) if holder is not None else None
+    if select is not None and any(a.find_ancestor(exp.Select) is select for a in _ancestors_upto(holder, select)
+                                  if isinstance(a, exp.AggFunc)):
+        return ": it stands inside an aggregate's argument, which is not decorrelated; compute it in a derived " \
+               "table first and aggregate that"
+    if select is not None and any(isinstance(a, exp.Join) for a in _ancestors_upto(holder, select)):
+        return ": it stands in a join's ON condition, which is not decorrelated (of an inner join, the comparison " \
+               "can move to WHERE)"
     if coarse:
         return f": it is correlated through {coarse}; cast both sides to one type, or compare with a COLLATE both " \
                f"sides share"
@@ -100,11 +110,25 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None) -> s
                "of its own columns with the outer query's alone and ordered by its own columns (for a LIMIT 1 " \
                "under a range correlation: compare with the max in a subquery of its own, or use arg_max)"
     if reaches_past_itself(query):
+        inside_from = any(isinstance(a, (exp.From, exp.Join)) for c in outer_columns(query)
+                          for a in _ancestors_upto(c, query))
+        if inside_from:
+            return ": a derived table in its FROM reads the outer query, which is not decorrelated; read the outer " \
+                   "query in the subquery's own WHERE (or join the derived table there)"
         return ": a subquery inside it reads a query outside this one (correlated two levels up); correlate each " \
                "subquery with the query just outside it"
+    if isinstance(query, exp.Select) and query.args.get("having") is not None:
+        return ": it has a HAVING of its own, which is not decorrelated; filter its value in the outer query"
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.Or)):
         return ": it is correlated under OR, which is not decorrelated"
     return ""
+
+
+def _ancestors_upto(node: exp.Expression, top: exp.Expression):
+    node = node.parent
+    while node is not None and node is not top:
+        yield node
+        node = node.parent
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
@@ -229,7 +253,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             raise UnsupportedQuery(
                 f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
                 f"{'NOT ' if negative else ''}{what}), at {position(written)}"
-                f"{_why_not_decorrelated(query, query.meta.get(COARSE))}"
+                f"{_why_not_decorrelated(query, query.meta.get(COARSE), holder)}"
             )
         if control and clause in ("where", "having"):
             continue  # taken whole below, as it was before decorrelation
