@@ -215,6 +215,22 @@ def test_duckdbs_implicit_lateral_is_read_as_duckdb_reads_it(s, con):
         map(repr, con.sql(implicit).to_arrow_table().to_pylist()))
 
 
+@pytest.mark.parametrize("join", ["CROSS JOIN LATERAL", ", LATERAL", "JOIN LATERAL"])
+def test_lateral_before_an_unnest_is_the_join_duckdb_reads_without_it(s, con, join):
+    """``t CROSS JOIN LATERAL unnest(...)`` was refused ("LATERAL over anything but a joined subquery") where ``t,
+    unnest(...)`` ran: each row of the unnest has its t row's lineage (a new user's review)."""
+    sql = f"SELECT t.a, z.e FROM t {join} unnest([t.a, t.b]) AS z(e)" + (" ON TRUE" if join == "JOIN LATERAL" else "")
+    r = s.run(sql)
+    assert sorted(map(repr, r.table.to_pylist())) == sorted(map(repr, con.sql(sql).to_arrow_table().to_pylist()))
+    expected = Counter()
+    for oid, o in enumerate(T_ROWS):
+        for e in (o["a"], o["b"]):
+            expected[(repr((o["a"], e)), lineage_of(t={oid}))] += 1
+    assert got(r) == expected
+    with pytest.raises(dltrace.UnsupportedQuery, match="LATERAL over anything but a joined subquery"):
+        s.run("SELECT t.a, z.e FROM t LEFT JOIN LATERAL unnest([t.a]) AS z(e) ON TRUE")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["latest", "grouped", "left_on", "aggregated"])
 def test_lateral_join_on_spark(spark_session, name):

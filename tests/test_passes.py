@@ -39,6 +39,7 @@ from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
 from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
 from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
+from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.inner_joins import inner_joins
@@ -115,6 +116,7 @@ PASSES = {
     "pivots.sql": (None, pivots, "duckdb", "set"),
     "unpivots.sql": (None, pivots, "duckdb", "set"),
     "parenthesised_joins.sql": (None, parenthesised_joins, "duckdb", "set"),
+    "lateral_unnests.sql": (None, lateral_unnests, "duckdb", "set"),
     "nested_joins.sql": (qualify, nested_joins, "duckdb", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),
     "in_lists.sql": (None, in_lists, "duckdb", "set"),

@@ -58,6 +58,7 @@ from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
+from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
@@ -161,6 +162,7 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     # a parenthesised join hides its tables from them)
     tree = pivots(tree, context, copy=False)
     tree = parenthesised_joins(tree, context, copy=False)
+    tree = lateral_unnests(tree, context, copy=False)
     check_query(tree)
     on = resolve(clause, tree, context.schema) if clause is not None else None
     if on is not None and on.off:
