@@ -55,6 +55,8 @@ BAD = [
      "it has a HAVING of its own"),
     ("SELECT a, (SELECT count(*) FROM (SELECT DISTINCT c FROM u WHERE u.a = t.a) AS d) AS n FROM t",
      dltrace.UnsupportedQuery, "a derived table in its FROM reads the outer query"),
+    # DuckDB's rowid pseudo-column: said only "could not be resolved", a column the engine has
+    ("SELECT rowid, a FROM t", dltrace.UnknownColumn, "dl_rid is the row's id"),
     # sqlglot drops an empty list item: `a,, b` rewrote as `a, b`, where the engines raise a syntax error
     ("SELECT a,, b FROM t", dltrace.ParseError, "an empty item in a list"),
     ("SELECT coalesce(, a) FROM t", dltrace.ParseError, "an empty item in a list"),

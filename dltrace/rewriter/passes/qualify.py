@@ -51,6 +51,10 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
         )
     except OptimizeError as e:
         text = str(e).splitlines()[0]
+        if text.startswith("Column 'rowid' could not be resolved"):  # (DuckDB's pseudo-column: no column of a schema)
+            raise UnknownColumn(f"cannot resolve the query's columns: {text}: rowid is DuckDB's storage position, "
+                                f"which dltrace does not read; dl_rid is the row's id (its position in the source)") \
+                from None
         raise UnknownColumn(_ambiguity(tree, schema, context.dialect, text)
                             or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
