@@ -56,6 +56,7 @@ from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.nested_joins import nested_joins
+from dltrace.rewriter.passes.lateral_views import lateral_views
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
@@ -133,7 +134,7 @@ def _ancestors_upto(node: exp.Expression, top: exp.Expression):
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, group_by_all,
+                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, lateral_views, group_by_all,
                    lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name, quantified_types,
                    decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 

@@ -157,6 +157,28 @@ _UNSUPPORTED = {
 }
 
 
+# generators a LATERAL VIEW may call, by class or by name (sqlglot reads json_tuple as a plain call)
+_VIEW_GENERATORS = (exp.Explode, exp.Inline, exp.Stack)
+_VIEW_GENERATOR_NAMES = ("json_tuple",)
+
+
+def check_lateral_view(view: exp.Lateral) -> None:
+    """Refuse a Spark LATERAL VIEW that :mod:`.passes.lateral_views` does not write as a derived table."""
+    where = position(view)
+    alias = view.args.get("alias")
+    if alias is None or not alias.columns:
+        raise UnsupportedQuery(f"a LATERAL VIEW without column names is not supported: name them (LATERAL VIEW "
+                               f"explode(x) t AS c), at {where}")
+    generator = view.this
+    named = isinstance(generator, exp.Anonymous) and generator.name.lower() in _VIEW_GENERATOR_NAMES
+    if not isinstance(generator, _VIEW_GENERATORS) and not named:
+        raise UnsupportedQuery(f"a LATERAL VIEW over {generator.sql('spark')[:40]} is not supported (explode, "
+                               f"posexplode, inline, stack and json_tuple are), at {where}")
+    if view.args.get("outer") and not isinstance(generator, exp.Explode):
+        raise UnsupportedQuery(f"LATERAL VIEW OUTER over {type(generator).__name__.lower()} is not supported "
+                               f"(explode and posexplode are), at {where}")
+
+
 # where a query may sit inside another one (every other position hides it from the lineage rules)
 _QUERY_HOLDERS = (exp.Subquery, exp.Exists, exp.All, exp.Any, exp.SetOperation, exp.CTE, exp.In)
 
@@ -173,8 +195,11 @@ def check_query(tree: exp.Expression) -> None:
         for cls, name in _UNSUPPORTED.items():
             if isinstance(node, cls):
                 raise UnsupportedQuery(f"{name} is not supported, at {position(node)}")
-        if isinstance(node, exp.Lateral) and (node.args.get("view") or not isinstance(node.this, exp.Subquery)
-                                              or not isinstance(node.parent, exp.Join)):
+        if isinstance(node, exp.Lateral) and node.args.get("view") and node.arg_key == "laterals" \
+                and isinstance(node.parent, exp.Select):
+            check_lateral_view(node)  # (passes/lateral_views.py writes it as a derived table)
+        elif isinstance(node, exp.Lateral) and (node.args.get("view") or not isinstance(node.this, exp.Subquery)
+                                                or not isinstance(node.parent, exp.Join)):
             # (a LATERAL subquery joined after the items it reads is a join: passes/lateral_joins.py)
             what = "LATERAL VIEW" if node.args.get("view") else "LATERAL over anything but a joined subquery"
             raise UnsupportedQuery(f"{what} is not supported, at {position(node)}")

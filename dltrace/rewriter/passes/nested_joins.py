@@ -83,7 +83,7 @@ def _as_derived(select: exp.Select, join: exp.Join, alias: str) -> exp.Select:
         if outside is not None:
             raise UnsupportedQuery(f"a parenthesised join's ON reads {outside.sql()}, outside its own tables "
                                    f"({', '.join(sorted(tables))}), at {where}")
-    reads = [c for c in _columns_read(select, paren) if c.table.lower() in tables]
+    reads = [c for c in columns_read(select, paren) if c.table.lower() in tables]
     names: dict[tuple[str, str], str] = {}
     for column in reads:
         names.setdefault((column.table.lower(), column.name), f"{alias}_{len(names)}")
@@ -98,8 +98,8 @@ def _as_derived(select: exp.Select, join: exp.Join, alias: str) -> exp.Select:
     return derived
 
 
-def _columns_read(select: exp.Select, paren: exp.Subquery) -> list[exp.Column]:
-    """The columns of ``select``'s scope outside ``paren`` -- its own clauses and the subqueries that read it, but
+def columns_read(select: exp.Select, paren: exp.Expression) -> list[exp.Column]:
+    """The columns of ``select``'s scope outside ``paren`` (a parenthesis, a LATERAL VIEW) -- its own clauses and the subqueries that read it, but
     not a SELECT in between whose FROM has a table of the same name (that one's) -- by their qualifier."""
     out = []
     for column in select.find_all(exp.Column):

@@ -184,9 +184,9 @@ def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | No
                 outer = outer.parent
             if outer is not None and fields is _UNKNOWN:
                 raise UnsupportedQuery(f"{column.sql()} reads an enclosing query's table {column.table!r}, and this "
-                                       f"subquery's sources may have a column of that name (a * over a set "
-                                       f"operation reading a CTE), whose field the engine would read: list their "
-                                       f"columns, at {position(column)}")
+                                       f"subquery's sources may have a column of that name (a * with EXCLUDE, "
+                                       f"REPLACE or RENAME, or over a set operation reading a CTE), whose field the "
+                                       f"engine would read: list their columns, at {position(column)}")
             if outer is not None:
                 raise UnsupportedQuery(f"{column.sql()} names a column {column.table!r} of this subquery's sources "
                                        f"(a field of it) and an enclosing query's table {column.table!r}, at "
@@ -211,17 +211,34 @@ def _may_have_fields(scope, name: str, lower: dict, ctes: dict, past_plain_colum
     return False
 
 
-_TYPES_WITH_FIELDS = ("STRUCT", "ROW", "UNION", "MAP", "VARIANT", "OBJECT")
+# DuckDB 2.0.1 reads `x.f` as a field of a struct, union, map, JSON or GEOMETRY column (its error lists those)
+_TYPES_WITH_FIELDS = ("STRUCT", "ROW", "UNION", "MAP", "VARIANT", "OBJECT", "JSON", "GEOMETRY")
 _UNKNOWN = "unknown"  # (_may_have_fields: the sources' columns cannot be listed)
 
 
 def _typed_columns(source, lower: dict, ctes: dict) -> dict[str, str | None] | None:
     """``{lower-case column: type text or None when not known}`` of a scope's source: a table's from the schema, a
-    derived table's or CTE's from its SELECT list (a ``*`` by its sources', a plain column by its source's); None when
-    its columns cannot be listed (a set operation's ``*``)."""
+    derived table's or CTE's from its SELECT list (a ``*`` by its sources', a plain column by its source's) under the
+    names its column list gives (``WITH c(x) AS ...``); None when its columns cannot be listed (a set operation's
+    ``*``, a ``*`` with EXCLUDE / REPLACE / RENAME)."""
+    columns = _select_columns(source, lower, ctes)
+    query = getattr(source, "expression", None)
+    holder = query.parent if query is not None else None
+    alias = holder.args.get("alias") if isinstance(holder, (exp.CTE, exp.Subquery)) else None
+    if columns is None or alias is None or not alias.columns:
+        return columns
+    if len(alias.columns) > len(columns):
+        return None
+    kinds = list(columns.values())
+    renamed = {c.name.lower(): kinds[j] for j, c in enumerate(alias.columns)}
+    return {**renamed, **{n: k for j, (n, k) in enumerate(columns.items()) if j >= len(alias.columns)}}
+
+
+def _select_columns(source, lower: dict, ctes: dict) -> dict[str, str | None] | None:
+    """:func:`_typed_columns` under the names the source's SELECT list gives."""
     if isinstance(source, exp.Table):
         listed = source.args.get("alias") is not None and source.args["alias"].columns
-        if listed or not isinstance(source.this, exp.Identifier):  # (`range(3) AS r(v)`: the names it lists, types not known)
+        if listed or not isinstance(source.this, exp.Identifier):  # (`range(3) AS r(v)`: its names, types unknown)
             return {c.name.lower(): None for c in listed or []}
         columns = lower.get(source.name.lower())
         if columns is None and source.name.lower() in ctes:  # (a CTE read inside a set operation's first SELECT)
@@ -241,6 +258,10 @@ def _typed_columns(source, lower: dict, ctes: dict) -> dict[str, str | None] | N
     out: dict[str, str | None] = {}
     for item in query.expressions:
         star = isinstance(item, exp.Star) or isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        modified = star and any((item if isinstance(item, exp.Star) else item.this).args.get(k)
+                                for k in ("except", "replace", "rename"))
+        if modified:  # (the names and types it gives are not its sources')
+            return None
         if star:
             picked = list(subs.values()) if isinstance(item, exp.Star) else [subs.get(item.table.lower())]
             for sub in picked:
