@@ -48,6 +48,7 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
+from dltrace.rewriter.passes.lateral_views import lateral_views
 from dltrace.rewriter.passes.pack_ids import pack_ids
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.semi_joins import semi_joins
@@ -118,6 +119,7 @@ PASSES = {
     "parenthesised_joins.sql": (None, parenthesised_joins, "duckdb", "set"),
     "lateral_unnests.sql": (None, lateral_unnests, "duckdb", "set"),
     "nested_joins.sql": (qualify, nested_joins, "duckdb", "set"),
+    "lateral_views.sql": (qualify, lateral_views, "spark", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),
     "in_lists.sql": (None, in_lists, "duckdb", "set"),
     "quantified_types.sql": (qualify, quantified_types, "duckdb", "set"),

@@ -134,9 +134,9 @@ def _ancestors_upto(node: exp.Expression, top: exp.Expression):
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, lateral_views, group_by_all,
-                   lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name, quantified_types,
-                   decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, lateral_views,
+                   group_by_all, lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name,
+                   quantified_types, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,9 @@ def _as_derived(select: exp.Select, join: exp.Join, alias: str) -> exp.Select:
 
 
 def columns_read(select: exp.Select, paren: exp.Expression) -> list[exp.Column]:
-    """The columns of ``select``'s scope outside ``paren`` (a parenthesis, a LATERAL VIEW) -- its own clauses and the subqueries that read it, but
-    not a SELECT in between whose FROM has a table of the same name (that one's) -- by their qualifier."""
+    """The columns of ``select``'s scope outside ``paren`` (a parenthesis, a LATERAL VIEW) -- its own clauses and the
+    subqueries that read it, but not a SELECT in between whose FROM has a table of the same name (that one's) -- by
+    their qualifier."""
     out = []
     for column in select.find_all(exp.Column):
         if not column.table or _inside(column, paren):
