@@ -1,0 +1,55 @@
+"""Parenthesised GROUP BY keys written as the keys they group by.
+
+``GROUP BY ()`` is the empty grouping set: one group over every row, and over no rows too -- the same rows as no
+GROUP BY where the SELECT aggregates (a global aggregate also has its one row over no rows, and HAVING filters it
+alike). DuckDB reads ``GROUP BY (a, b)`` as one grouping set of a and b (``GROUP BY a, b``; a number inside is a
+position, as outside), and ``GROUP BY a, ()`` as the product of the sets, ``GROUP BY a``. The rules read plain keys;
+a tuple was read as a key of its own (backward tracing wrote ``() AS _dl_g0``, which DuckDB does not parse, and
+traced ``GROUP BY (1, 2)`` by two constants), and a HAVING over ``GROUP BY ()`` lost the row over no input rows.
+
+Valid where the GROUP BY holds no grouping sets, ROLLUP, CUBE or ALL; on Spark only ``()`` is taken (its reading of a
+tuple of positions is left to the rules as it was). A SELECT that does not aggregate keeps ``GROUP BY ()``: its one
+row over no rows would be lost. Applied before the checks.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.shape import aggregates
+
+
+def grouping_tuples(expression: exp.Expression, context: PassContext | None = None,
+                    copy: bool = True) -> exp.Expression:
+    if not any(_takes(group) for group in expression.find_all(exp.Group)):
+        return expression
+    flatten = context is None or context.dialect == "duckdb"
+    tree = exp.maybe_copy(expression, copy)
+    for group in list(tree.find_all(exp.Group)):
+        if not _takes(group):
+            continue
+        select = group.parent
+        keys = _flat(group.expressions) if flatten else [k for k in group.expressions if not _empty(k)]
+        if keys and (flatten or len(keys) < len(group.expressions)):
+            group.set("expressions", keys)
+        elif not keys and any(aggregates(clause, select) for clause in [*select.expressions, select.args.get("having")]
+                              if clause is not None):
+            select.set("group", None)
+    return tree
+
+
+def _takes(group: exp.Group) -> bool:
+    if not isinstance(group.parent, exp.Select) or group.args.get("all") or any(
+            group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
+        return False
+    return any(isinstance(k, exp.Tuple) for k in group.expressions) and not any(
+        isinstance(k, (exp.GroupingSets, exp.Cube, exp.Rollup)) for k in group.expressions)
+
+
+def _empty(key: exp.Expression) -> bool:
+    return isinstance(key, exp.Tuple) and all(_empty(k) for k in key.expressions)
+
+
+def _flat(keys: list[exp.Expression]) -> list[exp.Expression]:
+    return [k for e in keys for k in (_flat(e.expressions) if isinstance(e, exp.Tuple) else [e])]
