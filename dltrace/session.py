@@ -230,24 +230,36 @@ def connect(engine: str = "duckdb", **options: Any) -> Session:
 __all__ = ["Session", "connect", "ParquetSource"]
 
 
-# statements that change the engine's tables or settings: s.sql runs what reads them (a query, DESCRIBE, SHOW, ...);
-# one of these dropped or replaced a table under the session (a user's own, on a guest connection) without a word
-_CHANGES = (sqlglot.exp.Create, sqlglot.exp.Drop, sqlglot.exp.Insert, sqlglot.exp.Update, sqlglot.exp.Delete,
-            sqlglot.exp.Merge, sqlglot.exp.Alter, sqlglot.exp.TruncateTable, sqlglot.exp.Set, sqlglot.exp.Attach,
-            sqlglot.exp.Detach, sqlglot.exp.Command)
-_READING_COMMANDS = ("EXPLAIN", "SUMMARIZE", "SHOW", "DESCRIBE", "PRAGMA", "CALL")  # (what sqlglot keeps as text)
+# s.sql runs what reads the engine's tables: a query, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, a PRAGMA or CALL of the
+# engine's catalog functions. Anything else may change the tables or settings under the session (DROP TABLE dropped
+# a user's own table on a guest connection; COPY ... FROM added rows to an adopted one, and the next run answered from
+# the rows it had copied; PRAGMA enable_profiling printed a plan after every query): refused, by name
+_READS = (sqlglot.exp.Query, sqlglot.exp.Values, sqlglot.exp.Pivot, sqlglot.exp.Describe, sqlglot.exp.Show,
+          sqlglot.exp.Summarize)
+_READING_COMMANDS = ("EXPLAIN", "SUMMARIZE", "SHOW", "DESCRIBE")  # (what sqlglot keeps as text)
+# the engines' catalog functions a PRAGMA or CALL may name (DuckDB's pragma_table_info, duckdb_tables(), ...)
+_CATALOG_CALLS = ("table_info", "show", "database_size", "storage_info", "version", "platform", "functions",
+                  "collations", "duckdb_", "pragma_")
 
 
 def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
+    if isinstance(tree, _READS):
+        return
+    if isinstance(tree, sqlglot.exp.Command):
+        word = tree.name.upper()
+        text = tree.expression.name.strip().lower() if isinstance(tree.expression, sqlglot.exp.Literal) else ""
+        if word in _READING_COMMANDS or word == "CALL" and text.startswith(_CATALOG_CALLS):
+            return
+    elif isinstance(tree, sqlglot.exp.Pragma):
+        called = tree.this.name.lower() if tree.this is not None else ""
+        if not isinstance(tree.this, sqlglot.exp.EQ) and called.startswith(_CATALOG_CALLS):
+            return
+        word = "PRAGMA"
+    else:
+        word = tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
     if isinstance(tree, sqlglot.exp.Create):
         raise UnsupportedQuery("s.sql runs queries; CREATE ... AS <query> goes through s.run, which registers the "
                                "result with its lineage (other statements: on your own connection or SparkSession)")
-    if isinstance(tree, sqlglot.exp.Command) and tree.name.upper() in _READING_COMMANDS:
-        return
-    if isinstance(tree, _CHANGES):
-        word = tree.name.upper() if isinstance(tree, sqlglot.exp.Command) else \
-            tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
-        raise UnsupportedQuery(f"s.sql runs queries, not {word} statements: run those on your own connection or "
-                               f"SparkSession (connect(..., connection=/spark=)), whose tables the session then "
-                               f"adopts")
-
+    raise UnsupportedQuery(f"s.sql runs queries and what reads the tables, not {word} statements: run those on your "
+                           f"own connection or SparkSession (connect(..., connection=/spark=)), whose tables the "
+                           f"session then adopts")

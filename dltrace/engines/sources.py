@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,7 @@ def _delimiter(path: Path) -> str:
             header = f.readline(1 << 16)
     except OSError:
         return default  # (the reader says what is wrong)
+    header = re.sub(r'"(?:[^"]|"")*"', "", header)  # (a quoted name's own delimiters do not count: "a,x";b)
     if default in header:
         return default
     return next((d for d in (";", "|", "\t", ",") if d in header), default)
