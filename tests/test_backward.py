@@ -277,6 +277,7 @@ EXTRA = [
     # positions inside a tuple: the trace grouped by two constants (every row's lineage the whole table), and a
     # HAVING over GROUP BY () lost its row over no rows (forward too: a review's finds)
     ("group_by_tuple_positions", "SELECT a, b, count(*) AS n FROM t GROUP BY (1, 2)", True),
+    ("group_by_paren_position", "SELECT a, count(*) AS n FROM t GROUP BY ((1)), ()", True),
     ("group_by_empty_having", "SELECT count(*) AS n FROM t WHERE a > 100 GROUP BY () HAVING count(*) < 1", True),
 ]
 

@@ -3,7 +3,8 @@
 ``GROUP BY ()`` is the empty grouping set: one group over every row, and over no rows too -- the same rows as no
 GROUP BY where the SELECT aggregates (a global aggregate also has its one row over no rows, and HAVING filters it
 alike). DuckDB reads ``GROUP BY (a, b)`` as one grouping set of a and b (``GROUP BY a, b``; a number inside is a
-position, as outside), and ``GROUP BY a, ()`` as the product of the sets, ``GROUP BY a``. The rules read plain keys;
+position, as outside, and so is one in parentheses, ``GROUP BY (1)``), and ``GROUP BY a, ()`` as the product of the
+sets, ``GROUP BY a``. The rules read plain keys;
 a tuple was read as a key of its own (backward tracing wrote ``() AS _dl_g0``, which DuckDB does not parse, and
 traced ``GROUP BY (1, 2)`` by two constants), and a HAVING over ``GROUP BY ()`` lost the row over no input rows.
 
@@ -31,6 +32,8 @@ def grouping_tuples(expression: exp.Expression, context: PassContext | None = No
             continue
         select = group.parent
         keys = _flat(group.expressions) if flatten else [k for k in group.expressions if not _empty(k)]
+        if not flatten and not any(_empty(k) for k in group.expressions):
+            continue  # (Spark: a parenthesis or tuple of keys is left as written)
         if keys and (flatten or len(keys) < len(group.expressions)):
             group.set("expressions", keys)
         elif not keys and any(aggregates(clause, select) for clause in [*select.expressions, select.args.get("having")]
@@ -43,7 +46,7 @@ def _takes(group: exp.Group) -> bool:
     if not isinstance(group.parent, exp.Select) or group.args.get("all") or any(
             group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
         return False
-    return any(isinstance(k, exp.Tuple) for k in group.expressions) and not any(
+    return any(isinstance(k, (exp.Tuple, exp.Paren)) for k in group.expressions) and not any(
         isinstance(k, (exp.GroupingSets, exp.Cube, exp.Rollup)) for k in group.expressions)
 
 
@@ -52,4 +55,11 @@ def _empty(key: exp.Expression) -> bool:
 
 
 def _flat(keys: list[exp.Expression]) -> list[exp.Expression]:
-    return [k for e in keys for k in (_flat(e.expressions) if isinstance(e, exp.Tuple) else [e])]
+    """The keys, each tuple by its elements and each parenthesis by what it holds (DuckDB reads ``GROUP BY (1)`` as
+    a position, as ``GROUP BY 1``: the trace grouped by the constant)."""
+    out = []
+    for key in keys:
+        while isinstance(key, exp.Paren):
+            key = key.this
+        out += _flat(key.expressions) if isinstance(key, exp.Tuple) else [key]
+    return out

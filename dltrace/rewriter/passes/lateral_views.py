@@ -38,11 +38,28 @@ def lateral_views(expression: exp.Expression, context: PassContext | None = None
         return expression
     tree = exp.maybe_copy(expression, copy)
     counter = 0
-    for select in list(tree.find_all(exp.Select)):
+    # innermost first: a subquery's own view of a name the outer query's view also has (`v.x` inside and outside)
+    # is then a derived table of its own before the outer view's columns are read back (the outer one's rewiring took
+    # the inner `v.x` for its own: another answer, found by a review)
+    for select in reversed(list(tree.find_all(exp.Select))):
         while select.args.get("laterals"):
             counter += 1
-            _as_derived(select, select.args["laterals"][0], f"{ALIAS}{counter}")
+            view = select.args["laterals"][0]
+            if context is not None and context.dialect != "spark":
+                _check_transpiled(view, context.dialect)
+            _as_derived(select, view, f"{ALIAS}{counter}")
     return tree
+
+
+def _check_transpiled(view: exp.Lateral, dialect: str) -> None:
+    """Refuse a view read from Spark SQL on another engine that its translation would change: the engines have no
+    OUTER form of their unnest, nor posexplode / inline / stack / json_tuple (DuckDB answered OUTER posexplode without
+    its rows of NULLs, and raised for the others)."""
+    generator = view.this
+    if view.args.get("outer") or type(generator) is not exp.Explode:
+        raise UnsupportedQuery(f"a LATERAL VIEW {'OUTER ' if view.args.get('outer') else ''}over "
+                               f"{generator.sql('spark')[:40]} read from Spark SQL is not supported on {dialect} "
+                               f"(explode without OUTER is; or run it on Spark), at {position(view)}")
 
 
 def _as_derived(select: exp.Select, view: exp.Lateral, alias: str) -> None:
