@@ -334,6 +334,15 @@ def item_names(select: exp.Select, repeated: bool = False):
     return out if repeated else set(out)
 
 
+def is_within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    """Is ``node`` ``ancestor`` or below it?"""
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
 def names_of(items: list[exp.Expression]) -> list[str]:
     """The names (aliases, lower case) of FROM items in order, a parenthesised join's by the tables inside it; an
     item without a name has none."""

@@ -27,7 +27,7 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import check_lateral_view, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.nested_joins import columns_read
-from dltrace.rewriter.shape import from_items, names_of
+from dltrace.rewriter.shape import from_items, is_within, names_of
 
 ALIAS = "_dl_lv"  # the derived table's alias prefix (numbered), its columns' (``_dl_lv1_0``, ``_dl_lv1_g0``)
 
@@ -76,7 +76,7 @@ def _as_derived(select: exp.Select, view: exp.Lateral, alias: str) -> None:
     generated = {name.lower(): f"{alias}_g{j}" for j, name in enumerate(outs)}
     relation = [select.args["from_"], *(select.args.get("joins") or [])]  # (moved into the derived table as it is)
     reads = [c for c in columns_read(select, view) if c.table.lower() in tables | {view_name}
-             and not any(_inside(c, node) for node in relation)]
+             and not any(is_within(c, node) for node in relation)]
     names: dict[tuple[str, str], str] = {}
     for column in reads:
         if column.table.lower() != view_name:
@@ -108,11 +108,3 @@ def _as_derived(select: exp.Select, view: exp.Lateral, alias: str) -> None:
         this=exp.to_identifier(alias, quoted=True)))))
     select.set("joins", None)
     select.set("laterals", rest or None)
-
-
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False

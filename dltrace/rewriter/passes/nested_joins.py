@@ -25,7 +25,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import is_paren, item_names, names_of
+from dltrace.rewriter.shape import is_paren, is_within, item_names, names_of
 
 ALIAS = "_dl_nj"  # the derived table's alias prefix (numbered), and its columns' (``_dl_nj1_0``)
 
@@ -104,7 +104,7 @@ def columns_read(select: exp.Select, paren: exp.Expression) -> list[exp.Column]:
     their qualifier."""
     out = []
     for column in select.find_all(exp.Column):
-        if not column.table or _inside(column, paren):
+        if not column.table or is_within(column, paren):
             continue
         node = column.find_ancestor(exp.Select)
         shadowed = False
@@ -116,11 +116,3 @@ def columns_read(select: exp.Select, paren: exp.Expression) -> list[exp.Column]:
         if not shadowed and node is select:
             out.append(column)
     return out
-
-
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
