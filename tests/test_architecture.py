@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # "dltrace": the package's own __init__, not its submodules; pipelines run steps on a session
     ("session", ("dltrace.session", "dltrace.pipelines", "dltrace")),
     ("tpch", ("dltrace.tpch",)),
-    ("cli", ("dltrace.cli",)),
+    ("cli", ("dltrace.cli", "dltrace.__main__")),  # (__main__: `python -m dltrace`, the command)
 ]
 
 #: Function-local imports allowed anywhere: pyspark and py4j are slow to import and needed only on Spark, so a

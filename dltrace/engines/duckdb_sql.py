@@ -77,6 +77,7 @@ class DuckDBFunctions(LineageFunctions):
     generator_column_takes_alias = True  # DuckDB 2.0.1: SELECT * FROM range(3) AS q has one column "q"
     # DuckDB 2.0.1: in EXISTS (SELECT 1 FROM items WHERE items.o = o.id), an INTEGER column items.o is passed over
     outer_table_past_a_plain_column = True
+    parenthesised_group_keys = True  # DuckDB 2.0.1: GROUP BY (1) groups by the first item, GROUP BY (a, b) by a and b
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

@@ -150,6 +150,13 @@ class LineageFunctions:
     #: enclosing query's table, reads that table's column ``f`` (Spark raises: it extracts from the column whatever
     #: its type; :func:`dltrace.rewriter.passes.qualify.check_fields_named_like_outer_tables`)
     outer_table_past_a_plain_column: ClassVar[bool] = False
+    #: ``GROUP BY (a, 2)`` groups by a and the second item, and a parenthesis by what it holds, ``GROUP BY (1)`` by the
+    #: first item (:mod:`dltrace.rewriter.passes.grouping_tuples`; elsewhere only ``GROUP BY ()`` is read so)
+    parenthesised_group_keys: ClassVar[bool] = False
+    #: the engine runs Spark's generators as Spark does: posexplode, inline, stack, json_tuple and the ``_outer``
+    #: forms (a LATERAL VIEW read from Spark SQL elsewhere runs as plain explode only:
+    #: :mod:`dltrace.rewriter.passes.lateral_views`)
+    spark_generators: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

@@ -91,6 +91,7 @@ class SparkFunctions(LineageFunctions):
     names_columns_as_written = True
     # Spark 4: SELECT * FROM range(3) has one column "id"
     row_generators = {"range": ("id",)}
+    spark_generators = True
     # collect_list / collect_set are [] over no rows on Spark, and count_if 0
     empty_by_class = {**dict.fromkeys(NULL_ON_BOTH, "null"), **dict.fromkeys(ZERO_ON_BOTH, "zero"),
                       exp.ArrayAgg: "empty_array", exp.ArrayUniqueAgg: "empty_array", exp.CountIf: "zero"}

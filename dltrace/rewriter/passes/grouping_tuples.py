@@ -8,8 +8,9 @@ sets, ``GROUP BY a``. The rules read plain keys;
 a tuple was read as a key of its own (backward tracing wrote ``() AS _dl_g0``, which DuckDB does not parse, and
 traced ``GROUP BY (1, 2)`` by two constants), and a HAVING over ``GROUP BY ()`` lost the row over no input rows.
 
-Valid where the GROUP BY holds no grouping sets, ROLLUP, CUBE or ALL; on Spark only ``()`` is taken (its reading of a
-tuple of positions is left to the rules as it was). A SELECT that does not aggregate keeps ``GROUP BY ()``: its one
+Valid where the GROUP BY holds no grouping sets, ROLLUP, CUBE or ALL; elsewhere than on DuckDB
+(``LineageFunctions.parenthesised_group_keys``) only ``()`` is taken (Spark's reading of a tuple of positions is left
+to the rules as it was). A SELECT that does not aggregate keeps ``GROUP BY ()``: its one
 row over no rows would be lost. Applied before the checks.
 """
 
@@ -25,7 +26,7 @@ def grouping_tuples(expression: exp.Expression, context: PassContext | None = No
                     copy: bool = True) -> exp.Expression:
     if not any(_takes(group) for group in expression.find_all(exp.Group)):
         return expression
-    flatten = context is None or context.dialect == "duckdb"
+    flatten = context is None or context.fns.parenthesised_group_keys
     tree = exp.maybe_copy(expression, copy)
     for group in list(tree.find_all(exp.Group)):
         if not _takes(group):

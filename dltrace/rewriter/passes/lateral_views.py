@@ -45,7 +45,7 @@ def lateral_views(expression: exp.Expression, context: PassContext | None = None
         while select.args.get("laterals"):
             counter += 1
             view = select.args["laterals"][0]
-            if context is not None and context.dialect != "spark":
+            if context is not None and not context.fns.spark_generators:
                 _check_transpiled(view, context.dialect)
             _as_derived(select, view, f"{ALIAS}{counter}")
     return tree
