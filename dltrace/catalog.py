@@ -202,7 +202,9 @@ class Catalog(StaleChecks):
                 raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
         if query is not None and not isinstance(query, exp.Expression):
             raise ArgumentError(f"query must be SQL text, a parsed sqlglot expression or None, got {got(query)}")
-        wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)}
+        wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)} | {
+            a.this.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Anonymous)
+            for a in t.this.expressions if isinstance(a, exp.Literal) and a.is_string}  # (Spark's IDENTIFIER('t'))
         return {name: self.table_columns(name, current=True) for name in self.tables
                 if wanted is None or name in wanted}
 

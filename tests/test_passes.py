@@ -41,6 +41,7 @@ from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
+from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.inner_joins import inner_joins
@@ -120,6 +121,7 @@ PASSES = {
     "parenthesised_joins.sql": (None, parenthesised_joins, "duckdb", "set"),
     "lateral_unnests.sql": (None, lateral_unnests, "duckdb", "set"),
     "grouping_tuples.sql": (None, grouping_tuples, "duckdb", "set"),
+    "identifier_tables.sql": (None, identifier_tables, "spark", "set"),
     "nested_joins.sql": (qualify, nested_joins, "duckdb", "set"),
     "lateral_views.sql": (qualify, lateral_views, "spark", "set"),
     "column_lists.sql": (None, column_lists, "duckdb", "set"),

@@ -229,3 +229,14 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         guest.run("SELECT a FROM x")
     guest.close()  # what dltrace made went with the connection: nothing to drop, no error
     s.close()
+
+
+def test_spark_identifier_clause_reads_the_table_it_names():
+    """Spark's FROM IDENTIFIER('t') was refused as a table function without row ids, naming a table the session had
+    (a new Spark user's review); DuckDB has no such clause, and its error for the call stands."""
+    schema = {"cust": {"a": "INT"}}
+    sql = "SELECT c.a FROM IDENTIFIER('cust') AS c WHERE c.a > 1"
+    assert dltrace.rewrite(sql, dialect="spark", schema=schema) == \
+        dltrace.rewrite("SELECT c.a FROM cust AS c WHERE c.a > 1", dialect="spark", schema=schema)
+    with pytest.raises(dltrace.UnsupportedQuery, match="table function"):
+        dltrace.rewrite(sql, dialect="duckdb", schema=schema)

@@ -211,3 +211,14 @@ def test_a_collated_string_key_is_tested_once_per_group(s, spark_session):
     except dltrace.UnsupportedQuery:
         return  # refused by name: never a wrong answer
     assert rows(got.table) == expected
+
+
+def test_identifier_clause_reads_the_registered_table(s):
+    """``FROM IDENTIFIER('h_t')`` was refused as a table function without row ids, naming a registered table (a new
+    Spark user's review): it reads the table, rows and lineage as written plainly."""
+    sql = "SELECT x.id, h_u.y FROM IDENTIFIER('h_t') AS x JOIN h_u ON x.k = h_u.k"
+    r, plain = s.run(sql), s.run(sql.replace("IDENTIFIER('h_t')", "h_t"))
+    assert rows(r.table) == rows(plain.table) == rows(s.sql(sql))
+    assert sorted(map(repr, (r.lineage(i) for i in range(r.num_rows)))) == \
+        sorted(map(repr, (plain.lineage(i) for i in range(plain.num_rows))))
+    assert s.trace(sql).num_rows == r.num_rows

@@ -157,6 +157,9 @@ class LineageFunctions:
     #: forms (a LATERAL VIEW read from Spark SQL elsewhere runs as plain explode only:
     #: :mod:`dltrace.rewriter.passes.lateral_views`)
     spark_generators: ClassVar[bool] = False
+    #: ``FROM IDENTIFIER('t')`` reads the table ``t`` (Spark's identifier clause;
+    #: :mod:`dltrace.rewriter.passes.identifier_tables`)
+    identifier_clause: ClassVar[bool] = False
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:

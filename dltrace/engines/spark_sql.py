@@ -92,6 +92,7 @@ class SparkFunctions(LineageFunctions):
     # Spark 4: SELECT * FROM range(3) has one column "id"
     row_generators = {"range": ("id",)}
     spark_generators = True
+    identifier_clause = True  # Spark 4: SELECT * FROM IDENTIFIER('t') reads t
     # collect_list / collect_set are [] over no rows on Spark, and count_if 0
     empty_by_class = {**dict.fromkeys(NULL_ON_BOTH, "null"), **dict.fromkeys(ZERO_ON_BOTH, "zero"),
                       exp.ArrayAgg: "empty_array", exp.ArrayUniqueAgg: "empty_array", exp.CountIf: "zero"}

@@ -61,6 +61,7 @@ from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
+from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
@@ -166,6 +167,7 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     tree = parenthesised_joins(tree, context, copy=False)
     tree = lateral_unnests(tree, context, copy=False)
     tree = grouping_tuples(tree, context, copy=False)
+    tree = identifier_tables(tree, context, copy=False)
     check_query(tree)
     on = resolve(clause, tree, context.schema) if clause is not None else None
     if on is not None and on.off:
