@@ -305,7 +305,7 @@ class SegmentSql:
     def groups_query(self, node: Node) -> exp.Select:
         """An aggregation's groups with every group key beside the output (``_dl_g<j>``), no DISTINCT."""
         select, _ = self.select(node.query, node.env, prov=False)
-        for k in ("distinct", "order", "limit", "offset", "fetch"):
+        for k in ("distinct", "order", "limit", "offset", "fetch", "sort", "distribute", "cluster"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
             select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)

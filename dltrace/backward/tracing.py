@@ -61,7 +61,9 @@ class Builder(SegmentSql):
             arg = next(e.unalias().this for e in select.expressions if e.alias_or_name == node.array_col)
             projection.append(exp.alias_(arg.copy(), "_dl_a", quoted=True))
         select.set("expressions", projection)
-        drop = ["order", "limit", "offset", "fetch", "distinct"]
+        # (Spark's SORT BY, DISTRIBUTE BY and CLUSTER BY place rows, keep them all, and may read an output alias the
+        # match columns replace)
+        drop = ["order", "limit", "offset", "fetch", "distinct", "sort", "distribute", "cluster"]
         if node.kind == "agg":
             drop += ["group", "having", "qualify", "windows"]
         for k in drop:
