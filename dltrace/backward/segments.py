@@ -31,6 +31,7 @@ from dltrace.rewriter.parse import position
 from dltrace.rewriter.shape import aggregates
 from dltrace.rewriter.passes.array_witness import with_variable_as
 from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
+from dltrace.rewriter.passes.grouping_tuples import flat_keys
 
 BW_ID = "dl_bw_id"  # meta key: a stable id for every query node of the normalised tree (survives .copy())
 
@@ -103,7 +104,9 @@ def group_keys(select: exp.Select) -> list[exp.Expression]:
         raise UnsupportedQuery(f"GROUP BY ... WITH TOTALS is not supported by backward tracing, at {position(group)}")
     if group.args.get("all"):  # (the analysis wrote it as its keys: passes/group_by_all.py)
         raise UnsupportedQuery(f"GROUP BY ALL is not supported here, at {position(group)}")
-    return _flat_keys(group.expressions)
+    # (a tuple by its elements: GROUP BY (a, b) groups by a and b, () by nothing -- the grand total; the analysis
+    # wrote DuckDB's so already, passes/grouping_tuples.py, and Spark's parentheses stay keys as the rules read them)
+    return flat_keys(group.expressions, parentheses=False)
 
 
 def _untuple_group(select: exp.Select, keys: list[exp.Expression]) -> None:
@@ -121,12 +124,6 @@ def _untuple_group(select: exp.Select, keys: list[exp.Expression]) -> None:
     else:  # (one row over no rows as well: no aggregate of this SELECT says so without the GROUP BY)
         raise UnsupportedQuery(f"GROUP BY () without an aggregate function is not supported by backward tracing, "
                                f"at {position(group)}")
-
-
-def _flat_keys(keys: list[exp.Expression]) -> list[exp.Expression]:
-    """Grouping keys with each tuple by its elements: ``GROUP BY (a, b)`` groups by a and b, and ``()`` by nothing
-    (the grand total, one group over no rows too)."""
-    return [k for e in keys for k in (_flat_keys(e.expressions) if isinstance(e, exp.Tuple) else [e])]
 
 
 # -- CTEs ----------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def grouping_tuples(expression: exp.Expression, context: PassContext | None = No
         if not _takes(group):
             continue
         select = group.parent
-        keys = _flat(group.expressions) if flatten else [k for k in group.expressions if not _empty(k)]
+        keys = flat_keys(group.expressions) if flatten else [k for k in group.expressions if not _empty(k)]
         if not flatten and not any(_empty(k) for k in group.expressions):
             continue  # (Spark: a parenthesis or tuple of keys is left as written)
         if keys and (flatten or len(keys) < len(group.expressions)):
@@ -55,12 +55,12 @@ def _empty(key: exp.Expression) -> bool:
     return isinstance(key, exp.Tuple) and all(_empty(k) for k in key.expressions)
 
 
-def _flat(keys: list[exp.Expression]) -> list[exp.Expression]:
-    """The keys, each tuple by its elements and each parenthesis by what it holds (DuckDB reads ``GROUP BY (1)`` as
-    a position, as ``GROUP BY 1``: the trace grouped by the constant)."""
+def flat_keys(keys: list[exp.Expression], parentheses: bool = True) -> list[exp.Expression]:
+    """The keys, each tuple by its elements and (``parentheses``) each parenthesis by what it holds (DuckDB reads
+    ``GROUP BY (1)`` as a position, as ``GROUP BY 1``: the trace grouped by the constant)."""
     out = []
     for key in keys:
-        while isinstance(key, exp.Paren):
+        while parentheses and isinstance(key, exp.Paren):
             key = key.this
-        out += _flat(key.expressions) if isinstance(key, exp.Tuple) else [key]
+        out += flat_keys(key.expressions, parentheses) if isinstance(key, exp.Tuple) else [key]
     return out
