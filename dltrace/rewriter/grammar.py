@@ -162,9 +162,7 @@ WRITTEN_IN = "dl_written_in"  # meta key of a parsed statement: the dialect its 
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
-    check_no_empty_items(sql, dialect(dialect_name))
-    with no_command_fallback_warning():
-        trees = sqlglot.parse(sql, read=dialect(dialect_name))
+    trees = _parse_tokens(sql, dialect(dialect_name))
     separator = string_agg_separator(dialect_name)
     for tree in trees:
         if tree is not None:  # (an error quotes the user's construct in the user's dialect: parse.position)
@@ -180,18 +178,20 @@ def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
 
 def parse_plain(sql: str, read: str) -> list[exp.Expression | None]:
     """``sqlglot.parse`` in sqlglot's own dialect ``read``, without its fallback warning (see below)."""
-    check_no_empty_items(sql, read)
+    return _parse_tokens(sql, Dialect.get_or_raise(read))
+
+
+def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
+    """``sqlglot.parse`` (its tokens, then its parser), refusing an empty item of a list between the two."""
+    tokens = read.tokenize(sql)
+    _check_no_empty_items(tokens, sql)
     with no_command_fallback_warning():
-        return sqlglot.parse(sql, read=read)
+        return read.parser().parse(tokens, sql)
 
 
-def check_no_empty_items(sql: str, read: str | Dialect) -> None:
+def _check_no_empty_items(tokens: list, sql: str) -> None:
     """Raise sqlglot's ParseError at an empty item of a list (``a,, b``, ``f(, a)``): sqlglot drops it, so
     ``SELECT region,, amount`` rewrote as ``SELECT region, amount``, where the engines raise a syntax error."""
-    try:
-        tokens = Dialect.get_or_raise(read).tokenize(sql)
-    except (sqlglot.errors.TokenError, ValueError):
-        return  # (the parse says what is wrong)
     for before, token in zip(tokens, tokens[1:]):
         if token.token_type == TokenType.COMMA and before.token_type in _OPENING_OR_COMMA:
             error = {"description": "an empty item in a list (a comma after a comma or an opening bracket)",
