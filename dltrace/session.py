@@ -24,7 +24,7 @@ from dltrace.forward_plan import plain_text, rows_query
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.rewriter.analysis import SEMANTICS
 from dltrace.rewriter.grammar import parse_plain
-from dltrace.rewriter.parse import mentions_rid, parse_error_text
+from dltrace.rewriter.parse import mentions_rid, parse_error_text, statement_word
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
@@ -245,8 +245,8 @@ _CATALOG_CALLS = ("table_info", "show", "database_size", "storage_info", "versio
 def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
     if isinstance(tree, _READS):
         return
+    word = statement_word(tree)
     if isinstance(tree, sqlglot.exp.Command):
-        word = tree.name.upper()
         text = tree.expression.name.strip().lower() if isinstance(tree.expression, sqlglot.exp.Literal) else ""
         if word in _READING_COMMANDS or word == "CALL" and text.startswith(_CATALOG_CALLS):
             return
@@ -254,9 +254,6 @@ def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
         called = tree.this.name.lower() if tree.this is not None else ""
         if not isinstance(tree.this, sqlglot.exp.EQ) and called.startswith(_CATALOG_CALLS):
             return
-        word = "PRAGMA"
-    else:
-        word = tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
     if isinstance(tree, sqlglot.exp.Create):
         raise UnsupportedQuery("s.sql runs queries; CREATE ... AS <query> goes through s.run, which registers the "
                                "result with its lineage (other statements: on your own connection or SparkSession)")

@@ -116,9 +116,17 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
                                 "it if it is part of one: SELECT ... FROM (VALUES ...) AS v(c, ...)")
     if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
         return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
-    word = tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
+    word = statement_word(tree)
     article = "an" if word[0] in "AEIOU" else "a"
     return UnsupportedQuery(f"only queries (SELECT, set operations) have lineage, not {article} {word} statement")
+
+
+def statement_word(tree: exp.Expression) -> str:
+    """The statement's keyword as SQL spells it (``INSERT``, ``TRUNCATE``; a statement sqlglot keeps as text by
+    its first word)."""
+    if isinstance(tree, exp.Command):
+        return tree.name.upper()
+    return tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
 
 
 def _create_error(sql: str, dialect: str) -> Exception:
