@@ -193,8 +193,8 @@ class Catalog(StaleChecks):
 
     def schema(self, query: exp.Expression | str | None = None) -> dict[str, dict[str, str]]:
         """``{table: {column: type}}`` of the registered tables (without ``dl_rid``), for sqlglot; with a
-        ``query`` (SQL text or parsed), of the tables it names anywhere only (each is a round trip to the engine; a CTE may shadow the
-        table it reads, so CTE names are not left out)."""
+        ``query`` (SQL text or parsed), of the tables it names anywhere only (each is a round trip to the engine; a
+        CTE may shadow the table it reads, so CTE names are not left out)."""
         if isinstance(query, str):  # (SQL text: the tables it names)
             try:
                 query = sqlglot.parse_one(query, read=self.dialect)
@@ -202,9 +202,11 @@ class Catalog(StaleChecks):
                 raise ParseError(f"SQL does not parse: {str(e).splitlines()[0]}") from None
         if query is not None and not isinstance(query, exp.Expression):
             raise ArgumentError(f"query must be SQL text, a parsed sqlglot expression or None, got {got(query)}")
-        wanted = None if query is None else {t.name.lower() for t in query.find_all(exp.Table)} | {
-            a.this.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Anonymous)
-            for a in t.this.expressions if isinstance(a, exp.Literal) and a.is_string}  # (Spark's IDENTIFIER('t'))
+        wanted = None if query is None else set()
+        for table in query.find_all(exp.Table) if query is not None else ():
+            wanted.add(table.name.lower())
+            if isinstance(table.this, exp.Anonymous):  # (a call's string arguments: Spark's IDENTIFIER('t'))
+                wanted |= {a.this.lower() for a in table.this.expressions if isinstance(a, exp.Literal) and a.is_string}
         return {name: self.table_columns(name, current=True) for name in self.tables
                 if wanted is None or name in wanted}
 

@@ -190,11 +190,11 @@ def run_pipeline(path: str | os.PathLike | Pipeline, session: Session | None = N
                  tpch: float | None = None, **engine_options: Any) -> PipelineResult:
     """Read the pipeline at ``path`` and run every step with end-to-end lineage.
 
-    The sources come from ``session`` (a dltrace session with the tables the pipeline reads), or from a new
-    session on ``engine`` (default duckdb; with ``engine_options``) with ``tables`` ({name: path or table}) and/or TPC-H at scale ``tpch``. ``lineage``:
-    "set" | "bitmap" | None (the plain pipeline); ``method``: "forward" (rewritten queries) or "backward"
-    (reverse queries). Each step's dataset is registered in the session under its name (replacing an earlier
-    run's). Errors are one-line :class:`PipelineError` naming the step and its file.
+    The sources come from ``session`` (a dltrace session with the tables the pipeline reads), or from a new session
+    on ``engine`` (default duckdb; with ``engine_options``) with ``tables`` ({name: path or table}) and/or TPC-H at
+    scale ``tpch``. ``lineage``: "set" | "bitmap" | None (the plain pipeline); ``method``: "forward" (rewritten
+    queries) or "backward" (reverse queries). Each step's dataset is registered in the session under its name
+    (replacing an earlier run's). Errors are one-line :class:`PipelineError` naming the step and its file.
     """
     # every argument checked before a session opens or a step runs: a bad one found after the steps ran wasted them
     if not isinstance(path, Pipeline):

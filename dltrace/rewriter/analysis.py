@@ -161,8 +161,8 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
         raise DltraceError(f"unknown semantics {context.semantics!r}: choose one of {', '.join(SEMANTICS)}")
     tree = tree.copy()
     clause = take_clause(tree)
-    # (before the checks, which read SELECTs and their FROM items: a PIVOT is a grouped SELECT, an UNPIVOT an unnesting one,
-    # a parenthesised join hides its tables from them)
+    # (before the checks, which read SELECTs and their FROM items: a PIVOT is a grouped SELECT, an UNPIVOT an
+    # unnesting one, a parenthesised join hides its tables from them)
     tree = pivots(tree, context, copy=False)
     tree = parenthesised_joins(tree, context, copy=False)
     tree = lateral_unnests(tree, context, copy=False)
