@@ -67,7 +67,8 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias", "join_positional",
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
-                      "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot"})
+                      "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
+                      "group_by_empty"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -79,12 +80,14 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # the alias by DuckDB, refused by dltrace on Spark; IN lists holding scalar subqueries are not yet run on Spark, whose
 # analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
-# column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's)
+# column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's;
+# GROUP BY () is drawn as grouping sets are, on DuckDB)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
-                             "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot"}
+                             "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot",
+                             "group_by_empty"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -277,7 +280,7 @@ class Gen:
         if shape == "aggregate":  # one row per left row, over none too: count 0, the others NULL
             v = self.value(cols, "int", 0, ctes)
             q = Select([(Agg("count"), "c0"), (Agg(self.pick(["max", "sum", "count"]), v), "c1")], item, where,
-                       group=[], grouping="EMPTY" if self.chance(4) else None)  # (GROUP BY (): refused)
+                       group=[], grouping="EMPTY" if self.chance(4) else None)  # (GROUP BY (): the aggregate)
             out = [("c0", "int"), ("c1", "int")]
         elif shape == "group":
             key = self.pick(cols)
@@ -1315,6 +1318,11 @@ class Gen:
         if group and self.ok("grouping_sets") and self.chance(4):
             grouping = self.pick(["ROLLUP", "SETS"])
             self.feat("rollup" if grouping == "ROLLUP" else "grouping_sets")
+        elif not group and self.often("group_by_empty", 4):
+            # the global aggregate written GROUP BY (): its row over no rows too, which a HAVING filters (a HAVING
+            # over no input rows lost it: passes/grouping_tuples.py)
+            grouping = "EMPTY"
+            self.feat("group_by_empty")
         having = None
         if depth > 0 and self.ok("scalar_over_own_rows") and self.chance(8):  # TPC-H Q11's threshold
             ints = [c for c in cols if c[2] == "int"]
