@@ -44,6 +44,7 @@ from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
 from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.row_generators import row_generators
+from dltrace.rewriter.passes.unnest_columns import unnest_columns
 from dltrace.rewriter.passes.inner_joins import inner_joins
 from dltrace.rewriter.passes.lateral_joins import lateral_joins
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, instrument
@@ -139,6 +140,7 @@ PASSES = {
     "implicit_laterals.sql": (None, implicit_laterals, "duckdb", "set"),
     "row_generators.sql": (None, row_generators, "duckdb", "set"),
     "row_generators_spark.sql": (None, row_generators, "spark", "set"),
+    "unnest_columns.sql": (None, unnest_columns, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),

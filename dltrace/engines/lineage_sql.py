@@ -146,6 +146,10 @@ class LineageFunctions:
     row_generators: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: a row generator of one column, aliased without a column list, names its column after the alias
     generator_column_takes_alias: ClassVar[bool] = False
+    #: the name of the one column of an ``unnest(list)`` in FROM that names none, and of its alias when it has none
+    #: (an alias without columns names the column after itself), or None where the engine has no such call
+    #: (:mod:`dltrace.rewriter.passes.unnest_columns`)
+    unnest_column: ClassVar[str | None] = None
     #: ``x.f`` inside a subquery, where ``x`` is a column of its sources of a type without fields (an INTEGER) and an
     #: enclosing query's table, reads that table's column ``f`` (Spark raises: it extracts from the column whatever
     #: its type; :func:`dltrace.rewriter.passes.qualify.check_fields_named_like_outer_tables`)

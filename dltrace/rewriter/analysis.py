@@ -5,8 +5,8 @@ it stands for and its UNPIVOT as its plan runs it (:mod:`.passes.pivots`) and a 
 that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no lineage rule, and runs
 :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own, an IN list holding a
 subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside EXISTS or on a one-row
-aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from constants named as the engine
-names it, DuckDB's implicit LATERAL written out, qualify, a parenthesised join that is not the same rows flat as a
+aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from constants and an unnest in FROM
+named as the engine names them, DuckDB's implicit LATERAL written out, qualify, a parenthesised join that is not the same rows flat as a
 derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups
 as one over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
 witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
@@ -67,6 +67,7 @@ from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.semi_joins import semi_joins
+from dltrace.rewriter.passes.unnest_columns import unnest_columns
 from dltrace.rewriter.passes.union_by_name import union_by_name
 from dltrace.rewriter.passes.witness_uses import (
     CLAUSES,
@@ -83,7 +84,7 @@ from dltrace.rewriter.passes.witness_uses import (
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
 from dltrace.rewriter.shape import negated as negated
-from dltrace.rewriter.shape import engine_reads, random_call_read
+from dltrace.rewriter.shape import engine_reads, random_call_read, reads_no_table
 
 SEMANTICS = ("witness", "control")
 
@@ -136,8 +137,8 @@ def _ancestors_upto(node: exp.Expression, top: exp.Expression):
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, row_generators, implicit_laterals, qualify, nested_joins, lateral_views,
-                   group_by_all, lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name,
+                   known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, nested_joins,
+                   lateral_views, group_by_all, lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name,
                    quantified_types, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
@@ -254,6 +255,11 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
             # would differ between the two (a row kept by one draw, its witnesses from another)
             raise UnsupportedQuery(f"a call that gives another value each time, in a subquery kept in a clause, is "
                                    f"not supported (its lineage is computed apart from its value), at {position(call)}")
+        if is_correlated(query) and reads_no_table(query):
+            # over the outer row's own values alone (`EXISTS (SELECT 1 FROM unnest(t.l) AS e(e) WHERE e > 1)`):
+            # no base row of its own to give, and the outer row is in its SELECT's lineage already; evaluated
+            # where it stands, as written
+            continue
         if is_correlated(query):
             written = holder.meta.get(WRITTEN_AS, holder)
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar

@@ -97,6 +97,12 @@ def is_row_generator(source: exp.Expression) -> bool:
     return isinstance(source, exp.Table) and bool(source.meta.get(ROW_GENERATOR))
 
 
+def reads_no_table(query: exp.Expression) -> bool:
+    """Does ``query`` read no table, view or CTE (its FROM items unnests, VALUES lists and row generators alone, in
+    its subqueries too)? Its rows then have no base row behind them."""
+    return all(is_row_generator(t) for t in query.find_all(exp.Table))
+
+
 def defining_cte(table: exp.Table, root: exp.Expression | None = None) -> exp.CTE | None:
     """The CTE that ``table`` reads, when a WITH of an enclosing query (up to ``root``) defines its name.
 
