@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import dltrace
-from lineage_compare import counted_rows, guest_fixtures, lineage_of
+from lineage_compare import assert_by_hand, counted_rows, guest_fixtures, lineage_of
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 4, 3], pa.int64()),
               "b": pa.array([10, 20, 30, None, 5, 50], pa.int64())})
@@ -226,11 +226,12 @@ def test_duckdbs_implicit_lateral_is_read_as_duckdb_reads_it(s, con):
         map(repr, con.sql(implicit).to_arrow_table().to_pylist()))
 
 
-@pytest.mark.parametrize("join", ["CROSS JOIN LATERAL", ", LATERAL", "JOIN LATERAL"])
+@pytest.mark.parametrize("join", ["CROSS JOIN LATERAL", ", LATERAL", "JOIN LATERAL", "LEFT JOIN LATERAL"])
 def test_lateral_before_an_unnest_is_the_join_duckdb_reads_without_it(s, con, join):
     """``t CROSS JOIN LATERAL unnest(...)`` was refused ("LATERAL over anything but a joined subquery") where ``t,
-    unnest(...)`` ran: each row of the unnest has its t row's lineage (a new user's review)."""
-    sql = f"SELECT t.a, z.e FROM t {join} unnest([t.a, t.b]) AS z(e)" + (" ON TRUE" if join == "JOIN LATERAL" else "")
+    unnest(...)`` ran: each row of the unnest has its t row's lineage (a new user's review). A LEFT JOIN too."""
+    sql = f"SELECT t.a, z.e FROM t {join} unnest([t.a, t.b]) AS z(e)" + (" ON TRUE" if "JOIN LATERAL" in join and
+                                                                          "CROSS" not in join else "")
     r = s.run(sql)
     assert sorted(map(repr, r.table.to_pylist())) == sorted(map(repr, con.sql(sql).to_arrow_table().to_pylist()))
     expected = Counter()
@@ -238,8 +239,23 @@ def test_lateral_before_an_unnest_is_the_join_duckdb_reads_without_it(s, con, jo
         for e in (o["a"], o["b"]):
             expected[(repr((o["a"], e)), lineage_of(t={oid}))] += 1
     assert got(r) == expected
+
+
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_left_join_lateral_unnest_pads_an_empty_list(s, con, strategy):
+    """``LEFT JOIN LATERAL unnest(...) ON <condition>``: a row whose list is empty or NULL, or has no element passing
+    the condition, is padded with NULL, its lineage its own row; DuckDB reads it as the LEFT JOIN without LATERAL."""
+    sql = ("SELECT t.a, z.e FROM t LEFT JOIN LATERAL unnest(CASE WHEN t.a > 1 THEN [t.a, t.b] "
+           "WHEN t.a = 1 THEN [] END) AS z(e) ON z.e > 2")
+    expected = Counter()
+    for oid, o in enumerate(T_ROWS):
+        items = [o["a"], o["b"]] if o["a"] is not None and o["a"] > 1 else []
+        kept = [e for e in items if e is not None and e > 2]
+        for e in kept or [None]:
+            expected[(repr((o["a"], e)), lineage_of(t={oid}))] += 1
+    assert_by_hand(s, con, sql, expected, strategy)
     with pytest.raises(dltrace.UnsupportedQuery, match="LATERAL over anything but a joined subquery"):
-        s.run("SELECT t.a, z.e FROM t LEFT JOIN LATERAL unnest([t.a]) AS z(e) ON TRUE")
+        s.run("SELECT t.a, z.e FROM t FULL JOIN LATERAL unnest([t.a]) AS z(e) ON TRUE")
 
 
 @pytest.mark.spark

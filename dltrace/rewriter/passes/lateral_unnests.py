@@ -1,11 +1,14 @@
-"""``LATERAL`` before an ``UNNEST`` in FROM dropped, where that is the same rows.
+"""``LATERAL`` before an ``UNNEST`` in FROM dropped: DuckDB reads the same query without it.
 
 DuckDB's ``unnest`` in FROM reads the items before it without the keyword (``FROM t, unnest(t.l) AS z(x)``), so
-``t CROSS JOIN LATERAL unnest(t.l) AS z(x)``, ``t, LATERAL unnest(...)`` and ``t JOIN LATERAL unnest(...) ON
-TRUE`` are that join. The rules read an unnest joined so (an array witness); a LATERAL around it was refused as
-"LATERAL over anything but a joined subquery". Valid for an inner, cross or comma join whose ON is absent or
-TRUE: a LEFT JOIN LATERAL keeps an outer row of an empty list, which the plain join does not, and stays refused, as
-does a LATERAL around anything else than an UNNEST. Applied before the checks.
+``t CROSS JOIN LATERAL unnest(t.l) AS z(x)``, ``t, LATERAL unnest(...)``, ``t JOIN LATERAL unnest(...) ON x > 1``
+and ``t LEFT JOIN LATERAL unnest(...) ON TRUE`` are those joins without it (checked on DuckDB 2.0.1: the same rows,
+a LEFT join padding a row of an empty or NULL list alike). The rules read an unnest joined so (an array witness, or
+a joined source); a LATERAL around it was refused as "LATERAL over anything but a joined subquery". An inner or
+cross join ON TRUE is written as the comma join; any other keeps its side and ON. Valid for a join with no side
+or LEFT, without USING, NATURAL, ASOF or POSITIONAL (a RIGHT or FULL LATERAL join DuckDB refuses, which the join
+without the keyword might not be): those, and a LATERAL around anything else than an UNNEST, stay refused.
+Applied before the checks.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ def lateral_unnests(expression: exp.Expression, context: PassContext | None = No
         if lateral.args.get("alias") is not None:
             unnest.set("alias", lateral.args["alias"])
         join.set("this", unnest)
+        on = join.args.get("on")
+        if join.args.get("side") or not (on is None or isinstance(on, exp.Boolean) and on.this is True):
+            continue  # (a LEFT join, or one filtering ON a condition: the join as written, without the keyword)
         join.set("on", None)
         if (join.args.get("kind") or "").upper() in ("CROSS", "INNER"):
             join.set("kind", None)  # (as written with a comma, the form the rules read)
@@ -35,15 +41,13 @@ def lateral_unnests(expression: exp.Expression, context: PassContext | None = No
 
 
 def _plain_join(lateral: exp.Lateral) -> bool:
-    """Is ``lateral`` an UNNEST joined by a comma, CROSS JOIN or inner JOIN with no ON but TRUE?"""
+    """Is ``lateral`` an UNNEST joined by a comma, a CROSS JOIN, or an inner or LEFT JOIN (no USING)?"""
     join = lateral.parent
     if not isinstance(join, exp.Join) or lateral.arg_key != "this" or lateral.args.get("view") \
             or lateral.args.get("outer") or not isinstance(lateral.this, exp.Unnest):
         return False
     if lateral.this.args.get("alias") is not None and lateral.args.get("alias") is not None:
         return False  # (two aliases: left to the refusal)
-    on = join.args.get("on")
     side, kind = (join.args.get("side") or "").upper(), (join.args.get("kind") or "").upper()
-    return not side and kind in ("", "CROSS", "INNER") and not join.args.get("using") and \
-        (on is None or isinstance(on, exp.Boolean) and on.this is True) and \
+    return side in ("", "LEFT") and kind in ("", "CROSS", "INNER", "OUTER") and not join.args.get("using") and \
         (join.args.get("method") or "").upper() not in ("NATURAL", "ASOF", "POSITIONAL")
