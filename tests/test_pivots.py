@@ -93,6 +93,22 @@ def test_backward_tracing_agrees(s, name):
     assert_backward_agrees(s, CASES[name][0])
 
 
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_ordered_and_limited(s, con, strategy):
+    """A PIVOT statement followed by ORDER BY / LIMIT, which DuckDB runs, raised sqlglot's "Unexpected token" at
+    its USING (a new user's review): the rows in the engine's order, each its group's rows as lineage."""
+    sql = "PIVOT sales ON product IN ('a', 'b') USING sum(amount) GROUP BY region ORDER BY region DESC NULLS FIRST " \
+          "LIMIT 3"
+    r = s.run(sql, lineage=strategy)
+    assert r.table.to_pylist() == con.sql(sql).to_arrow_table().to_pylist()
+    groups = {}
+    for rid, row in enumerate(ROWS):
+        groups.setdefault(row["region"], set()).add(rid)
+    order = [None, "s", "n"]
+    assert [r.table.column("region")[i].as_py() for i in range(3)] == order
+    assert [r.lineage(i) for i in range(3)] == [{"sales": sorted(groups[k])} for k in order]
+
+
 def test_with_its_ctes(s, con):
     sql = "WITH big AS (SELECT * FROM sales WHERE amount > 4) PIVOT big ON product IN ('a') USING sum(amount) " \
           "GROUP BY region"

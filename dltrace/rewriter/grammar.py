@@ -104,6 +104,14 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
             self._retreat(index)
             return super()._parse_group(skip_group_by_token)
 
+        def _parse_simplified_pivot(self, is_unpivot: bool | None = None) -> exp.Expression:
+            # DuckDB's PIVOT / UNPIVOT statement takes ORDER BY / LIMIT / OFFSET after it, where sqlglot's parse
+            # stops ("Unexpected token"): read as SELECT * FROM (the statement) with them, the same rows in order
+            pivot = super()._parse_simplified_pivot(is_unpivot)
+            if self._curr and self._curr.token_type in (TokenType.ORDER_BY, TokenType.LIMIT, TokenType.OFFSET):
+                return self._parse_query_modifiers(exp.select(exp.Star()).from_(exp.Subquery(this=pivot)))
+            return pivot
+
         def _parse_lineage_on(self) -> LineageOn:
             tables = self._match_text_seq("TABLES")
             self._match_l_paren()

@@ -23,7 +23,8 @@ Refused, naming the PIVOT: no IN list (DuckDB then pivots on the values it finds
 an IN list of anything but string and integer literals (NULL or '' among them), several ON columns or an ON expression,
 several aggregates without an alias each (DuckDB names them by its own text of the call), an aggregate that is not
 one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. The SQL
-standard's ``FROM s PIVOT (...)`` / ``UNPIVOT (...)`` stay refused.
+standard's ``FROM s PIVOT (...)`` / ``UNPIVOT (...)`` stay refused. A statement followed by ORDER BY / LIMIT /
+OFFSET reaches this pass as ``SELECT * FROM (the statement)`` with them (:mod:`dltrace.rewriter.grammar`).
 """
 
 from __future__ import annotations
