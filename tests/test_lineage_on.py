@@ -142,6 +142,8 @@ BAD = [
     ("SELECT count(*) FROM lineitem, orders WHERE l_orderkey = o_orderkey LINEAGE ON (l_shipmode, o_orderstatus)",
      dltrace.UnsupportedQuery, "one base table"),
     ("SELECT count(*) FROM lineitem LINEAGE ON TABLES (orders)", dltrace.UnknownTable, "orders"),
+    ("SELECT n_name FROM nation UNION SELECT r_name FROM region LINEAGE ON (r_name)", dltrace.UnsupportedQuery,
+     "over a UNION, wrap it: SELECT * FROM (...) LINEAGE ON (...)"),
 ]
 
 
@@ -224,6 +226,26 @@ def test_lineage_on_a_struct_or_a_list_holding_nulls():
     assert [r.lineage(i) for i in range(2)] == [{"t": [({"a": 1},), ({"a": 2},)]}, {"t": [({"a": 3},)]}]
     r = s.run("SELECT g, count(*) AS n FROM t GROUP BY g LINEAGE ON (tags) ORDER BY g")
     assert [r.lineage(i) for i in range(2)] == [{"t": [(["x", None],), ([None],)]}, {"t": [(["y"],)]}]
+    s.close()
+
+
+@pytest.mark.parametrize("on", ["st.b", "t.st.b", "x.st.a + 1, x.st.b"])
+def test_lineage_on_a_structs_field(on):
+    """``LINEAGE ON (st.b)``, a field of a STRUCT column, was "no table or alias 'st'" (a new user's review): the
+    field's values are each row's lineage, as for ``(st).b``, forward and backward alike."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"g": [1, 1, 2, 2], "st": [{"a": 2, "b": "p"}, {"a": 1, "b": "q"}, {"a": 3, "b": "p"},
+                                                           None]}))
+    sql = f"SELECT g, count(*) AS n FROM t AS x GROUP BY g LINEAGE ON ({on}) ORDER BY g"
+    r, b = s.run(sql), s.trace(sql)
+    values = {"st.b": [[("p",), ("q",)], [("p",), (None,)]],
+              "t.st.b": [[("p",), ("q",)], [("p",), (None,)]],
+              "x.st.a + 1, x.st.b": [[(2, "q"), (3, "p")], [(4, "p"), (None, None)]]}[on]
+    for i in range(2):
+        assert sorted(r.lineage(i)["t"], key=repr) == sorted(values[i], key=repr)
+        assert sorted(b.lineage(i)["t"], key=repr) == sorted(values[i], key=repr)
+    with pytest.raises(dltrace.UnknownColumn, match="no table or alias 'nope'"):
+        s.run("SELECT count(*) FROM t LINEAGE ON (nope.b)")
     s.close()
 
 

@@ -58,8 +58,12 @@ def take_clause(tree: exp.Expression) -> LineageOn | None:
         return None
     for clause in clauses:
         if clause.parent is not tree:
+            setop = isinstance(tree, exp.SetOperation) and clause.parent in (tree.this, tree.expression)
+            hint = (f"; over a {type(tree).__name__.upper()}, wrap it: SELECT * FROM (...) LINEAGE ON (...)" if setop
+                    else "")
             raise UnsupportedQuery(
-                f"LINEAGE ON applies to a whole query: write it in the outermost SELECT only, at {position(clause)}"
+                f"LINEAGE ON applies to a whole query: write it in the outermost SELECT only{hint}, at "
+                f"{position(clause)}"
             )
     clause = tree.args["lineage_on"]
     tree.set("lineage_on", None)
@@ -89,6 +93,8 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
         if e.find(exp.Subquery, exp.Select):
             raise UnsupportedQuery(f"LINEAGE ON cannot hold a subquery, at {position(clause)}")
     schema = {t.lower(): {c.lower() for c in cols} for t, cols in (schema or {}).items()}
+    labels = [e.sql() for e in clause.expressions]
+    clause = _fields_read(clause, aliases, read, schema)
     owners = set()
     for col in clause.find_all(exp.Column):
         owners.add(_owner(col, aliases, read, schema, clause))
@@ -103,7 +109,29 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
             col.set("table", exp.to_identifier(table, quoted=True))
             col.set("this", exp.to_identifier(col.name, quoted=True))
         exprs.append(e)
-    return OnSpec(tables=frozenset([table]), table=table, expressions=exprs, labels=[e.sql() for e in clause.expressions])
+    return OnSpec(tables=frozenset([table]), table=table, expressions=exprs, labels=labels)
+
+
+def _fields_read(clause: LineageOn, aliases: dict, read: set, schema: dict) -> LineageOn:
+    """``info.b`` / ``t.info.b`` where ``info`` is no table or alias but a column of a table read: the field ``b`` of
+    that column, written ``(info).b`` (a copy of ``clause``), as the engine reads it."""
+    def field(col: exp.Column) -> exp.Expression | None:
+        parts = col.parts
+        if len(parts) not in (2, 3) or parts[-2].name.lower() in aliases and len(parts) == 2:
+            return None
+        table = aliases.get(parts[0].name.lower()) if len(parts) == 3 else None
+        owners = [table] if table else sorted(read)
+        if not any(parts[-2].name.lower() in schema.get(t, set()) for t in owners):
+            return None
+        column = exp.Column(this=parts[-2].copy(), table=parts[0].copy() if len(parts) == 3 else None)
+        return exp.Dot(this=exp.Paren(this=column), expression=parts[-1].copy())
+
+    clause = clause.copy()
+    for col in list(clause.find_all(exp.Column)):
+        dotted = field(col)
+        if dotted is not None:
+            col.replace(dotted)
+    return clause
 
 
 def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause) -> str:
