@@ -110,8 +110,8 @@ class LineageResult(LineageData):
         if lineage is not None and not isinstance(lineage, str):
             raise ArgumentError(f"to_pandas(lineage=...) takes 'count', 'ids' or None, got {got(lineage)}")
         if lineage == "count":
-            return lineage_relations.with_counts(self).to_pandas()
-        frame = self.table.to_pandas()
+            return _as_pandas(lineage_relations.with_counts(self))
+        frame = _as_pandas(self.table)
         if lineage == "ids":
             every = self.lineage_all() if self.lineage_columns else []
             for t in self.lineage_columns:
@@ -194,6 +194,21 @@ class BackwardResult(LineageResult):
     def register(self, name: str, replace: bool = False) -> dict[str, str]:
         self.check_every_row("register")
         return super().register(name, replace)
+
+
+def _as_pandas(table: pa.Table) -> Any:
+    """``table`` as a pandas DataFrame, or one line naming the column pandas has no type for (a UNION: Arrow's
+    sparse union)."""
+    try:
+        return table.to_pandas()
+    except pa.ArrowNotImplementedError:
+        for field in table.schema:
+            try:
+                pa.table({field.name: table.column(field.name)}).to_pandas()
+            except pa.ArrowNotImplementedError:
+                raise DltraceError(f"to_pandas: column {field.name!r} is of a type pandas cannot hold ({field.type}); "
+                                   f"read it from r.table (Arrow), or cast it in the query") from None
+        raise
 
 
 def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect: str | None = None,

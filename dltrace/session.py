@@ -84,7 +84,7 @@ class Session(Catalog):
         if len(statements) != 1:
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
-        _check_reads_only(tree)
+        _check_reads_only(tree, text)
         self.check_known_tables(tree, views=True)
         self.check_views_fresh(tree)
         self.check_numbering(self._ids_read(tree))
@@ -242,10 +242,12 @@ _CATALOG_CALLS = ("table_info", "show", "database_size", "storage_info", "versio
                   "collations", "duckdb_", "pragma_")
 
 
-def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
+def _check_reads_only(tree: sqlglot.exp.Expression, text: str) -> None:
     if isinstance(tree, _READS):
         return
-    word = statement_word(tree)
+    # (a statement sqlglot reads as a bare expression, DuckDB's CHECKPOINT a column: named by the text's first word)
+    bare = isinstance(tree, sqlglot.exp.Condition)
+    word = (text.split() or ["?"])[0].upper().rstrip(";") if bare else statement_word(tree)
     if isinstance(tree, sqlglot.exp.Command):
         text = tree.expression.name.strip().lower() if isinstance(tree.expression, sqlglot.exp.Literal) else ""
         if word in _READING_COMMANDS or word == "CALL" and text.startswith(_CATALOG_CALLS):
@@ -254,9 +256,11 @@ def _check_reads_only(tree: sqlglot.exp.Expression) -> None:
         called = tree.this.name.lower() if tree.this is not None else ""
         if not isinstance(tree.this, sqlglot.exp.EQ) and called.startswith(_CATALOG_CALLS):
             return
-    if isinstance(tree, sqlglot.exp.Create):
+    if isinstance(tree, sqlglot.exp.Create) and isinstance(tree.expression, sqlglot.exp.Query):
         raise UnsupportedQuery("s.sql runs queries; CREATE ... AS <query> goes through s.run, which registers the "
                                "result with its lineage (other statements: on your own connection or SparkSession)")
+    if isinstance(tree, sqlglot.exp.Create):
+        word = f"CREATE {tree.args.get('kind') or ''}".strip()
     raise UnsupportedQuery(f"s.sql runs queries and what reads the tables, not {word} statements: run those on your "
                            f"own connection or SparkSession (connect(..., connection=/spark=)), whose tables the "
                            f"session then adopts")

@@ -382,6 +382,23 @@ def test_saved_lineage_as_csv_answers_one_question_and_always_has_its_header(tmp
     assert ok(cli("lineage", saved, "--forward", "t:1", "--json")) == ""
 
 
+def test_saved_lineage_reads_the_tables_no_table_option_names_from_the_save(tmp_path):
+    """``--table orders=...`` for a save that read customers too: customers is read from where the save says, as
+    without any --table (it was "not registered in this session", and with --allow-stale printed half a row and
+    then failed: a new user's review)."""
+    pq.write_table(pa.table({"o": [1, 2, 3], "c": [1, 1, 2]}), tmp_path / "orders.parquet")
+    pq.write_table(pa.table({"c": [1, 2], "n": ["a", "b"]}), tmp_path / "customers.parquet")
+    (tmp_path / "q.sql").write_text("SELECT n, count(*) AS k FROM orders JOIN customers USING (c) GROUP BY n ORDER BY n")
+    saved = tmp_path / "saved"
+    ok(cli("run", tmp_path / "q.sql", "--table", f"orders={tmp_path / 'orders.parquet'}", "--table",
+           f"customers={tmp_path / 'customers.parquet'}", "--save", saved))
+    shutil.copy(tmp_path / "orders.parquet", tmp_path / "copy.parquet")
+    (obj,) = json_lines(ok(cli("lineage", saved, "--table", f"orders={tmp_path / 'copy.parquet'}", "--row", "1",
+                               "--json")))
+    assert obj["lineage"] == {"orders": [2], "customers": [1]}
+    assert obj["tuples"]["customers"] == [{"c": 2, "n": "b", "dl_rid": 1}]
+
+
 def test_stale_lineage_names_the_cli_option(files, tmp_path):
     data = tmp_path / "sales.parquet"
     shutil.copy(files / "sales.parquet", data)

@@ -213,6 +213,15 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: s.sql(f"COPY t FROM '{tmp_path / 'dup.csv'}'"), "not COPY statements"),
         (lambda: s.sql("PRAGMA threads=1"), "not PRAGMA statements"),
         (lambda: s.sql("BEGIN TRANSACTION"), "not TRANSACTION statements"),
+        # a third review's: CHECKPOINT was "not COLUMN statements" (sqlglot reads it as a column), CREATE MACRO "goes
+        # through s.run", a CREATE ... AS holding LINEAGE ON "not a CREATE statement", a UNION column a pyarrow
+        # traceback from to_pandas
+        (lambda: s.sql("CHECKPOINT"), "not CHECKPOINT statements"),
+        (lambda: s.sql("CREATE MACRO m(x) AS x + 1"), "not CREATE MACRO statements"),
+        (lambda: s.run("CREATE TABLE lo AS SELECT k, count(*) AS n FROM t GROUP BY k LINEAGE ON (v)"),
+         "a CREATE ... AS query cannot hold LINEAGE ON"),
+        (lambda: s.run("SELECT union_value(num := k) AS u FROM t").to_pandas(),
+         "column 'u' is of a type pandas cannot hold"),
     ]
     for call, needle in cases:
         with pytest.raises(dltrace.DltraceError, match=needle):

@@ -61,11 +61,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _session(args: argparse.Namespace, manifest: dict) -> dltrace.Session:
-    """A session with the saved query's tables: from --tpch/--table, else from the paths the manifest records."""
-    if args.tpch is not None or args.table:
-        return common.session(args)
-    s = common.connect(args)
+    """A session with the saved query's tables: those --tpch/--table give, the others from the paths the manifest
+    records (--table orders=... for a save reading customers too read customers from nowhere: "not registered")."""
+    s = common.session(args) if args.tpch is not None or args.table else common.connect(args)
     for name, info in manifest.get("tables", {}).items():
+        if name.lower() in s.tables:
+            continue
         origin = info.get("origin")
         files = info.get("files") or []
         if origin is None and len(files) == 1:

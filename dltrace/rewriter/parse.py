@@ -10,7 +10,7 @@ from sqlglot.tokens import TokenType
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
-from dltrace.rewriter.grammar import WRITTEN_IN, generate
+from dltrace.rewriter.grammar import WRITTEN_IN, LineageOn, generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.shape import is_paren, is_pivot_statement, is_unpivot_statement, item_names
@@ -114,6 +114,9 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
     if isinstance(tree, exp.Values):  # DuckDB runs it; it reads no table, so there is no lineage to trace
         return UnsupportedQuery("a VALUES statement is not a query dltrace traces (it reads no table); select from "
                                 "it if it is part of one: SELECT ... FROM (VALUES ...) AS v(c, ...)")
+    if isinstance(tree, exp.Create) and tree.expression is not None and tree.expression.find(LineageOn):
+        return UnsupportedQuery("a CREATE ... AS query cannot hold LINEAGE ON: a result whose lineage is values "
+                                "rather than rows cannot be a source of the next step; run the query alone with it")
     if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
         return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
     word = statement_word(tree)
