@@ -173,9 +173,14 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
     s.register("gone", str(tmp_path / "gone.parquet"))
     (tmp_path / "gone.parquet").unlink()
     dup = s.run("SELECT a.k, b.k FROM t AS a JOIN t AS b ON a.k = b.k")
+    s.register("été", pa.table({"a": [1]}))
     cases = [
         (lambda: s.register("", pa.table({"a": [1]})), "non-empty string"),
         (lambda: s.register("Émp", pa.table({"a": [1]})), "capital letter outside ASCII.*'émp'"),
+        # "Été" over the registered été: DuckDB finds no such table; dltrace found it, then said "two columns of the
+        # same name" or "Column 'a' could not be resolved" (a third review)
+        (lambda: s.run('SELECT a FROM "Été"'),
+         r"unknown table 'Été': a capital letter outside ASCII is matched by its case.*\('été'\)"),
         (lambda: r.lineage(2), "row 2 out of range"),
         (lambda: r.verify(-3), "row -3 out of range"),
         (lambda: r.explain(9), "row 9 out of range"),
