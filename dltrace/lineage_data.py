@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from dltrace.catalog import Catalog, TableState
-from dltrace.errors import DltraceError, UnknownTable, row_index
+from dltrace.errors import DltraceError, UnknownTable, check_text, row_index
 from dltrace.names import value_tuples
 from dltrace.py_values import py_value
 from dltrace.udafs import decode, encode_bitmaps
@@ -189,7 +189,7 @@ class LineageData:
     def table_key(self, table: str) -> str:
         """``table`` as this result's key for it (names are case-insensitive), or a one-line error naming the
         tables it has lineage of."""
-        key = table.lower() if isinstance(table, str) else None
+        key = check_text(table, "table").lower()  # (None, 3: "no lineage for table None", s.impact's type error)
         if key not in self.lineage_columns:
             have = ", ".join(self.lineage_columns) or "none"
             raise UnknownTable(f"the result has no lineage for table {table!r}; it has: {have}")

@@ -237,6 +237,11 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli("run", groups, "--table", t, "--limit", "x"), "--limit")
     fails(real_cli("run", files / "missing.sql"), "SQL file not found")  # (as a process too)
     fails(cli("run", groups, "--table", "sales"), "--table expects NAME=PATH")
+    # (ignored without a word: a Spark option on DuckDB; a rid left out of a list)
+    fails(cli("run", groups, "--table", t, "--master", "local[1]"), "--master is an option of another engine")
+    saved = files.parent / "saved_for_rids"
+    ok(cli("run", groups, "--table", t, "--save", saved))
+    fails(cli("lineage", saved, "--forward", "sales:1,,2"), "got an empty item in '1,,2'")
     fails(cli("run", groups, "--table", f"sales={files / 'nope.parquet'}"), "not found")
     fails(cli("run", groups), "unknown table 'sales'")
     fails(cli("run", files / "bad.sql"), "does not parse")

@@ -556,6 +556,26 @@ def test_trace_refuses_once_a_source_file_changed_with_as_many_rows(tmp_path):
         p.close()
 
 
+def test_trace_of_an_earlier_run_names_the_step_a_later_run_registered_again(tmp_path):
+    """A second run of the pipeline in the session, with a step's file edited, registers that step again; tracing
+    the first run's later step read the new step and said "the sources changed (see stale())" while stale() was {}
+    (a new user's review). The step registered again is named; the newest run traces."""
+    (tmp_path / "01.sql").write_text("CREATE TABLE clean AS SELECT k, g FROM t WHERE k > 1")
+    (tmp_path / "02.sql").write_text("CREATE TABLE rep AS SELECT g, count(*) AS n FROM clean GROUP BY g")
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"k": [1, 2, 3, 4], "g": ["a", "b", "a", "b"]}))
+    first = dltrace.pipeline(tmp_path, session=s)
+    (tmp_path / "01.sql").write_text("CREATE TABLE clean AS SELECT k, g FROM t WHERE k > 2")
+    second = dltrace.pipeline(tmp_path, session=s)
+    assert first.stale() == {}
+    with pytest.raises(dltrace.PipelineError, match="trace of 'rep': 'clean', which it reads, was registered again"):
+        first.trace("rep")
+    assert first.trace("clean").lineage(0) == first.lineage("clean", 0)  # (it reads the source only)
+    traced = second.trace("rep")
+    assert sorted(traced.lineage(i)["t"] for i in range(2)) == [[2], [3]]
+    s.close()
+
+
 def test_row_keys_compare_values_as_a_rerun_gives_them():
     """NaN is NaN (Python's NaN != NaN), -0.0 is not 0.0 (Python's -0.0 == 0.0 could pair two rows' lineage
     crosswise), lists, structs and maps are keys."""

@@ -85,7 +85,7 @@ def scale_factor(text: str) -> float:
 
 def add_sources(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="duckdb", help="engine to run on (default duckdb)")
-    p.add_argument("--master", default="local[*]", help="Spark master when --engine spark (default local[*])")
+    p.add_argument("--master", help="Spark master when --engine spark (default local[*])")
     p.add_argument("--tpch", type=scale_factor, metavar="SF", help="register the TPC-H tables at scale factor SF "
                    "(generated once into the cache)")
     p.add_argument("--table", action="append", default=[], metavar="NAME=PATH",
@@ -120,7 +120,13 @@ def printer(args: argparse.Namespace) -> Printer:
 
 def connect(args: argparse.Namespace) -> dltrace.Session:
     """A session on ``--engine`` (a status line while Spark starts)."""
-    options: dict[str, Any] = {name: getattr(args, name) for name in command_line_options(args.engine)}
+    every = {name for kind in ENGINES for name in command_line_options(kind)}
+    ignored = sorted(n for n in every - set(command_line_options(args.engine)) if getattr(args, n, None) is not None)
+    if ignored:  # (--engine duckdb --master local ran on DuckDB without a word)
+        raise CliError(f"--{ignored[0]} is an option of another engine than {args.engine}: drop it, or pass --engine")
+    # (an option not given: the engine's own default)
+    options: dict[str, Any] = {name: getattr(args, name) for name in command_line_options(args.engine)
+                               if getattr(args, name, None) is not None}
     if starts_slowly(args.engine):
         status(f"starting {args.engine} ({', '.join(map(str, options.values())) or 'defaults'})…")
     return dltrace.connect(args.engine, **options)

@@ -102,9 +102,11 @@ def forward_spec(spec: str) -> tuple[str, str]:
 def parse_rids(text: str) -> list[range]:
     """``--forward``'s rids (``1,5,10-20``) as ascending, disjoint ranges, never expanded: each is checked against
     the table by its ends (``0-999999999`` over a 10-row table took gigabytes before it was refused)."""
-    parts = [_rid_range(part.strip()) for part in text.split(",") if part.strip()]
-    if not parts:
+    if not text.strip():
         raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got no rids in {text!r}")
+    if any(not part.strip() for part in text.split(",")):  # (`1,,2`: a rid left out, as SQL's `a,, b` is an error)
+        raise common.CliError(f"--forward expects TABLE:RID[,RID|LO-HI...], got an empty item in {text!r}")
+    parts = [_rid_range(part.strip()) for part in text.split(",")]
     merged: list[range] = []
     for r in sorted(parts, key=lambda r: r.start):
         if merged and r.start <= merged[-1].stop:  # overlapping or adjacent: one range

@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--tpch", type=common.scale_factor, metavar="SF", help=argparse.SUPPRESS)
     p.add_argument("--table", action="append", default=[], metavar="NAME=PATH",
                    help="a table whose columns the query needs (repeatable; the TPC-H tables are known without it)")
-    p.set_defaults(func=main, engine="duckdb", master="local[*]")
+    p.set_defaults(func=main, engine="duckdb", master=None)
     common.add_debug(p)
 
 

@@ -54,6 +54,9 @@ class PipelineResult:
     datasets: dict[str, LineageResult] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)  # source table -> its content when the run began
     owns_session: bool = False
+    # step -> the source the run registered for its result: a trace reads the step's inputs from the session, which
+    # another run of the pipeline registers again
+    registered: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> LineageResult:
         key = check_text(name, "a dataset name").lower()
@@ -92,6 +95,14 @@ class PipelineResult:
             why = "; ".join(f"table {t!r} {reason}" for t, reason in changed)
             raise StaleLineage(f"trace of {dataset!r}: the pipeline's sources changed since it ran: {why}; the ids "
                                "it stored name other rows now: run the pipeline again")
+        steps = {st.name for st in self.pipeline.steps}
+        replaced = sorted(n for n in self.pipeline.upstream(dataset) & steps
+                          if n in self.registered and self.session.tables.get(n) is not self.registered[n])
+        if replaced:
+            raise PipelineError(f"trace of {dataset!r}: {', '.join(map(repr, replaced))}, which it reads, "
+                                f"{'was' if len(replaced) == 1 else 'were'} registered again since this run (by "
+                                "another run of the pipeline, or s.register): trace the newest run, or run this "
+                                "pipeline again")
         traced = self.session.trace(step.query, dialect=step.dialect)
         take = pa.array(_same_rows(stored.table, traced.table, step), type=pa.int64())
         lineage = {}
@@ -255,4 +266,5 @@ def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str)
             text = " ".join(str(e).split())
             raise PipelineError(f"{step.where} failed: {text}") from None
         result.datasets[step.name] = r
+        result.registered[step.name] = session.tables.get(step.name)
     return result
