@@ -1155,6 +1155,16 @@ def test_an_in_list_with_a_random_left_side_is_refused(s):
         s.run("SELECT a FROM t WHERE a + random() IN (1, (SELECT max(a) FROM u))")
 
 
+def test_an_in_list_holding_a_lookup_tested_against_null_is_refused(s):
+    """DuckDB evaluates the list's subquery, and raises for a lookup of several rows; written as comparisons,
+    ``NULL = (lookup)`` is folded unevaluated and dltrace answered no rows (the long generator profile)."""
+    sql = "SELECT a FROM t WHERE NULL NOT IN (1, (SELECT u.c FROM u WHERE u.a = t.a))"
+    with pytest.raises(dltrace.DltraceError, match="(?i)more than one row"):
+        s.sql(sql)  # (the engine's own answer: u holds a = 2 twice)
+    with pytest.raises(dltrace.UnsupportedQuery, match="IN list holding a subquery, tested against NULL"):
+        s.run(sql)
+
+
 # -- control lineage: every predicate subquery's whole lineage, wherever the predicate stands -----------------
 
 CONTROL = [
