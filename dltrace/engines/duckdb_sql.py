@@ -75,6 +75,7 @@ class DuckDBFunctions(LineageFunctions):
     # DuckDB 2.0.1: SELECT * FROM range(3) has one column "range"; FROM generate_series(1, 3), "generate_series"
     row_generators = {"range": ("range",), "generate_series": ("generate_series",)}
     generator_column_takes_alias = True  # DuckDB 2.0.1: SELECT * FROM range(3) AS q has one column "q"
+    standard_pivot = True  # DuckDB 2.0.1: FROM t PIVOT (sum(v) FOR c IN ('a')) is PIVOT t ON c IN ('a') USING sum(v)
     unnest_column = "unnest"  # DuckDB 2.0.1: FROM unnest([1]) gives unnest.unnest, FROM unnest([1]) AS x gives x.x
     # DuckDB 2.0.1: in EXISTS (SELECT 1 FROM items WHERE items.o = o.id), an INTEGER column items.o is passed over
     outer_table_past_a_plain_column = True

@@ -161,6 +161,10 @@ class LineageFunctions:
     #: forms (a LATERAL VIEW read from Spark SQL elsewhere runs as plain explode only:
     #: :mod:`dltrace.rewriter.passes.lateral_views`)
     spark_generators: ClassVar[bool] = False
+    #: the SQL standard's ``FROM s PIVOT (aggs FOR c IN (...) [GROUP BY ...])`` is the PIVOT statement over ``s``,
+    #: which compares the column as text and names the columns value[_alias] (DuckDB's binder;
+    #: :mod:`dltrace.rewriter.passes.pivots`)
+    standard_pivot: ClassVar[bool] = False
     #: ``FROM IDENTIFIER('t')`` reads the table ``t`` (Spark's identifier clause;
     #: :mod:`dltrace.rewriter.passes.identifier_tables`)
     identifier_clause: ClassVar[bool] = False

@@ -22,8 +22,12 @@ registered table read directly; other sources are refused: give a GROUP BY).
 Refused, naming the PIVOT: no IN list (DuckDB then pivots on the values it finds in the data, a query of its own),
 an IN list of anything but string and integer literals (NULL or '' among them), several ON columns or an ON expression,
 several aggregates without an alias each (DuckDB names them by its own text of the call), an aggregate that is not
-one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns. The SQL
-standard's ``FROM s PIVOT (...)`` / ``UNPIVOT (...)`` stay refused. A statement followed by ORDER BY / LIMIT /
+one aggregate call (``sum(v) + 1``) or already has a FILTER, a GROUP BY of anything but columns.
+
+The SQL standard's ``FROM s PIVOT (sum(v) FOR c IN ('a', 'b') [GROUP BY g]) [AS p]`` is that statement over ``s``
+in DuckDB's binder (the same rows and names; ``LineageFunctions.standard_pivot``), so it is written as the
+statement in FROM first. Its ``UNPIVOT (...)``, and the standard PIVOT on other engines (Spark compares the column
+in its own type, and names the columns otherwise), stay refused. A statement followed by ORDER BY / LIMIT /
 OFFSET reaches this pass as ``SELECT * FROM (the statement)`` with them (:mod:`dltrace.rewriter.grammar`).
 """
 
@@ -37,9 +41,13 @@ from dltrace.rewriter.shape import defining_cte, is_pivot_statement, is_unpivot_
 
 
 def pivots(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
-    if not any(_statement(node) for node in expression.find_all(exp.Pivot)):
+    standard = context.fns.standard_pivot
+    if not any(_statement(node) or standard and _in_from(node) for node in expression.find_all(exp.Pivot)):
         return expression
     tree = exp.maybe_copy(expression, copy)
+    if standard:
+        for node in reversed([n for n in tree.find_all(exp.Pivot) if _in_from(n)]):
+            _as_statement(node, context)
     for node in reversed([n for n in tree.find_all(exp.Pivot) if _statement(n)]):
         select = unpivoted(node, context) if is_unpivot_statement(node) else _grouped(node, context)
         if node is tree:
@@ -51,6 +59,40 @@ def pivots(expression: exp.Expression, context: PassContext, copy: bool = True) 
 
 def _statement(node: exp.Expression) -> bool:
     return is_pivot_statement(node) or is_unpivot_statement(node)
+
+
+def _in_from(node: exp.Expression) -> bool:
+    """Is ``node`` the SQL standard's ``FROM s PIVOT (agg FOR c IN (...) [GROUP BY ...])`` (not an UNPIVOT)?"""
+    return isinstance(node, exp.Pivot) and node.this is None and node.arg_key == "pivots" \
+        and not node.args.get("unpivot")
+
+
+#: the name DuckDB gives the relation of a PIVOT in FROM without an alias (its binder's)
+UNNAMED_PIVOT = "__unnamed_pivot"
+
+
+def _as_statement(node: exp.Pivot, context: PassContext) -> None:
+    """``FROM s [AS x] PIVOT (aggs FOR c IN (...) [GROUP BY ...]) [AS p]`` replaced by ``(PIVOT s [AS x] ON c IN
+    (...) USING aggs [GROUP BY ...]) AS p``, the statement DuckDB's binder reads it as (the same rows and names;
+    the relation is ``p``, or DuckDB's ``__unnamed_pivot`` without an alias). DuckDB refuses a qualified column
+    inside it, and so does this."""
+    source = node.parent
+    fields = node.args.get("fields") or []
+    if len(source.args.get("pivots") or []) != 1 or len(fields) != 1:
+        raise refuse(node, "a PIVOT in FROM is supported FOR one column, once")
+    qualified = next((c for part in (*node.expressions, *fields, node.args.get("group")) if part is not None
+                      for c in part.find_all(exp.Column) if c.table), None)
+    if qualified is not None:
+        raise refuse(node, f"a PIVOT's expressions cannot hold a qualified column ({qualified.sql(context.dialect)}), "
+                            f"as DuckDB says")
+    inner = source.copy()
+    inner.set("pivots", None)
+    statement = exp.Pivot(this=inner, expressions=[fields[0].copy()], using=[e.copy() for e in node.expressions],
+                          group=node.args["group"].copy() if node.args.get("group") else None)
+    statement.meta.update(node.meta)  # (its position, for a refusal's message)
+    alias = node.args.get("alias")
+    alias = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(UNNAMED_PIVOT, quoted=True))
+    source.replace(exp.Subquery(this=statement, alias=alias))
 
 
 def _grouped(node: exp.Pivot, context: PassContext) -> exp.Select:
