@@ -1155,6 +1155,22 @@ def test_an_in_list_with_a_random_left_side_is_refused(s):
         s.run("SELECT a FROM t WHERE a + random() IN (1, (SELECT max(a) FROM u))")
 
 
+@pytest.mark.parametrize("semantics", ["witness", "control"])
+@pytest.mark.parametrize("strategy", ["set", "bitmap"])
+def test_a_correlated_scalar_in_an_inner_joins_on_filters_as_in_where(s, semantics, strategy):
+    """``JOIN u ON u.a = t.a AND u.c > (SELECT avg(v.c) ... WHERE v.a = u.a)`` was refused (a new user's review):
+    it filters the joined rows as the WHERE would (passes/inner_join_lookups.py). u's a = 2 rows have c 7 and 1
+    (average 4): only c = 7 joins, to t's two a = 2 rows, its witnesses both a = 2 rows of u."""
+    sql = "SELECT t.a, t.b, u.c FROM t JOIN u ON u.a = t.a AND u.c > (SELECT avg(v.c) FROM u AS v WHERE v.a = u.a)"
+    assert Counter(tuple(r.values()) for r in s.sql(sql).to_pylist()) == Counter([(2, 20, 7), (2, None, 7)])
+    r = s.run(sql, lineage=strategy, semantics=semantics)
+    assert with_lineage(r) == Counter({(repr((2, 20, 7)), L(t=[1], u=[0, 3])): 1,
+                                       (repr((2, None, 7)), L(t=[3], u=[0, 3])): 1})
+    assert with_lineage(s.trace(sql, semantics=semantics)) == with_lineage(r)
+    with pytest.raises(dltrace.UnsupportedQuery, match="followed by a RIGHT/FULL join"):
+        s.run(sql + " RIGHT JOIN u AS w ON w.a = t.a")
+
+
 def test_an_in_list_holding_a_lookup_tested_against_null_is_refused(s):
     """DuckDB evaluates the list's subquery, and raises for a lookup of several rows; written as comparisons,
     ``NULL = (lookup)`` is folded unevaluated and dltrace answered no rows (the long generator profile)."""

@@ -23,6 +23,7 @@ from dltrace.rewriter.passes.build_on_read import build_on_read
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.in_lists import in_lists
+from dltrace.rewriter.passes.inner_join_lookups import inner_join_lookups
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
@@ -143,6 +144,7 @@ PASSES = {
     "unnest_columns.sql": (None, unnest_columns, "duckdb", "set"),
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
+    "inner_join_lookups.sql": (None, inner_join_lookups, "duckdb", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_spark.sql": (None, decorrelate, "spark", "set"),

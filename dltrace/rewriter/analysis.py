@@ -8,7 +8,7 @@ subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMI
 aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from constants and an unnest in FROM
 named as the engine names them, DuckDB's implicit LATERAL written out, qualify, a parenthesised join that is not the same rows flat as a
 derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups
-as one over its groups, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
+as one over its groups, a correlated scalar subquery in an inner join's ON into the WHERE, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality
 witnesses, make cross joins explicit. Both directions then ask the same questions of the prepared tree through the
 functions below:
 
@@ -49,6 +49,7 @@ from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.grouped_exists import grouped_exists
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.in_lists import in_lists
+from dltrace.rewriter.passes.inner_join_lookups import inner_join_lookups
 from dltrace.rewriter.passes.implicit_laterals import implicit_laterals
 from dltrace.rewriter.passes.known_aggregates import known_aggregates
 from dltrace.rewriter.passes.lateral_joins import lateral_joins
@@ -101,8 +102,8 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
         return ": it stands inside an aggregate's argument, which is not decorrelated; compute it in a derived " \
                "table first and aggregate that"
     if select is not None and any(isinstance(a, exp.Join) for a in _ancestors_upto(holder, select)):
-        return ": it stands in a join's ON condition, which is not decorrelated (of an inner join, the comparison " \
-               "can move to WHERE)"
+        return ": it stands in a join's ON condition, which is not decorrelated (an inner join's moves to WHERE " \
+               "unless a RIGHT or FULL join follows it)"
     if coarse:
         return f": it is correlated through {coarse}; cast both sides to one type, or compare with a COLLATE both " \
                f"sides share"
@@ -138,7 +139,8 @@ def _ancestors_upto(node: exp.Expression, top: exp.Expression):
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
                    known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, nested_joins,
-                   lateral_views, group_by_all, lateral_joins, grouped_exists, outer_join_filters, having_to_where, union_by_name,
+                   lateral_views, group_by_all, lateral_joins, grouped_exists, outer_join_filters, inner_join_lookups,
+                   having_to_where, union_by_name,
                    quantified_types, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
