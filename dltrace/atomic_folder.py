@@ -28,12 +28,21 @@ def replace_folder(target: Path, write: Callable[[Path], None], is_complete: Cal
     _clean_leftovers(target, is_complete)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
+        # (mkdtemp makes it 0700, private to its owner: a save is the user's folder, made as mkdir makes one)
+        os.chmod(tmp, 0o777 & ~_umask())
         write(tmp)
         _swap(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def aside(path: Path, is_complete: Callable[[Path], bool]) -> Path | None:

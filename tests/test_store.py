@@ -204,6 +204,19 @@ def test_a_damaged_manifest_is_named_in_one_line(sales, tmp_path, edit, needle):
 # -- atomicity ------------------------------------------------------------------------------------------------
 
 
+def test_a_save_folder_is_made_as_mkdir_makes_one(sales, tmp_path):
+    """The folder came from mkdtemp, 0700: other users could not read a save (a new user's review). Its mode is
+    the umask's, as any folder the user makes."""
+    import os
+    import stat
+
+    s, _ = sales
+    saved = s.run("SELECT grp FROM sales", lineage="set").save(tmp_path / "s")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o777 & ~mask
+
+
 def test_interrupted_save_leaves_previous_save(sales, tmp_path, monkeypatch):
     s, _ = sales
     old = s.run(GROUP, lineage="set")
