@@ -286,12 +286,14 @@ class Catalog(StaleChecks):
             per_table[kind] = compute(self.tables[name.lower()])
         return per_table[kind]
 
-    def check_known_tables(self, tree: exp.Expression, views: bool = False) -> None:
+    def check_known_tables(self, tree: exp.Expression, views: bool = False, named: frozenset = frozenset()) -> None:
         """Raise :class:`UnknownTable` when the query reads a table that is neither registered nor its own CTE
         (nor, with ``views``, one of dltrace's lineage views, a table's rows relation or a relation of the user's
         on the engine: plain SQL reads them, lineage cannot)."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
+            if id(table) in named:
+                continue  # (a table named by a clause, LINEAGE ON TABLES (c): c may be an alias, which it checks)
             name = table.name.lower()
             if has_capital_outside_ascii(table.name) and name not in ctes and not views:
                 # no registered table has one (_check_name), and DuckDB matches such a letter by its case: "Été" is

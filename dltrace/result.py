@@ -32,6 +32,7 @@ from dltrace.names import one_zero
 from dltrace.py_values import py_list
 from dltrace.rewriter import base_tables
 from dltrace.rewriter.grammar import LineageOn
+from dltrace.rewriter.lineage_on import clause_tables
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.slots import KeptRids
 
@@ -227,7 +228,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     plan = catalog.plans.get(key, catalog.source_columns) if reuse else None
     if plan is None:
         tree = parse_query(sql, read)
-        catalog.check_known_tables(tree)
+        catalog.check_known_tables(tree, named=clause_tables(tree))
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:

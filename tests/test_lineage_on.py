@@ -229,6 +229,18 @@ def test_lineage_on_a_struct_or_a_list_holding_nulls():
     s.close()
 
 
+def test_lineage_on_tables_takes_the_querys_name_for_a_table():
+    """``LINEAGE ON TABLES (c)`` for ``FROM customer AS c`` was "unknown table 'c'" (a new user's review)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"a": [1, 2, 2]}))
+    s.register("u", pa.table({"a": [2, 3]}))
+    sql = "SELECT x.a FROM t AS x JOIN u AS y ON x.a = y.a LINEAGE ON TABLES (x)"
+    r = s.run(sql)
+    assert list(r.lineage_columns) == ["t"] and sorted(r.lineage(i)["t"][0] for i in range(2)) == [1, 2]
+    assert sorted(s.trace(sql).lineage(0)["t"]) == [1, 2]  # (equal rows: backward gives both theirs)
+    s.close()
+
+
 @pytest.mark.parametrize("on", ["st.b", "t.st.b", "x.st.a + 1, x.st.b"])
 def test_lineage_on_a_structs_field(on):
     """``LINEAGE ON (st.b)``, a field of a STRUCT column, was "no table or alias 'st'" (a new user's review): the

@@ -89,6 +89,15 @@ def test_the_engine_names_the_columns(s, con):
         assert s.run(sql).table.column_names == con.sql(sql).columns
 
 
+def test_an_aliased_generators_column_read_by_the_functions_name(s, con):
+    """``range(0, 4) r`` and ``r.range``, which DuckDB reads as r's column, was refused (a new user's review)."""
+    sql = "SELECT r.range, t.k FROM range(0, 4) r JOIN t ON t.k = r.range"
+    r = s.run(sql)
+    assert r.table.column_names == con.sql(sql).columns
+    assert counted_rows(r) == Counter({(repr((row["k"], row["k"])), lineage_of(t={rid})): 1
+                                       for rid, row in enumerate(T_ROWS) if row["k"] in range(0, 4)})
+
+
 def test_lineage_on_a_generated_column_is_refused(s):
     """LINEAGE ON reads a table's values: a generated column is none (a review found it read as a table named '')."""
     with pytest.raises(dltrace.UnknownColumn, match="no table or alias 'g'"):

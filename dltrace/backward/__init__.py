@@ -34,7 +34,7 @@ from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.grammar import generate
-from dltrace.rewriter.lineage_on import take_clause
+from dltrace.rewriter.lineage_on import clause_tables, take_clause
 from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
@@ -87,7 +87,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
            semantics: str) -> BackwardTrace:
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
-    catalog.check_known_tables(tree)
+    catalog.check_known_tables(tree, named=clause_tables(tree))
     call = random_call(tree)
     if call is not None:  # (a row drawn by the run and not by the trace had no lineage; a sum's was other rows')
         raise UnsupportedQuery(f"backward tracing of a query calling a function that gives another value each time "

@@ -51,6 +51,12 @@ def dictionary_match(spec: OnSpec, alias: str) -> exp.Expression:
                       for i, e in enumerate(spec.expressions)])
 
 
+def clause_tables(tree: exp.Expression) -> frozenset:
+    """The ids of the table names a ``LINEAGE ON TABLES (...)`` clause of ``tree`` lists (names the query gives
+    its tables, which :func:`resolve` checks), for a check of the tables the query reads to pass over."""
+    return frozenset(id(t) for clause in tree.find_all(LineageOn) for t in clause.find_all(exp.Table))
+
+
 def take_clause(tree: exp.Expression) -> LineageOn | None:
     """Remove and return the query's LINEAGE ON clause; it is only meaningful on the outermost SELECT."""
     clauses = list(tree.find_all(LineageOn))
@@ -80,7 +86,8 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
         aliases[t.name.lower()] = t.name.lower()
     read = set(aliases.values())
     if clause.args.get("tables"):
-        names = frozenset(t.name.lower() for t in clause.args["tables"])
+        # (a name the query gives a table, `FROM customer c ... LINEAGE ON TABLES (c)`, is that table)
+        names = frozenset(aliases.get(t.name.lower(), t.name.lower()) for t in clause.args["tables"])
         unknown = sorted(names - read)
         if unknown:
             raise UnknownTable(f"LINEAGE ON TABLES names {', '.join(unknown)}, which the query does not read, at {position(clause)}")

@@ -12,7 +12,8 @@ columns of a call that lists none (``LineageFunctions.row_generators``: DuckDB's
 ``id``; on DuckDB the alias's name where the call has an alias and one column: ``range(3) AS q`` gives a column
 ``q``), so that a star and a bare name resolve as the engine resolves them. DuckDB also reads the column by the
 function's name there (``range``, ``q.range``), which qualification would bind to another table's column of that
-name: a column so named in the generator's SELECT (or a subquery of it) is refused, naming it. An alias naming
+name: ``q.range`` in the generator's own SELECT is written ``q.q``; a bare ``range``, or one in a subquery of it,
+is refused, naming it. An alias naming
 more columns than the call gives is refused (DuckDB drops the extra names), and so is WITH ORDINALITY (a column
 more). It marks the table
 (``meta[ROW_GENERATOR]``), which the lineage rules read as a source without lineage.
@@ -53,7 +54,7 @@ def row_generators(expression: exp.Expression, context: PassContext, copy: bool 
             alias = exp.TableAlias(this=exp.to_identifier(name, quoted=True))
             table.set("alias", alias)
         elif not alias.columns and len(columns) == 1 and context.fns.generator_column_takes_alias:
-            _check_hidden_name(table, columns[0], alias.name)
+            read_hidden_name(table, columns[0], alias.name)
             columns = (alias.name,)
         if len(alias.columns) > len(columns):
             raise UnsupportedQuery(f"{alias.name} ({table.this.sql(context.dialect)}) gives {len(columns)} "
@@ -75,18 +76,23 @@ def generator_name(table: exp.Table, context: PassContext) -> str | None:
     return name if name in context.fns.row_generators else None
 
 
-def _check_hidden_name(table: exp.Table, name: str, alias: str) -> None:
-    """DuckDB names an aliased generator's column after the alias and still reads it by the function's name
-    (``range(3) AS q``: ``q`` and ``range``), which the column qualification knows as one name only: a column of
-    that other name in the generator's SELECT or a subquery of it could be read as another table's. Refused there."""
+def read_hidden_name(source: exp.Expression, name: str, alias: str) -> None:
+    """DuckDB names an aliased one-column call's column after the alias and still reads it by ``name`` (the
+    function's: ``range(3) AS q`` gives ``q`` and ``q.range``; ``unnest(l) AS x`` ``x`` and ``x.unnest``), which
+    column qualification knows as one name only. ``alias.name`` in the call's own SELECT is written as the
+    column's name; a bare ``name``, or ``alias.name`` in a subquery of the SELECT (where another table may take the
+    alias), could be another table's column: refused, naming it."""
     if name.lower() == alias.lower():
         return
-    select = table.find_ancestor(exp.Select)
-    found = next((c for c in (select.find_all(exp.Column) if select is not None else ())
-                  if c.name.lower() == name.lower() and c.table.lower() in ("", alias.lower())), None)
-    if found is not None:
-        raise UnsupportedQuery(f"{found.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
-                               f"name the column with a list ({table.this.sql()} AS {alias}(c)), at {position(found)}")
+    select = source.find_ancestor(exp.Select)
+    for column in list(select.find_all(exp.Column)) if select is not None else ():
+        if column.name.lower() != name.lower() or column.table.lower() not in ("", alias.lower()):
+            continue
+        if column.table and column.find_ancestor(exp.Select) is select:
+            column.set("this", exp.to_identifier(alias, quoted=True))
+            continue
+        raise UnsupportedQuery(f"{column.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
+                               f"name the column with a list (AS {alias}(c)), at {position(column)}")
 
 
 def _check_constant(table: exp.Table, dialect: str) -> None:

@@ -21,6 +21,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.row_generators import read_hidden_name
 
 
 def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -40,7 +41,7 @@ def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool 
             raise UnsupportedQuery(f"{alias.name} (unnest({unnest.expressions[0].sql(context.dialect)})) gives one "
                                    f"column, and its alias names {len(alias.columns)}: name one, at {position(unnest)}")
         if not alias.columns:
-            _read_hidden_name(unnest, name, alias.name)
+            read_hidden_name(unnest, name, alias.name)
             alias.set("columns", [exp.to_identifier(alias.name, quoted=True)])
     return tree
 
@@ -48,20 +49,3 @@ def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool 
 def _in_from(unnest: exp.Unnest) -> bool:
     """Is ``unnest`` a FROM item (or a joined one), not a call in a SELECT list?"""
     return isinstance(unnest.parent, (exp.From, exp.Join)) and unnest.arg_key == "this"
-
-
-def _read_hidden_name(unnest: exp.Unnest, name: str, alias: str) -> None:
-    """DuckDB reads an aliased unnest's column by ``name`` too: ``alias.name`` in the unnest's own SELECT is
-    written as the column's name; a bare ``name``, or ``alias.name`` in a subquery of the SELECT (where another
-    table may take the alias), could be another table's column: refused, naming it."""
-    if name.lower() == alias.lower():
-        return
-    select = unnest.find_ancestor(exp.Select)
-    for column in list(select.find_all(exp.Column)) if select is not None else ():
-        if column.name.lower() != name.lower() or column.table.lower() not in ("", alias.lower()):
-            continue
-        if column.table and column.find_ancestor(exp.Select) is select:
-            column.set("this", exp.to_identifier(alias, quoted=True))
-            continue
-        raise UnsupportedQuery(f"{column.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
-                               f"name the column with a list (AS {alias}(c)), at {position(column)}")
