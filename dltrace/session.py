@@ -23,6 +23,7 @@ from dltrace.names import unknown_table
 from dltrace.forward_plan import plain_text, rows_query
 from dltrace.result import BackwardResult, LineageResult, run_forward, trace_backward
 from dltrace.rewriter.analysis import SEMANTICS
+from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.grammar import parse_plain
 from dltrace.rewriter.parse import mentions_rid, parse_error_text, statement_word
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
@@ -84,7 +85,7 @@ class Session(Catalog):
         if len(statements) != 1:
             raise ParseError(f"expected one SQL statement, got {len(statements)}")
         tree = statements[0]
-        _check_reads_only(tree, text)
+        _check_reads_only(tree, text, read)
         self.check_known_tables(tree, views=True)
         self.check_views_fresh(tree)
         self.check_numbering(self._ids_read(tree))
@@ -242,12 +243,17 @@ _CATALOG_CALLS = ("table_info", "show", "database_size", "storage_info", "versio
                   "collations", "duckdb_", "pragma_")
 
 
-def _check_reads_only(tree: sqlglot.exp.Expression, text: str) -> None:
+def _check_reads_only(tree: sqlglot.exp.Expression, text: str, dialect: str) -> None:
     if isinstance(tree, _READS):
         return
-    # (a statement sqlglot reads as a bare expression, DuckDB's CHECKPOINT a column: named by the text's first word)
-    bare = isinstance(tree, sqlglot.exp.Condition)
-    word = (text.split() or ["?"])[0].upper().rstrip(";") if bare else statement_word(tree)
+    if isinstance(tree, sqlglot.exp.Condition):
+        # (a statement sqlglot reads as a bare expression, DuckDB's CHECKPOINT a column, or no statement at all:
+        # quoted as written, comments aside)
+        written = " ".join(t.text for t in grammar_dialect(dialect).tokenize(text))
+        raise UnsupportedQuery(f"s.sql runs queries and what reads the tables, not {written[:60]!r}: run other "
+                               f"statements on your own connection or SparkSession (connect(..., connection=/spark=)), "
+                               f"whose tables the session then adopts")
+    word = statement_word(tree)
     if isinstance(tree, sqlglot.exp.Command):
         text = tree.expression.name.strip().lower() if isinstance(tree.expression, sqlglot.exp.Literal) else ""
         if word in _READING_COMMANDS or word == "CALL" and text.startswith(_CATALOG_CALLS):
@@ -256,7 +262,8 @@ def _check_reads_only(tree: sqlglot.exp.Expression, text: str) -> None:
         called = tree.this.name.lower() if tree.this is not None else ""
         if not isinstance(tree.this, sqlglot.exp.EQ) and called.startswith(_CATALOG_CALLS):
             return
-    if isinstance(tree, sqlglot.exp.Create) and isinstance(tree.expression, sqlglot.exp.Query):
+    if isinstance(tree, sqlglot.exp.Create) and isinstance(tree.expression, sqlglot.exp.Query) \
+            and tree.args.get("kind") in ("TABLE", "VIEW"):
         raise UnsupportedQuery("s.sql runs queries; CREATE ... AS <query> goes through s.run, which registers the "
                                "result with its lineage (other statements: on your own connection or SparkSession)")
     if isinstance(tree, sqlglot.exp.Create):

@@ -261,6 +261,18 @@ def test_lineage_on_a_structs_field(on):
     s.close()
 
 
+def test_lineage_on_a_derived_tables_column_is_not_a_struct_field():
+    """``st.b`` where ``st`` is a derived table (or a CTE) and another table has a STRUCT column ``st``: SQL reads
+    the derived table's column, which the clause does not read (a review found the struct's field read)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"g": [1], "st": [{"b": "p"}]}))
+    for sql in ("SELECT g, count(*) AS n FROM t, (SELECT 1 AS b) AS st GROUP BY g LINEAGE ON (st.b)",
+                "WITH st AS (SELECT 1 AS b) SELECT g, count(*) AS n FROM t, st GROUP BY g LINEAGE ON (st.b)"):
+        with pytest.raises(dltrace.UnknownColumn, match="'st' is a derived table, CTE, unnest or row generator of the query"):
+            s.run(sql)
+    s.close()
+
+
 @pytest.mark.parametrize("on", ["w", "[a, b]", "struct_pack(a := a, w := w)", "a, w"])
 def test_backward_gives_forwards_distinct_values_in_its_order(on):
     """Backward tracing deduplicated the value tuples with a Python set: two NaN rows gave the NaN tuple twice,

@@ -103,7 +103,7 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
                "table first and aggregate that"
     if select is not None and any(isinstance(a, exp.Join) for a in _ancestors_upto(holder, select)):
         return ": it stands in a join's ON condition, which is not decorrelated (an inner join's moves to WHERE " \
-               "unless a RIGHT or FULL join follows it)"
+               "unless a RIGHT, FULL or POSITIONAL join follows it)"
     if coarse:
         return f": it is correlated through {coarse}; cast both sides to one type, or compare with a COLLATE both " \
                f"sides share"

@@ -101,10 +101,11 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
             raise UnsupportedQuery(f"LINEAGE ON cannot hold a subquery, at {position(clause)}")
     schema = {t.lower(): {c.lower() for c in cols} for t, cols in (schema or {}).items()}
     labels = [e.sql() for e in clause.expressions]
-    clause = _fields_read(clause, aliases, read, schema)
+    relations = _relation_names(tree)
+    clause = _fields_read(clause, aliases, read, schema, relations)
     owners = set()
     for col in clause.find_all(exp.Column):
-        owners.add(_owner(col, aliases, read, schema, clause))
+        owners.add(_owner(col, aliases, read, schema, clause, relations))
     if len(owners) != 1:
         what = "no column" if not owners else f"columns of {', '.join(sorted(owners))}"
         raise UnsupportedQuery(f"LINEAGE ON expressions must read columns of exactly one base table, not {what}, at {position(clause)}")
@@ -119,12 +120,20 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
     return OnSpec(tables=frozenset([table]), table=table, expressions=exprs, labels=labels)
 
 
-def _fields_read(clause: LineageOn, aliases: dict, read: set, schema: dict) -> LineageOn:
-    """``info.b`` / ``t.info.b`` where ``info`` is no table or alias but a column of a table read: the field ``b`` of
-    that column, written ``(info).b`` (a copy of ``clause``), as the engine reads it."""
+def _relation_names(tree: exp.Expression) -> set[str]:
+    """The names of every relation the query names: its tables and their aliases, derived tables, CTEs, unnests."""
+    names = {t.name.lower() for t in tree.find_all(exp.Table)}
+    return names | {a.name.lower() for a in tree.find_all(exp.TableAlias) if a.name}
+
+
+def _fields_read(clause: LineageOn, aliases: dict, read: set, schema: dict, relations: set[str]) -> LineageOn:
+    """``info.b`` / ``t.info.b`` where ``info`` is no relation of the query but a column of a table read: the field
+    ``b`` of that column, written ``(info).b`` (a copy of ``clause``), as the engine reads it. (``st.b`` over a
+    derived table or CTE named ``st`` is that relation's column, which the clause does not read: left for the
+    refusal; a review found it read as a struct field of another table's column ``st``.)"""
     def field(col: exp.Column) -> exp.Expression | None:
         parts = col.parts
-        if len(parts) not in (2, 3) or parts[-2].name.lower() in aliases and len(parts) == 2:
+        if len(parts) not in (2, 3) or parts[-2].name.lower() in relations and len(parts) == 2:
             return None
         table = aliases.get(parts[0].name.lower()) if len(parts) == 3 else None
         owners = [table] if table else sorted(read)
@@ -141,10 +150,14 @@ def _fields_read(clause: LineageOn, aliases: dict, read: set, schema: dict) -> L
     return clause
 
 
-def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause) -> str:
+def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause, relations: set[str] = frozenset()) -> str:
     name = col.name.lower()
     if col.table:
         table = aliases.get(col.table.lower())
+        if table is None and col.table.lower() in relations:
+            raise UnknownColumn(f"LINEAGE ON column {col.sql()}: {col.table!r} is a derived table, CTE, unnest or row "
+                                f"generator of the query, and the clause reads base tables: name a column of a table it reads, "
+                                f"at {position(clause)}")
         if table is None:
             raise UnknownColumn(f"LINEAGE ON column {col.sql()}: no table or alias {col.table!r} in the query, at {position(clause)}")
         if schema and name not in schema.get(table, set()):

@@ -11,10 +11,12 @@ give NULL; NOT IN is the negation of the whole). Written so, each subquery is a 
 value, which decorrelation and the witness rules read as such, wherever the IN is (WHERE, HAVING, ON, the SELECT
 list, under NOT).
 
-Refused against a NULL literal (``NULL IN (1, (SELECT ...))``, a parameter left NULL): the IN is NULL whatever
-the list holds, but DuckDB evaluates the list's subquery, and raises where a lookup finds several rows, while it
-folds ``NULL = (SELECT ...)`` unevaluated (found by the long generator profile: dltrace answered no rows where the
-engine raised). A form the engine cannot fold gives the subquery's witnesses to a comparison never TRUE.
+Refused against NULL (``NULL IN (1, (SELECT ...))``, a parameter left NULL) or a constant expression that may
+fold to it (``NULL + 1``, ``TRY_CAST('x' AS INT)``: anything constant but a plain literal): the IN is then NULL
+whatever the list holds, but DuckDB evaluates the list's subquery, and raises where a lookup finds several rows,
+while it folds ``NULL = (SELECT ...)`` unevaluated (found by the long generator profile: dltrace answered no rows
+where the engine raised). A form the engine cannot fold gives the subquery's witnesses to a comparison never
+TRUE.
 
 Valid when ``x`` gives the same value each time it is evaluated: it is written once per value of the list, so one
 that calls a random draw is refused when the list has two values or more. (Each comparison takes the types of its
@@ -56,17 +58,21 @@ def _as_comparisons(node: exp.In) -> exp.Expression:
         raise UnsupportedQuery(f"an IN list holding a subquery, whose left side calls a random draw "
                                f"({call.sql()}), is not supported (it would be evaluated once per value), "
                                f"at {position(node)}")
-    if _is_null(node.this):
-        raise UnsupportedQuery(f"an IN list holding a subquery, tested against NULL, is not supported: it is NULL "
-                               f"whatever the list holds, and whether the engine still evaluates the subquery (and "
-                               f"raises where a lookup finds several rows) depends on its plan; write NULL, at "
-                               f"{position(node)}")
+    if _folded(node.this):
+        raise UnsupportedQuery(f"an IN list holding a subquery, tested against {node.this.sql()}, a constant other "
+                               f"than a plain value, is not supported: the engine folds it (to NULL, the whole IN "
+                               f"is NULL), and whether it still evaluates the subquery (and raises where a lookup "
+                               f"finds several rows) depends on its plan; write the value, at {position(node)}")
     comparisons = [exp.EQ(this=node.this.copy(), expression=value.copy()) for value in values]
     return exp.paren(exp.or_(*comparisons, copy=False), copy=False) if len(comparisons) > 1 else comparisons[0]
 
 
-def _is_null(node: exp.Expression) -> bool:
-    """Is ``node`` the NULL literal (cast or in parentheses, or not)?"""
-    while isinstance(node, (exp.Cast, exp.Paren)):
+def _folded(node: exp.Expression) -> bool:
+    """Is ``node`` a constant the engine folds at planning -- no column, subquery or parameter in it -- other than a
+    plain value (a literal, negated, cast or in parentheses)? NULL is one, and so is what may give NULL (``NULL +
+    1``, ``TRY_CAST('x' AS INT)``, ``coalesce(NULL, NULL)``; a review found those after NULL alone was refused)."""
+    if node.find(exp.Column, exp.Query, exp.Placeholder, exp.Parameter) is not None:
+        return False
+    while isinstance(node, (exp.Paren, exp.Neg)) or type(node) is exp.Cast:
         node = node.this
-    return isinstance(node, exp.Null)
+    return not isinstance(node, (exp.Literal, exp.Boolean))

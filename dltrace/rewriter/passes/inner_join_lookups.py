@@ -6,7 +6,8 @@ filter of the rows the join gives, which the WHERE applies as well, so the conju
 there (``... ON u.k = t.k WHERE u.w > (SELECT ...)``), and decorrelated and traced like any WHERE subquery.
 
 Valid for an inner, CROSS or comma join with an ON (not a LEFT, RIGHT or FULL one, whose ON keeps unmatched rows
-padded, nor ASOF / POSITIONAL) followed by no RIGHT or FULL join (which would pad the rows the ON had dropped): the
+padded, nor ASOF / POSITIONAL) followed by no RIGHT or FULL join (which would pad the rows the ON had dropped) and
+no POSITIONAL join (which pairs rows by their place, the dropped rows' places counted): the
 conjunct reads the tables up to the join alone, so a later inner or LEFT join repeats or pads a row without
 changing its value, and the WHERE drops exactly the rows the ON dropped. The same rows pass, with the same
 witnesses of the subquery (witness and control semantics alike). A conjunct holding no correlated scalar
@@ -48,8 +49,9 @@ def _movable(select: exp.Select, join: exp.Join) -> list[exp.Expression]:
         return []
     joins = select.args.get("joins") or []
     at = next(i for i, j in enumerate(joins) if j is join)
-    if any(later.side in ("RIGHT", "FULL") for later in joins[at + 1:]):
-        return []
+    if any(later.side in ("RIGHT", "FULL") or (later.args.get("method") or "").upper() == "POSITIONAL"
+           for later in joins[at + 1:]):
+        return []  # (a POSITIONAL join pairs rows by their place: the ON's dropped rows count there; a review)
     return [c for c in conjuncts(on) if _holds_correlated_scalar(c)]
 
 

@@ -89,8 +89,14 @@ def read_hidden_name(source: exp.Expression, name: str, alias: str) -> None:
         if column.name.lower() != name.lower() or column.table.lower() not in ("", alias.lower()):
             continue
         if column.table and column.find_ancestor(exp.Select) is select:
-            column.set("this", exp.to_identifier(alias, quoted=True))
+            written = exp.column(alias, table=column.table, quoted=True)
+            # (a SELECT item keeps its name, `x.unnest` an output `unnest`, which a query around it may read)
+            item = column.parent is select and column.arg_key == "expressions"
+            column.replace(exp.alias_(written, column.name, quoted=True) if item else written)
             continue
+        if not column.table and column.find_ancestor(exp.Order) is not None and \
+                column.find_ancestor(exp.Select) is select and name.lower() in map(str.lower, select.named_selects):
+            continue  # (ORDER BY an output of that name: the item's)
         raise UnsupportedQuery(f"{column.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
                                f"name the column with a list (AS {alias}(c)), at {position(column)}")
 

@@ -9,7 +9,7 @@ the rules already read, before qualification.
 Valid where the engine names the column so (``LineageFunctions.unnest_column``, DuckDB's ``unnest``), for a call
 of one list (a second argument, ``recursive := true`` or ``max_depth``, makes other columns: left as it is, for
 qualification to refuse). DuckDB still reads an aliased call's column by the name ``unnest`` too: ``x.unnest`` in the call's own SELECT is
-written ``x.x``; a bare ``unnest`` there, or one in a subquery, which qualification could bind to another table's
+written ``x.x`` (a SELECT item keeping its name), and ``x.a`` there, a field of a struct unnested, ``(x.x).a``; a bare ``unnest`` there, or one in a subquery, which qualification could bind to another table's
 column of that name, is refused, naming it (as :mod:`dltrace.rewriter.passes.row_generators` does for ``range``). An alias naming two or more
 columns is refused (DuckDB drops the names past the first).
 """
@@ -34,6 +34,7 @@ def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool 
         if len(unnest.expressions) != 1 or unnest.args.get("offset"):
             continue  # (other columns than the one: qualification's refusal)
         if alias is None:
+            _read_fields(unnest, name, name)
             unnest.set("alias", exp.TableAlias(this=exp.to_identifier(name, quoted=True),
                                                columns=[exp.to_identifier(name, quoted=True)]))
             continue
@@ -41,9 +42,32 @@ def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool 
             raise UnsupportedQuery(f"{alias.name} (unnest({unnest.expressions[0].sql(context.dialect)})) gives one "
                                    f"column, and its alias names {len(alias.columns)}: name one, at {position(unnest)}")
         if not alias.columns:
+            _read_fields(unnest, alias.name, name)
             read_hidden_name(unnest, name, alias.name)
             alias.set("columns", [exp.to_identifier(alias.name, quoted=True)])
     return tree
+
+
+def _read_fields(unnest: exp.Unnest, column: str, hidden: str) -> None:
+    """``x.a`` (and ``x.unnest.a``, ``x.x.a``) in the unnest's own SELECT, where ``x`` names the unnest and its
+    one column (a list of structs unnested): the field ``a`` of that column, as DuckDB reads it, written
+    ``(x.x).a`` (column qualification read ``x.a`` as a column ``a`` of ``x``, which it has not; a review)."""
+    select = unnest.find_ancestor(exp.Select)
+    names = {column.lower(), hidden.lower()}
+    for col in list(select.find_all(exp.Column)) if select is not None else ():
+        parts = col.parts
+        if col.find_ancestor(exp.Select) is not select or parts[0].name.lower() != column.lower():
+            continue
+        if len(parts) == 2 and parts[1].name.lower() not in names:
+            field = parts[1]
+        elif len(parts) == 3 and parts[1].name.lower() in names:
+            field = parts[2]
+        else:
+            continue
+        read = exp.Dot(this=exp.paren(exp.column(column, table=column, quoted=True), copy=False),
+                       expression=field.copy())
+        item = col.parent is select and col.arg_key == "expressions"
+        col.replace(exp.alias_(read, field.name, quoted=True) if item else read)
 
 
 def _in_from(unnest: exp.Unnest) -> bool:
