@@ -118,6 +118,13 @@ def test_ordered_and_limited(s, con, strategy):
     assert [r.lineage(i) for i in range(3)] == [{"sales": sorted(groups[k])} for k in order]
 
 
+@pytest.mark.parametrize("name", ["standard", "standard_defaults", "sum_per_region"])
+def test_verify_reruns_the_pivot(s, name):
+    """verify() restricted the source table and lost the standard PIVOT it carried: a ValueError (a review)."""
+    r = s.run(CASES[name][0])
+    assert all(r.verify(i) for i in range(r.num_rows))
+
+
 def test_with_its_ctes(s, con):
     sql = "WITH big AS (SELECT * FROM sales WHERE amount > 4) PIVOT big ON product IN ('a') USING sum(amount) " \
           "GROUP BY region"
