@@ -22,14 +22,14 @@ def _close(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, float) or isinstance(b, float):
-        if not all(isinstance(x, (int, float, Decimal)) for x in (a, b)):
-            return False  # (a float beside a string: a rerun whose columns came in another order is no match)
+        if not all(isinstance(x, (int, float, Decimal)) and not isinstance(x, bool) for x in (a, b)):
+            return False  # (a float beside a string or a bool: a rerun whose columns came in another order is no match)
         fa, fb = float(a), float(b)
         if math.isnan(fa) and math.isnan(fb):
             return True
         return math.isclose(fa, fb, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, Decimal) or isinstance(b, Decimal):
-        if not all(isinstance(x, (int, Decimal)) for x in (a, b)):
+        if not all(isinstance(x, (int, Decimal)) and not isinstance(x, bool) for x in (a, b)):
             return False
         return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
     # lists, structs and maps compared element by element, so that a NaN or a float's last digit inside one is

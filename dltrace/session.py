@@ -246,7 +246,7 @@ _CATALOG_CALLS = ("table_info", "show", "database_size", "storage_info", "versio
 def _check_reads_only(tree: sqlglot.exp.Expression, text: str, dialect: str) -> None:
     if isinstance(tree, _READS):
         return
-    if isinstance(tree, sqlglot.exp.Condition):
+    if isinstance(tree, (sqlglot.exp.Condition, sqlglot.exp.Alias)):
         # (a statement sqlglot reads as a bare expression, DuckDB's CHECKPOINT a column, or no statement at all:
         # quoted as written, comments aside)
         written = " ".join(t.text for t in grammar_dialect(dialect).tokenize(text))

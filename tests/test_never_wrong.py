@@ -1171,7 +1171,7 @@ def test_a_correlated_scalar_in_an_inner_joins_on_filters_as_in_where(s, semanti
         s.run(sql + " RIGHT JOIN u AS w ON w.a = t.a")
 
 
-@pytest.mark.parametrize("left", ["NULL", "NULL + 1", "TRY_CAST('x' AS INT)"])
+@pytest.mark.parametrize("left", ["NULL", "NULL + 1", "TRY_CAST('x' AS INT)", "t.a + NULL"])
 def test_an_in_list_holding_a_lookup_tested_against_null_is_refused(s, left):
     """DuckDB evaluates the list's subquery, and raises for a lookup of several rows; written as comparisons,
     ``NULL = (lookup)`` is folded unevaluated and dltrace answered no rows (the long generator profile; a review
@@ -1179,7 +1179,7 @@ def test_an_in_list_holding_a_lookup_tested_against_null_is_refused(s, left):
     sql = f"SELECT a FROM t WHERE {left} NOT IN (1, (SELECT u.c FROM u WHERE u.a = t.a))"
     with pytest.raises(dltrace.DltraceError, match="(?i)more than one row"):
         s.sql(sql)  # (the engine's own answer: u holds a = 2 twice)
-    with pytest.raises(dltrace.UnsupportedQuery, match="IN list holding a subquery, tested against .*a constant"):
+    with pytest.raises(dltrace.UnsupportedQuery, match="IN list holding a subquery, tested against .*the engine may fold"):
         s.run(sql)
 
 

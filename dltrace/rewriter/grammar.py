@@ -186,6 +186,7 @@ def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
 
 def parse_plain(sql: str, read: str) -> list[exp.Expression | None]:
     """``sqlglot.parse`` in sqlglot's own dialect ``read``, without its fallback warning (see below)."""
+    dialect(read)  # (an unknown name: the one-line error, where sqlglot raised a bare ValueError)
     return _parse_tokens(sql, Dialect.get_or_raise(read))
 
 

@@ -31,7 +31,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import random_call
+from dltrace.rewriter.shape import is_within, random_call
 
 
 def in_lists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -59,10 +59,10 @@ def _as_comparisons(node: exp.In) -> exp.Expression:
                                f"({call.sql()}), is not supported (it would be evaluated once per value), "
                                f"at {position(node)}")
     if _folded(node.this):
-        raise UnsupportedQuery(f"an IN list holding a subquery, tested against {node.this.sql()}, a constant other "
-                               f"than a plain value, is not supported: the engine folds it (to NULL, the whole IN "
-                               f"is NULL), and whether it still evaluates the subquery (and raises where a lookup "
-                               f"finds several rows) depends on its plan; write the value, at {position(node)}")
+        raise UnsupportedQuery(f"an IN list holding a subquery, tested against {node.this.sql()}, is not supported: "
+                               f"the engine may fold that before it runs (to NULL, making the whole IN NULL), and "
+                               f"whether it still evaluates the subquery (and raises where a lookup finds several "
+                               f"rows) depends on its plan; test a plain value or a column, at {position(node)}")
     comparisons = [exp.EQ(this=node.this.copy(), expression=value.copy()) for value in values]
     return exp.paren(exp.or_(*comparisons, copy=False), copy=False) if len(comparisons) > 1 else comparisons[0]
 
@@ -71,6 +71,9 @@ def _folded(node: exp.Expression) -> bool:
     """Is ``node`` a constant the engine folds at planning -- no column, subquery or parameter in it -- other than a
     plain value (a literal, negated, cast or in parentheses)? NULL is one, and so is what may give NULL (``NULL +
     1``, ``TRY_CAST('x' AS INT)``, ``coalesce(NULL, NULL)``; a review found those after NULL alone was refused)."""
+    if any(n.find_ancestor(exp.Query) is None or not is_within(n.find_ancestor(exp.Query), node)
+           for n in node.find_all(exp.Null)):
+        return True  # (NULL beside a column folds too: `u.x + NULL`, a review)
     if node.find(exp.Column, exp.Query, exp.Placeholder, exp.Parameter) is not None:
         return False
     while isinstance(node, (exp.Paren, exp.Neg)) or type(node) is exp.Cast:

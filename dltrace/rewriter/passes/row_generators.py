@@ -34,7 +34,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import ROW_GENERATOR
+from dltrace.rewriter.shape import ROW_GENERATOR, is_within
 
 
 def row_generators(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -86,17 +86,18 @@ def read_hidden_name(source: exp.Expression, name: str, alias: str) -> None:
         return
     select = source.find_ancestor(exp.Select)
     for column in list(select.find_all(exp.Column)) if select is not None else ():
-        if column.name.lower() != name.lower() or column.table.lower() not in ("", alias.lower()):
-            continue
+        if column.name.lower() != name.lower() or column.table.lower() not in ("", alias.lower()) \
+                or is_within(column, source):
+            continue  # (the call's own argument reads the relations before it, an outer one of the alias's name)
         if column.table and column.find_ancestor(exp.Select) is select:
             written = exp.column(alias, table=column.table, quoted=True)
             # (a SELECT item keeps its name, `x.unnest` an output `unnest`, which a query around it may read)
             item = column.parent is select and column.arg_key == "expressions"
             column.replace(exp.alias_(written, column.name, quoted=True) if item else written)
             continue
-        if not column.table and column.find_ancestor(exp.Order) is not None and \
-                column.find_ancestor(exp.Select) is select and name.lower() in map(str.lower, select.named_selects):
-            continue  # (ORDER BY an output of that name: the item's)
+        if not column.table and isinstance(column.parent, exp.Ordered) and column.parent.parent is \
+                select.args.get("order") and name.lower() in map(str.lower, select.named_selects):
+            continue  # (ORDER BY an output of that name, as a key alone: the item's; in an expression it is not)
         raise UnsupportedQuery(f"{column.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
                                f"name the column with a list (AS {alias}(c)), at {position(column)}")
 

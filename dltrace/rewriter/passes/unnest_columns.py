@@ -22,6 +22,7 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.row_generators import read_hidden_name
+from dltrace.rewriter.shape import is_within
 
 
 def unnest_columns(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -56,8 +57,9 @@ def _read_fields(unnest: exp.Unnest, column: str, hidden: str) -> None:
     names = {column.lower(), hidden.lower()}
     for col in list(select.find_all(exp.Column)) if select is not None else ():
         parts = col.parts
-        if col.find_ancestor(exp.Select) is not select or parts[0].name.lower() != column.lower():
-            continue
+        if col.find_ancestor(exp.Select) is not select or parts[0].name.lower() != column.lower() \
+                or is_within(col, unnest) or isinstance(col.this, exp.Star):
+            continue  # (the call's own argument reads an outer relation; `x.*` is the column itself)
         if len(parts) == 2 and parts[1].name.lower() not in names:
             field = parts[1]
         elif len(parts) == 3 and parts[1].name.lower() in names:
