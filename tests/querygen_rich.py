@@ -191,7 +191,11 @@ class Gen:
         aggs = tuple((Agg("count") if self.chance(3) else Agg(self.pick(["sum", "max", "count"]), Col(None, self.pick(ints))),
                       f"n{i}" if n > 1 or self.chance(2) else None) for i in range(n))
         group = (self.pick([c for c, _ in cols if c != on]),)
-        q = Pivot(name, on, values, aggs, group)
+        # (in FROM, now and then in the SQL standard's form, which DuckDB reads as the statement: passes/pivots.py)
+        standard = alias is not False and self.chance(2 if "pivot_standard" in BOOST else 3)
+        if standard:
+            self.feat("pivot_standard")
+        q = Pivot(name, on, values, aggs, group, standard)
         types = dict(cols)
         out = [(g, types[g]) for g in group] + [(c, "int") for c in q.names()[len(group):]]
         if alias is False:  # (the statement itself, the query: every cell is an output column)

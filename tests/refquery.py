@@ -215,6 +215,9 @@ class Pivot:
     values: tuple  # literals: ints or strings
     aggs: tuple  # ((Agg over unqualified columns, alias or None), ...)
     group: tuple  # column names
+    # in FROM, written in the SQL standard's form `table PIVOT (agg [AS alias], ... FOR on IN (values) GROUP BY
+    # group) AS alias`, which DuckDB reads as the statement (the same rows and names)
+    standard: bool = False
 
     def names(self) -> list[str]:
         return list(self.group) + [f"{v}_{a}" if a else f"{v}" for v in self.values for _, a in self.aggs]
@@ -372,6 +375,12 @@ def _from(f) -> str:
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
+        if isinstance(f.query, Pivot) and f.query.standard:
+            q = f.query
+            return (f"{ident(q.table)} PIVOT ("
+                    + ", ".join(render(a) + (f" AS {ident(alias)}" if alias else "") for a, alias in q.aggs)
+                    + f" FOR {ident(q.on)} IN ({', '.join(literal(v) for v in q.values)}) GROUP BY "
+                    + f"{', '.join(ident(g) for g in q.group)}) AS {ident(f.alias)}")
         keyword = "LATERAL " if f.lateral is not None and not f.implicit else ""
         return f"{keyword}({render(f.query)}) AS {ident(f.alias)}"
     left, right = _from(f.left), _from(f.right)
