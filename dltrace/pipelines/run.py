@@ -95,8 +95,7 @@ class PipelineResult:
             why = "; ".join(f"table {t!r} {reason}" for t, reason in changed)
             raise StaleLineage(f"trace of {dataset!r}: the pipeline's sources changed since it ran: {why}; the ids "
                                "it stored name other rows now: run the pipeline again")
-        steps = {st.name for st in self.pipeline.steps}
-        replaced = sorted(n for n in self.pipeline.upstream(dataset) & steps
+        replaced = sorted(n for n in self.pipeline.upstream(dataset)
                           if n in self.registered and self.session.tables.get(n) is not self.registered[n])
         if replaced:
             raise PipelineError(f"trace of {dataset!r}: {', '.join(map(repr, replaced))}, which it reads, "

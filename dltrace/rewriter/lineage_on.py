@@ -150,14 +150,14 @@ def _fields_read(clause: LineageOn, aliases: dict, read: set, schema: dict, rela
     return clause
 
 
-def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause, relations: set[str] = frozenset()) -> str:
+def _owner(col: exp.Column, aliases: dict, read: set, schema: dict, clause, relations: set[str]) -> str:
     name = col.name.lower()
     if col.table:
         table = aliases.get(col.table.lower())
         if table is None and col.table.lower() in relations:
             raise UnknownColumn(f"LINEAGE ON column {col.sql()}: {col.table!r} is a derived table, CTE, unnest or row "
-                                f"generator of the query, and the clause reads base tables: name a column of a table it reads, "
-                                f"at {position(clause)}")
+                                f"generator of the query, and the clause reads base tables: name a column of a table "
+                                f"it reads, at {position(clause)}")
         if table is None:
             raise UnknownColumn(f"LINEAGE ON column {col.sql()}: no table or alias {col.table!r} in the query, at {position(clause)}")
         if schema and name not in schema.get(table, set()):

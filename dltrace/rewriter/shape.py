@@ -340,6 +340,21 @@ def item_names(select: exp.Select, repeated: bool = False):
     return out if repeated else set(out)
 
 
+def enclosing_query(node: exp.Expression, within: exp.Expression) -> exp.Query | None:
+    """The nearest query around ``node`` below ``within`` (None: ``node`` is directly in ``within``)."""
+    parent = node.parent
+    while parent is not None and parent is not within:
+        if isinstance(parent, exp.Query):
+            return parent
+        parent = parent.parent
+    return None
+
+
+def own_subqueries(node: exp.Expression) -> list[exp.Query]:
+    """The subqueries written in ``node`` itself (a condition), not those nested inside them."""
+    return [q for q in node.find_all(exp.Query) if enclosing_query(q, node) is None]
+
+
 def is_within(node: exp.Expression, ancestor: exp.Expression) -> bool:
     """Is ``node`` ``ancestor`` or below it?"""
     while node is not None:

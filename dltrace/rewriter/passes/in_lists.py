@@ -31,7 +31,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import is_within, random_call
+from dltrace.rewriter.shape import enclosing_query, random_call
 
 
 def in_lists(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -71,8 +71,7 @@ def _folded(node: exp.Expression) -> bool:
     """Is ``node`` a constant the engine folds at planning -- no column, subquery or parameter in it -- other than a
     plain value (a literal, negated, cast or in parentheses)? NULL is one, and so is what may give NULL (``NULL +
     1``, ``TRY_CAST('x' AS INT)``, ``coalesce(NULL, NULL)``; a review found those after NULL alone was refused)."""
-    if any(n.find_ancestor(exp.Query) is None or not is_within(n.find_ancestor(exp.Query), node)
-           for n in node.find_all(exp.Null)):
+    if any(enclosing_query(n, node) is None for n in node.find_all(exp.Null)):
         return True  # (NULL beside a column folds too: `u.x + NULL`, a review)
     if node.find(exp.Column, exp.Query, exp.Placeholder, exp.Parameter) is not None:
         return False

@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.shape import conjuncts, own_subqueries
 
 
 def inner_join_lookups(expression: exp.Expression, context: PassContext | None = None,
@@ -58,11 +58,5 @@ def _movable(select: exp.Select, join: exp.Join) -> list[exp.Expression]:
 def _holds_correlated_scalar(conjunct: exp.Expression) -> bool:
     """Does ``conjunct`` hold, outside any nested query, a correlated subquery used as a value (not under EXISTS,
     IN, ANY or ALL)?"""
-    for sub in conjunct.find_all(exp.Subquery):
-        if sub.find_ancestor(exp.Query) is not conjunct.find_ancestor(exp.Query):
-            continue  # (inside a nested query of the conjunct)
-        if isinstance(sub.parent, (exp.Exists, exp.In, exp.Any, exp.All)):
-            continue
-        if is_correlated(sub.this):
-            return True
-    return False
+    return any(isinstance(sub, exp.Subquery) and not isinstance(sub.parent, (exp.Exists, exp.In, exp.Any, exp.All))
+               and is_correlated(sub.this) for sub in own_subqueries(conjunct))

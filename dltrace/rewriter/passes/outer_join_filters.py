@@ -26,7 +26,7 @@ from sqlglot import exp
 from dltrace.rewriter.parse import mentions_rid
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.shape import conjuncts, enclosing_query, own_subqueries
 
 
 def outer_join_filters(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -59,28 +59,13 @@ def _movable(join: exp.Join) -> list[exp.Expression]:
     if isinstance(join.this, exp.Table) and not isinstance(join.this.this, exp.Identifier):
         return []  # (a table function)
     alias = join.this.alias_or_name
-    return [c for c in conjuncts(on) if _subqueries(c) and all(col.table == alias for col in _reads(c))]
-
-
-def _subqueries(conjunct: exp.Expression) -> list[exp.Query]:
-    """The conjunct's own subqueries (not those nested inside them)."""
-    return [q for q in conjunct.find_all(exp.Query) if _enclosing_query(q, conjunct) is None]
-
-
-def _enclosing_query(node: exp.Expression, within: exp.Expression) -> exp.Query | None:
-    """The nearest query around ``node`` below ``within`` (None: ``node`` is directly in ``within``)."""
-    parent = node.parent
-    while parent is not None and parent is not within:
-        if isinstance(parent, exp.Query):
-            return parent
-        parent = parent.parent
-    return None
+    return [c for c in conjuncts(on) if own_subqueries(c) and all(col.table == alias for col in _reads(c))]
 
 
 def _reads(conjunct: exp.Expression) -> list[exp.Column]:
     """The columns ``conjunct`` reads of its SELECT's sources: directly, or as a correlation of its subqueries."""
-    direct = [c for c in conjunct.find_all(exp.Column) if _enclosing_query(c, conjunct) is None]
-    return direct + [c for q in _subqueries(conjunct) for c in outer_columns(q)]
+    direct = [c for c in conjunct.find_all(exp.Column) if enclosing_query(c, conjunct) is None]
+    return direct + [c for q in own_subqueries(conjunct) for c in outer_columns(q)]
 
 
 def _side_columns(side: exp.Expression, tree: exp.Expression, context: PassContext) -> list[str] | None:

@@ -13,10 +13,9 @@ columns of a call that lists none (``LineageFunctions.row_generators``: DuckDB's
 ``q``), so that a star and a bare name resolve as the engine resolves them. DuckDB also reads the column by the
 function's name there (``range``, ``q.range``), which qualification would bind to another table's column of that
 name: ``q.range`` in the generator's own SELECT is written ``q.q``; a bare ``range``, or one in a subquery of it,
-is refused, naming it. An alias naming
-more columns than the call gives is refused (DuckDB drops the extra names), and so is WITH ORDINALITY (a column
-more). It marks the table
-(``meta[ROW_GENERATOR]``), which the lineage rules read as a source without lineage.
+is refused, naming it. An alias naming more columns than the call gives is refused (DuckDB drops the extra names),
+and so is WITH ORDINALITY (a column more). It marks the table (``meta[ROW_GENERATOR]``), which the lineage rules
+read as a source without lineage.
 
 Valid where the arguments are constants: the rows are then the same for every row of the query, and read no
 table. Refused, naming the call: arguments reading a column (a lateral call, whose rows depend on another FROM
@@ -90,16 +89,20 @@ def read_hidden_name(source: exp.Expression, name: str, alias: str) -> None:
                 or is_within(column, source):
             continue  # (the call's own argument reads the relations before it, an outer one of the alias's name)
         if column.table and column.find_ancestor(exp.Select) is select:
-            written = exp.column(alias, table=column.table, quoted=True)
-            # (a SELECT item keeps its name, `x.unnest` an output `unnest`, which a query around it may read)
-            item = column.parent is select and column.arg_key == "expressions"
-            column.replace(exp.alias_(written, column.name, quoted=True) if item else written)
+            replace_read(column, exp.column(alias, table=column.table, quoted=True), column.name, select)
             continue
         if not column.table and isinstance(column.parent, exp.Ordered) and column.parent.parent is \
                 select.args.get("order") and name.lower() in map(str.lower, select.named_selects):
             continue  # (ORDER BY an output of that name, as a key alone: the item's; in an expression it is not)
         raise UnsupportedQuery(f"{column.sql()} may read {alias}'s column, which DuckDB names {alias} (and {name}): "
                                f"name the column with a list (AS {alias}(c)), at {position(column)}")
+
+
+def replace_read(column: exp.Column, written: exp.Expression, name: str, select: exp.Select) -> None:
+    """``column`` of ``select`` replaced by ``written``, which reads the same value: a SELECT item keeps its output
+    name ``name`` (``x.unnest`` an output ``unnest``, which a query around it may read)."""
+    item = column.parent is select and column.arg_key == "expressions"
+    column.replace(exp.alias_(written, name, quoted=True) if item else written)
 
 
 def _check_constant(table: exp.Table, dialect: str) -> None:

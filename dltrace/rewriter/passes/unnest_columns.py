@@ -8,10 +8,12 @@ the rules already read, before qualification.
 
 Valid where the engine names the column so (``LineageFunctions.unnest_column``, DuckDB's ``unnest``), for a call
 of one list (a second argument, ``recursive := true`` or ``max_depth``, makes other columns: left as it is, for
-qualification to refuse). DuckDB still reads an aliased call's column by the name ``unnest`` too: ``x.unnest`` in the call's own SELECT is
-written ``x.x`` (a SELECT item keeping its name), and ``x.a`` there, a field of a struct unnested, ``(x.x).a``; a bare ``unnest`` there, or one in a subquery, which qualification could bind to another table's
-column of that name, is refused, naming it (as :mod:`dltrace.rewriter.passes.row_generators` does for ``range``). An alias naming two or more
-columns is refused (DuckDB drops the names past the first).
+qualification to refuse). DuckDB still reads an aliased call's column by the name ``unnest`` too: ``x.unnest`` in
+the call's own SELECT is written ``x.x`` (a SELECT item keeping its name), and ``x.a`` there, a field of a struct
+unnested, ``(x.x).a``; the call's own argument is left alone (it reads the relations before it). A bare
+``unnest`` there but as an ORDER BY key naming an item, or one in a subquery, which qualification could bind to
+another table's column of that name, is refused, naming it (as :mod:`dltrace.rewriter.passes.row_generators`
+does for ``range``). An alias naming two or more columns is refused (DuckDB drops the names past the first).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.row_generators import read_hidden_name
+from dltrace.rewriter.passes.row_generators import read_hidden_name, replace_read
 from dltrace.rewriter.shape import is_within
 
 
@@ -68,8 +70,7 @@ def _read_fields(unnest: exp.Unnest, column: str, hidden: str) -> None:
             continue
         read = exp.Dot(this=exp.paren(exp.column(column, table=column, quoted=True), copy=False),
                        expression=field.copy())
-        item = col.parent is select and col.arg_key == "expressions"
-        col.replace(exp.alias_(read, field.name, quoted=True) if item else read)
+        replace_read(col, read, field.name, select)
 
 
 def _in_from(unnest: exp.Unnest) -> bool:
