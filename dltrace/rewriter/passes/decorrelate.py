@@ -174,6 +174,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot decorrelate the query: {str(e).splitlines()[0]}") from None
     restore(tree)
+    _reserve_lambda_variables(tree)
     # sqlglot reads a decorrelated COUNT as COALESCE(_u.c, 0) (0 over no rows): the subquery's value, not a
     # function of it -- its witnesses are decided where that COALESCE is used (witness_uses.value_use)
     for coalesce in tree.find_all(exp.Coalesce):
@@ -194,6 +195,23 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     if lookups:  # (after the kept subqueries are back: a lookup kept in place is the user's again)
         raise_errors(tree, context.fns.raise_error, WRITTEN_AS)
     return tree
+
+
+#: what a variable of sqlglot's lambdas (``ARRAY_ANY(_u.c, _x -> _x > t.b)``) is renamed to: a name in dltrace's
+#: reserved namespace, which no user's table or column takes
+LAMBDA_VARIABLE_PREFIX = "_dl_lambda"
+
+
+def _reserve_lambda_variables(tree: exp.Expression) -> None:
+    """Rename the variables of the lambdas sqlglot's decorrelation wrote into dltrace's namespace. sqlglot names
+    them ``_x``, which a user may name a table or a column: the lambda then took the user's ``"_x"."b"`` for a field
+    of its element (found by a probe). The user's identifiers are quoted by qualification by now and sqlglot's are
+    not, which tells them apart."""
+    for lam in tree.find_all(exp.Lambda):
+        variables = {v.name for v in lam.expressions if isinstance(v, exp.Identifier) and not v.quoted}
+        for ident in list(lam.find_all(exp.Identifier)):
+            if ident.name in variables and not ident.quoted:
+                ident.set("this", f"{LAMBDA_VARIABLE_PREFIX}{ident.name}")
 
 
 def _name_subquery_items(tree: exp.Expression) -> None:
