@@ -35,7 +35,8 @@ from dltrace.rewriter.passes.array_witness import array_witness as read_array_wi
 from dltrace.rewriter.passes.coarse_keys import COARSE
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, reaches_past_itself, subquery_kind
+from dltrace.rewriter.passes.correlation import (COMPARISONS, is_correlated, outer_columns, reaches_past_itself,
+                                                 subquery_kind)
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.passes.decorrelate import (
@@ -266,8 +267,13 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
         if is_correlated(query):
             written = holder.meta.get(WRITTEN_AS, holder)
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar
+            lineage_of = "control lineage of " if negative else ""
+            if isinstance(written, exp.Binary) and written.key in COMPARISONS and written.find(exp.All) is not None:
+                # (passes/quantified_all.py: the user's ALL, read as a NOT EXISTS and a count)
+                what, negative = f"{COMPARISONS[written.key]} ALL", False
+                lineage_of = "control lineage of " if control else ""
             raise UnsupportedQuery(
-                f"a correlated subquery that could not be decorrelated ({'control lineage of ' if negative else ''}"
+                f"a correlated subquery that could not be decorrelated ({lineage_of}"
                 f"{'NOT ' if negative else ''}{what}), at {position(written)}"
                 f"{_why_not_decorrelated(query, query.meta.get(COARSE), holder)}"
             )

@@ -27,8 +27,8 @@ from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
 
 
 def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
-    """Rewrite, in place, every ALL the module docstring describes; the count carries ``meta[written_as]``, the
-    user's comparison, for a refusal to name."""
+    """Rewrite, in place, every ALL the module docstring describes; the count and the EXISTS carry
+    ``meta[written_as]``, the user's comparison, for a refusal to name."""
     for comparison, query in movable_quantified(tree, exp.All):
         users = comparison.copy()
         value = query.expressions[0].unalias()
@@ -38,5 +38,6 @@ def read_all_as_not_exists(tree: exp.Expression, written_as: str) -> None:
         count = exp.Subquery(this=over_the_same_rows(query, exp.Count(this=exp.Star()), "_dl_rows"))
         count.meta[written_as] = users
         none_fails = exp.Not(this=exp.Exists(this=failing))
+        none_fails.this.meta[written_as] = users  # (a refusal of the NOT EXISTS names the user's ALL too)
         comparison.replace(exp.paren(exp.and_(none_fails, exp.Not(this=exp.Is(this=count, expression=exp.null())))))
 
