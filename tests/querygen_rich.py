@@ -30,8 +30,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
-                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Unpivot, Win,
-                      With, ident)
+                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, UnnestItem,
+                      Unpivot, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -68,7 +68,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
-                      "group_by_empty"})
+                      "group_by_empty", "unnest_in_from"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -81,13 +81,14 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # analyzer restricts where a correlated scalar subquery may stand; control semantics and LATERAL joins are not yet
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
 # column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's;
-# GROUP BY () is drawn as grouping sets are, on DuckDB)
+# GROUP BY () is drawn as grouping sets are, on DuckDB; unnest([...]) in FROM is DuckDB's, and names its column
+# after the alias)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
                              "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot",
-                             "group_by_empty"}
+                             "group_by_empty", "unnest_in_from"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -115,6 +116,7 @@ class Gen:
         self.draw, self.features, self.n, self.allow = draw, set(), 0, allow
         self.semi_depth = 0  # how many SEMI / ANTI joins' right sides or ON conditions are being generated
         self.name_aliases = set()  # tables read under their own name as alias (`r AS r`): once each per query
+        self.bare_unnest = False  # a bare `unnest([...])` in FROM, named `unnest`, drawn (once per query)
 
     def pick(self, options):
         return self.draw(st.sampled_from(options))
@@ -263,6 +265,8 @@ class Gen:
             return self.semi_join(left, lcols, lstar, depth, ctes, outer)
         if self.often("lateral", 8) and any(c[0] is not None for c in lcols):
             return self.lateral_join(left, lcols, lstar, ctes)
+        if self.often("unnest_in_from", 10) and any(c[0] is not None for c in lcols):
+            return self.unnest_join(left, lcols, lstar, ctes)
         return self.plain_join(left, lcols, lstar, depth, ctes, outer)
 
     def lateral_join(self, left, lcols, lstar, ctes):
@@ -309,6 +313,46 @@ class Gen:
             self.feat("lateral_implicit")
         right = Derived(q, alias, tuple(n for n, _ in out), implicit)
         return Join(kind, left, right, on=on), lcols + rcols, lstar + out
+
+    def unnest_join(self, left, lcols, lstar, ctes):
+        """``left, unnest([e1, ...]) AS a``, ``CROSS JOIN``, ``JOIN ... ON c`` or ``LEFT JOIN ... ON c``, maybe with
+        LATERAL: DuckDB's unnest in FROM over the left row's values and literals, maybe of ``CASE WHEN p THEN [...]
+        ELSE [] END`` or ``... END`` (no row for that left row). Named ``AS a(c)``, ``AS a`` (its column ``a``,
+        read as ``a`` or ``a.a``) or bare (alias and column ``unnest``, once per query)."""
+        self.feat("unnest_in_from")
+        outer = [c for c in lcols if c[0] is not None]
+        typ = self.pick(["int", "int", "str"])
+        same = [c for c in outer if c[2] == typ]
+        vals = [v for v in STRINGS] if typ == "str" else [-1, 0, 1, 2, 3]
+        n = self.draw(st.integers(1, 3))
+        elems = [Col(*self.pick(same)[:2]) if same and self.chance(2) else Lit(None if self.chance(4) else
+                                                                                self.pick(vals)) for _ in range(n)]
+        if all(isinstance(e, Lit) and e.value is None for e in elems):
+            elems[0] = Lit(self.pick(vals))  # (a list of NULLs alone has no element type to compare)
+        form = self.pick(["list", "list", "list", "empty", "null"])
+        self.feat(f"unnest_from_{form}")
+        cond = None
+        if form != "list" and outer:
+            c = self.pick(outer)
+            cond = Is(Col(*c[:2]), "NULL", self.chance(2))
+        naming = self.pick(["column", "alias", "alias", "bare"])
+        if naming == "bare" and self.bare_unnest:
+            naming = "alias"
+        self.bare_unnest |= naming == "bare"
+        self.feat(f"unnest_from_{naming}")
+        alias = "unnest" if naming == "bare" else self.alias()
+        column = (self.odd_name() if self.chance(3) else f"e{self.n}") if naming == "column" else None
+        kind = self.pick(["COMMA", "CROSS", "INNER", "LEFT", "LEFT"])
+        lateral = kind != "COMMA" and self.chance(3)
+        self.feat(f"unnest_from_{kind.lower()}", *(("unnest_from_lateral",) if lateral else ()))
+        item = UnnestItem(tuple(elems), alias, column, cond, form == "null", naming == "bare", kind == "COMMA",
+                          lateral)
+        rcols = [(alias, item.name, typ)]
+        on = None
+        if kind in ("INNER", "LEFT"):
+            on = self.pred(lcols + rcols, 0, ctes) if self.chance(3) else Lit(True)
+        join = Join("CROSS" if kind == "COMMA" else kind, left, item, on=on)
+        return join, lcols + rcols, lstar + [(item.name, typ)]
 
     def semi_join(self, left, lcols, lstar, depth, ctes, outer):
         """``left SEMI|ANTI JOIN right ON <equality> [AND right.x op left.y] [AND <filter>]`` or ``USING (k)``

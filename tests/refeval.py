@@ -74,7 +74,7 @@ import statistics
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
-                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, Unpivot, Win, With,
+                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, UnnestItem, Unpivot, Win, With,
                       grouping_sets)
 
 EMPTY: frozenset = frozenset()
@@ -442,6 +442,8 @@ class Evaluator:
     def _join(self, j: Join, env, ctes) -> Rel:
         if isinstance(j.right, Derived) and j.right.lateral is not None:
             return self._lateral(j, env, ctes)
+        if isinstance(j.right, UnnestItem):
+            return self._unnest_join(j, env, ctes)
         left, right = self.from_(j.left, env, ctes), self.from_(j.right, env, ctes)
         using = list(j.using)
         if j.natural:
@@ -540,6 +542,32 @@ class Evaluator:
                 lins.append(llin | rlin | w)
             if j.kind == "LEFT" and not joined:
                 rows.append(lrow + (None,) * len(right_cols))
+                lins.append(llin)
+        return Rel(list(left.cols) + right_cols, rows, lins)
+
+    def _unnest_join(self, j: Join, env, ctes) -> Rel:
+        """``left, unnest([e1, ...]) AS a`` (a CROSS, INNER or LEFT join, ON c): per left row, a row per element of
+        the list its values make; the element's value has no lineage of its own (the left row's is the row's), a
+        joined row's lineage is the left row's, the list's witnesses and the ON's (a LEFT join pads a left row no
+        element joins)."""
+        left = self.from_(j.left, env, ctes)
+        u = j.right
+        right_cols = [C(u.alias, u.name)]
+        rows, lins = [], []
+        for lrow, llin in zip(left.rows, left.lins):
+            values, wl = self.ev(Unnest(u.elems, u.cond, u.null), (Frame(left.cols, lrow),) + env, ctes)
+            joined = False
+            for value in values or []:
+                w = EMPTY
+                if j.on is not None:
+                    v, w = self.ev(j.on, (Frame(left.cols + right_cols, lrow + (value,)),) + env, ctes)
+                    if v is not True:
+                        continue
+                joined = True
+                rows.append(lrow + (value,))
+                lins.append(llin | wl | w)
+            if j.kind == "LEFT" and not joined:
+                rows.append(lrow + (None,))
                 lins.append(llin)
         return Rel(list(left.cols) + right_cols, rows, lins)
 

@@ -7,7 +7,8 @@ forms Exists, InSub (``x [NOT] IN (S)``), InList (``x [NOT] IN (a, (S), NULL)``:
 among them or as ``x``), Quant (``x op ANY|ALL (S)``), Scalar; Unnest (``unnest([a, b])``, maybe of
 ``CASE WHEN c THEN [a, b] ELSE [] END`` or ``... END``: a SELECT-list item giving one row per element).
 FROM items: Table, Derived (a FROM subquery or a CTE reference with an alias), Join (inner, left, right, full,
-cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL). Queries: Select (its LIMIT / OFFSET after an ORDER BY of
+cross, and DuckDB's SEMI / ANTI; ON, USING or NATURAL), Series (``range`` / ``generate_series``), UnnestItem
+(DuckDB's ``unnest([a, b])`` in FROM, reading the items before it). Queries: Select (its LIMIT / OFFSET after an ORDER BY of
 every output column, each by position or by its output name: ``ORDER BY v NULLS LAST, 2 NULLS LAST``), SetOp,
 With, and Paren (a parenthesised query followed by ORDER BY / LIMIT / OFFSET: ``(q) ORDER BY 2 DESC, 1 NULLS FIRST
 LIMIT 3``).
@@ -234,7 +235,28 @@ class Unpivot:
     value: str
 
 
-FromItem = Union[Table, Derived, Join, Series]
+@dataclass(frozen=True, eq=False)
+class UnnestItem:
+    """DuckDB's ``unnest([e1, ...])`` as a FROM item joined to the items before it, whose values it may read: a row
+    per element (NULL elements too), none for an empty or NULL list (``cond`` / ``null`` as Unnest's). Named
+    ``AS alias(column)``, or ``AS alias`` (its column named after the alias), or written bare (``bare``: alias and
+    column ``unnest``); after a comma (``comma``) or a join keyword, with or without LATERAL (DuckDB reads it as a
+    lateral item either way; passes/unnest_columns.py, passes/lateral_unnests.py)."""
+    elems: tuple
+    alias: str
+    column: str | None = None
+    cond: "Expr | None" = None
+    null: bool = False
+    bare: bool = False
+    comma: bool = False
+    lateral: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.column if self.column is not None else self.alias
+
+
+FromItem = Union[Table, Derived, Join, Series, UnnestItem]
 
 
 @dataclass(eq=False)
@@ -372,6 +394,11 @@ def _from(f) -> str:
         renamed = f"({ident(f.column)})" if f.column is not None else ""
         call = "generate_series" if f.inclusive else "range"
         return f"{call}({f.start}, {f.stop}) AS {ident(f.alias)}{renamed}"
+    if isinstance(f, UnnestItem):
+        call = ("LATERAL " if f.lateral else "") + _unnest(Unnest(f.elems, f.cond, f.null))
+        if f.bare:
+            return call
+        return f"{call} AS {ident(f.alias)}" + (f"({ident(f.column)})" if f.column is not None else "")
     if isinstance(f, Derived):
         if isinstance(f.query, str):
             return f"{ident(f.query)} AS {ident(f.alias)}"
@@ -388,6 +415,8 @@ def _from(f) -> str:
         right = f"({right})"
     if f.natural:
         return f"{left} NATURAL {'' if f.kind == 'INNER' else f.kind + ' '}JOIN {right}"
+    if f.kind == "CROSS" and isinstance(f.right, UnnestItem) and f.right.comma:
+        return f"{left}, {right}"
     if f.kind in ("CROSS", "POSITIONAL"):  # (POSITIONAL: DuckDB's pairing of two base tables' rows by position)
         return f"{left} {f.kind} JOIN {right}"
     kind = {"INNER": "JOIN", "LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN", "SEMI": "SEMI JOIN",
