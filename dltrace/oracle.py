@@ -14,6 +14,7 @@ from dltrace.catalog import Catalog
 from dltrace.engines.sources import ArrowSource
 from dltrace.names import RID
 from dltrace.py_values import py_list, py_value
+from dltrace.rewriter.grammar import generate
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.shape import engine_reads
 
@@ -69,7 +70,7 @@ def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str
         # (and the standard PIVOT it carries, `FROM t PIVOT (...)`: verify() ran the query without it)
         table.replace(exp.Subquery(this=inner, alias=alias, joins=table.args.get("joins"),
                                    pivots=table.args.get("pivots")))
-    return tree.sql(catalog.dialect)
+    return generate(tree, catalog.dialect)
 
 
 def verify_row(catalog: Catalog, sql: str, dialect: str, table: pa.Table, i: int,

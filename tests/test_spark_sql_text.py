@@ -67,3 +67,24 @@ def test_a_generator_of_several_columns_needs_their_names(s):
     r = s.run("SELECT id, posexplode(tags) AS (p, t) FROM q_tags")
     assert sorted(tuple(row.values()) for row in r.table.to_pylist()) == [(1, 0, 1), (1, 1, 2)]
     assert [r.lineage(i) for i in range(r.num_rows)] == [{"q_tags": [0]}, {"q_tags": [0]}]
+
+
+STRUCTS = [
+    "SELECT Id, struct(Id, NaMe) AS st, struct(q.name, Id + 1) AS t FROM q_named AS q",
+    "SELECT named_struct('CamelKey', Id) AS st, to_json(struct(NaMe AS TheName, Id)) AS j FROM q_named",
+    "SELECT CAST(struct(Id, NaMe) AS STRUCT<ID: INT, Nm: STRING>) AS st FROM q_named",
+    "SELECT to_json(collect_list(struct(NaMe, Id))) AS j FROM q_named",
+]
+
+
+@pytest.mark.parametrize("sql", STRUCTS)
+def test_struct_fields_keep_the_names_spark_gives(s, spark_session, sql):
+    """Qualification lower-cased every struct field name: `named_struct('CamelKey', id)` came back as camelkey, and
+    to_json wrote "name" for Spark's "Name" (a new user's review on Spark). Spark names a field as written, a bare
+    column's as the reference is written, an expression's col<n>."""
+    s.register("q_named", pa.table({"Id": pa.array([1, 2], pa.int32()), "NaMe": ["a", "b"]}), replace=True)
+    engine = spark_session.sql(sql).toArrow()
+    for lineage in ("set", "bitmap"):
+        r = s.run(sql, lineage=lineage)
+        assert r.table.schema.types == engine.schema.types and r.table.column_names == engine.column_names
+        assert sorted(map(repr, r.table.to_pylist())) == sorted(map(repr, engine.to_pylist()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
 
 from dltrace.engines.lineage_sql import NULL_ON_BOTH, ZERO_ON_BOTH, LineageFunctions, call, lam
 
@@ -19,6 +20,15 @@ _DEDUP_SORTED = sqlglot.parse_one(
     read="duckdb",
 )
 _ORDERED_LIST = sqlglot.parse_one("list(_dl_v ORDER BY _dl_v)", read="duckdb")
+
+
+def _struct_pack_sql(generator, struct: exp.Struct) -> str:
+    """``struct`` as DuckDB's ``struct_pack`` where a bare column is among its fields, else sqlglot's own text."""
+    if not any(isinstance(item, exp.Column) for item in struct.expressions):
+        return DuckDB.Generator.TRANSFORMS[exp.Struct](generator, struct)
+    fields = [f"{generator.sql(item.this)} := {generator.sql(item.expression)}" if isinstance(item, exp.PropertyEQ)
+              else generator.sql(item) for item in struct.expressions]
+    return f"STRUCT_PACK({', '.join(fields)})"
 
 
 def _fill(template: exp.Expression, name: str, value: exp.Expression) -> exp.Expression:
@@ -80,6 +90,13 @@ class DuckDBFunctions(LineageFunctions):
     # DuckDB 2.0.1: in EXISTS (SELECT 1 FROM items WHERE items.o = o.id), an INTEGER column items.o is passed over
     outer_table_past_a_plain_column = True
     parenthesised_group_keys = True  # DuckDB 2.0.1: GROUP BY (1) groups by the first item, GROUP BY (a, b) by a and b
+    generator_transforms = {
+        # sqlglot 30.30 writes struct_pack(t.Name) as {'Name': t.Name}, named as the reference is written, where
+        # DuckDB names the field as the column's relation does ("name" for a column stored so): written back as
+        # struct_pack, for DuckDB to name (verify() reran a query whose field names changed; the rewriter names
+        # such a field itself, passes/struct_fields.py)
+        exp.Struct: lambda self, e: _struct_pack_sql(self, e),
+    }
 
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """``list`` keeps NULL rows; the unions drop them."""

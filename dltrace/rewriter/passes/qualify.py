@@ -29,6 +29,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.field_names import (check_fields_named_like_outer_tables, columns_of, read_struct_fields,
                                                  scopes)
 from dltrace.rewriter.passes.order_by import bind_order_by
+from dltrace.rewriter.passes.struct_fields import mark_struct_fields, write_struct_fields
 from dltrace.rewriter.passes.whole_rows import expand_whole_rows
 from dltrace.rewriter.passes.written_names import mark_written_names
 from dltrace.rewriter.shape import from_items, is_row_generator
@@ -46,6 +47,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
         _hide_rid_from_stars(tree)
     _alias_unsafe_names(tree)
     mark_written_names(tree)
+    mark_struct_fields(tree)
     _alias_subquery_items_read_by_position(tree)
     try:
         tree = sqlglot_qualify(
@@ -72,6 +74,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     if context.schema is not None:
         check_stars_expanded(tree)
     expand_whole_rows(tree, context.schema)
+    write_struct_fields(tree, context.schema, not context.fns.names_columns_as_written)
     bind_order_by(tree, context.fns, ensure_schema(schema, dialect=context.dialect) if schema is not None else None)
     return tree
 

@@ -78,8 +78,9 @@ def _relation_columns(node: exp.Expression | None, source, schema: dict | None,
         select = source.expression
         while isinstance(select, exp.SetOperation):  # (a set operation's columns are its first SELECT's)
             select = select.this
-        if not isinstance(select, exp.Select):
-            return None
+        if not isinstance(select, exp.Select):  # (an unnest's or a VALUES's column list, as written)
+            return [(c.lower(), c) for c in written_columns(node)] if node is not None and written_columns(node) \
+                else None
         holder = source.expression.parent  # (the CTE or the derived table's parentheses: where its column list was)
         listed = written_columns(holder) if isinstance(holder, (exp.CTE, exp.Subquery)) else []
         out = []
@@ -97,6 +98,21 @@ def _relation_columns(node: exp.Expression | None, source, schema: dict | None,
             and source.name.lower() in schema:
         return [(c.lower(), c) for c in schema[source.name.lower()] if c.lower() != RID]
     return None
+
+
+def relation_spelling(column: exp.Column, scopes: list[Scope], schema: dict | None) -> str | None:
+    """How the relation the qualified ``column`` reads (its own SELECT's, or an outer one's) spells the column's
+    name, or None where that is not known; ``scopes``: the tree's (``traverse_scope``)."""
+    by_query = {id(s.expression): s for s in scopes}
+    select = column.find_ancestor(exp.Select)
+    scope = by_query.get(id(select)) if select is not None else None
+    while scope is not None and column.table not in scope.selected_sources:
+        scope = scope.parent
+    if scope is None:
+        return None
+    node, source = scope.selected_sources[column.table]
+    columns = _relation_columns(node, source, schema, by_query) or []
+    return next((spelled for name, spelled in columns if name == column.name), None)
 
 
 def _spelling(select: exp.Select, column: exp.Column, schema: dict | None, by_query: dict) -> str | None:
