@@ -24,6 +24,7 @@ from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.column_lists import column_lists
 from dltrace.rewriter.passes.in_lists import in_lists
 from dltrace.rewriter.passes.inner_join_lookups import inner_join_lookups
+from dltrace.rewriter.passes.null_safe_keys import null_safe_keys
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.cross_joins import explicit_cross_joins
 from dltrace.rewriter.passes.decorrelate import DECORRELATED, decorrelate
@@ -145,6 +146,8 @@ PASSES = {
     "having_to_where.sql": (qualify, having_to_where, "duckdb", "set"),
     "outer_join_filters.sql": (qualify, outer_join_filters, "duckdb", "set"),
     "inner_join_lookups.sql": (None, inner_join_lookups, "duckdb", "set"),
+    "null_safe_keys.sql": (qualify, null_safe_keys, "duckdb", "set"),
+    "null_safe_keys_spark.sql": (qualify, null_safe_keys, "spark", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_spark.sql": (None, decorrelate, "spark", "set"),

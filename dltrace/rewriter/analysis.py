@@ -6,10 +6,10 @@ that is the same rows (:mod:`.passes.parenthesised_joins`), refuses what has no 
 :data:`ANALYSIS_PASSES`: a parenthesised query's ORDER BY / LIMIT onto a SELECT of their own, an IN list holding a
 subquery as the OR of its comparisons, SEMI / ANTI joins as [NOT] EXISTS, a LIMIT inside EXISTS or on a one-row
 aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows from constants and an unnest in FROM
-named as the engine names them, DuckDB's implicit LATERAL written out, qualify, a parenthesised join that is not
-the same rows flat as a derived table, GROUP BY ALL as its keys, LATERAL joins as joins of derived tables, a
-correlated EXISTS that groups as one over its groups, a correlated scalar subquery in an inner join's ON into the
-WHERE, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses, make
+named as the engine names them, DuckDB's implicit LATERAL written out, qualify, a correlation through IS NOT DISTINCT
+FROM as an equality of structs, a parenthesised join that is not the same rows flat as a derived table, GROUP BY
+ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one over its groups, a
+correlated scalar subquery in an inner join's ON into the WHERE, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses, make
 cross joins explicit. Both directions then ask the same questions of the prepared tree through the
 functions below:
 
@@ -59,6 +59,7 @@ from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.nested_joins import nested_joins
+from dltrace.rewriter.passes.null_safe_keys import null_safe_keys
 from dltrace.rewriter.passes.lateral_views import lateral_views
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
@@ -140,10 +141,10 @@ def _ancestors_upto(node: exp.Expression, top: exp.Expression):
 
 
 ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_limit, aggregate_limit, distinct_on,
-                   known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, nested_joins,
-                   lateral_views, group_by_all, lateral_joins, grouped_exists, outer_join_filters, inner_join_lookups,
-                   having_to_where, union_by_name, quantified_types, decorrelate, mark_witness_uses,
-                   read_array_witnesses, explicit_cross_joins)
+                   known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, null_safe_keys,
+                   nested_joins, lateral_views, group_by_all, lateral_joins, grouped_exists, outer_join_filters,
+                   inner_join_lookups, having_to_where, union_by_name, quantified_types, decorrelate,
+                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
