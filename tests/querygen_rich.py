@@ -68,7 +68,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
-                      "group_by_empty", "unnest_in_from"})
+                      "group_by_empty", "unnest_in_from", "null_safe_correlation"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -390,7 +390,7 @@ class Gen:
             for _ in range(2 if self.chance(5) else 1):
                 if pairs:
                     a, b = self.pick(keyed) if keyed and self.chance(2) else self.pick(pairs)
-                    eq = Bin("=", Col(a[0], a[1]), Col(b[0], b[1]))
+                    eq = Bin(self.null_safe_or("="), Col(a[0], a[1]), Col(b[0], b[1]))
                     on = eq if on is None else Bin("AND", on, eq)
             lints, rints = [c for c in lcols if c[2] == "int"], [c for c in rcols if c[2] == "int"]
             if lints and rints and (on is None or self.chance(2)):
@@ -538,6 +538,13 @@ class Gen:
         return Is(p, {"is_null": "NULL", "is_true": "TRUE", "is_not_true": "TRUE", "is_false": "FALSE"}[wrap],
                   wrap == "is_not_true")
 
+    def null_safe_or(self, op: str) -> str:
+        """``op``, or now and then ``IS NOT DISTINCT FROM`` for an ``=`` (passes/null_safe_keys.py)."""
+        if op == "=" and self.often("null_safe_correlation", 6):
+            self.feat("null_safe_correlation")
+            return "IS NOT DISTINCT FROM"
+        return op
+
     def correlate(self, cols, outer, where, least: int, ops: list, swap: bool = False, ranged: str | None = None):
         """``where`` AND ``least`` to two comparisons (one of ``ops``) of a column of ``cols`` with an ``outer`` one
         of its type (``swap``: now and then the outer side first; ``ranged``: the feature of an op other than =)."""
@@ -547,6 +554,7 @@ class Gen:
             op = self.pick(ops)
             if op != "=" and ranged:
                 self.feat(ranged)
+            op = self.null_safe_or(op)
             sides = (Col(c[0], c[1]), Col(o[0], o[1]))
             corr = Bin(op, *sides) if not swap or self.chance(2) else Bin(op, *sides[::-1])
             where = corr if where is None else Bin("AND", where, corr)
@@ -1250,6 +1258,7 @@ class Gen:
         if inner_ints and outer_ints:
             for op in (self.pick(["=", "=", None]), self.pick(["<", "<>", ">=", ">"])):
                 if op is not None:
+                    op = self.null_safe_or(op)
                     tests.append(Bin(op, Col(*self.pick(inner_ints)[:2]), Col(*self.pick(outer_ints)[:2])))
         if self.chance(2):
             tests.append(self.pred(cols, 0, ctes))

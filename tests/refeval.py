@@ -697,6 +697,8 @@ class Evaluator:
             if isinstance(e.right, Scalar) and not witnessed:
                 w2 = EMPTY
             return v, w1 | w2
+        if e.op == "IS NOT DISTINCT FROM":  # (two-valued: NULL is not distinct from NULL)
+            return (a == b if a is not None and b is not None else a is None and b is None), w1 | w2
         if a is None or b is None:
             return None, w1 | w2
         return {"+": a + b, "-": a - b, "*": a * b}[e.op], w1 | w2

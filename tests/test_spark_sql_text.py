@@ -74,6 +74,9 @@ STRUCTS = [
     "SELECT named_struct('CamelKey', Id) AS st, to_json(struct(NaMe AS TheName, Id)) AS j FROM q_named",
     "SELECT CAST(struct(Id, NaMe) AS STRUCT<ID: INT, Nm: STRING>) AS st FROM q_named",
     "SELECT to_json(collect_list(struct(NaMe, Id))) AS j FROM q_named",
+    # a one-field named_struct on the left of IN (subquery): sqlglot wrote STRUCT(k AS K), which Spark unpacks there
+    "SELECT Id FROM q_named WHERE named_struct('K', Id) IN (SELECT named_struct('K', Id) FROM q_named WHERE Id > 1)",
+    "SELECT Id, named_struct('K', Id) IN (SELECT named_struct('K', Id) FROM q_named WHERE Id > 1) AS f FROM q_named",
 ]
 
 

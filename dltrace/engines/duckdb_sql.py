@@ -24,7 +24,7 @@ _ORDERED_LIST = sqlglot.parse_one("list(_dl_v ORDER BY _dl_v)", read="duckdb")
 
 def _struct_pack_sql(generator, struct: exp.Struct) -> str:
     """``struct`` as DuckDB's ``struct_pack`` where a bare column is among its fields, else sqlglot's own text."""
-    if not any(isinstance(item, exp.Column) for item in struct.expressions):
+    if not any(isinstance(item, (exp.Column, exp.Identifier)) for item in struct.expressions):  # (a lambda's variable)
         return DuckDB.Generator.TRANSFORMS[exp.Struct](generator, struct)
     fields = [f"{generator.sql(item.this)} := {generator.sql(item.expression)}" if isinstance(item, exp.PropertyEQ)
               else generator.sql(item) for item in struct.expressions]

@@ -54,6 +54,15 @@ def _time_type_sql(generator: Any, datatype: exp.DataType) -> str | None:
     return f"TIME({generator.expressions(datatype, flat=True)})" if precision else "TIME"
 
 
+def _named_struct_sql(generator, struct: exp.Struct) -> str:
+    """``struct`` as ``NAMED_STRUCT('k', v, ...)`` where every field is named, else sqlglot's own text."""
+    if not struct.expressions or not all(isinstance(i, exp.PropertyEQ) and isinstance(i.this, exp.Identifier)
+                                         for i in struct.expressions):
+        return generator.struct_sql(struct)
+    return generator.func("NAMED_STRUCT", *[part for i in struct.expressions
+                                             for part in (exp.Literal.string(i.this.name), i.expression)])
+
+
 class SparkFunctions(LineageFunctions):
     """Lineage SQL in Spark's dialect."""
 
@@ -84,6 +93,10 @@ class SparkFunctions(LineageFunctions):
         exp.ParseJSON: lambda self, e: self.func("PARSE_JSON", e.this),
         # and to_json(parse_json(x)) as x itself, or a regexp over from_json for a literal: Spark 4 runs it as written
         exp.JSONFormat: lambda self, e: self.func("TO_JSON", e.this, e.args.get("options")),
+        # sqlglot 30.30 writes named_struct('K', k) as STRUCT(k AS K), which Spark 4 unpacks into a row value on the
+        # left of IN (subquery) and then compares with the subquery's one struct column (a probe: "data type
+        # mismatch"); NAMED_STRUCT is the same struct everywhere
+        exp.Struct: lambda self, e: _named_struct_sql(self, e),
     }
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)
     string_escapes = ("\\", "'")

@@ -25,7 +25,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from dltrace.errors import UnsupportedQuery
 from dltrace.names import RID
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.written_names import written_alias, written_columns
+from dltrace.rewriter.passes.written_names import WRITTEN_FIELD, written_alias, written_columns
 
 
 def expand_whole_rows(tree: exp.Expression, schema: dict | None) -> None:
@@ -40,11 +40,17 @@ def expand_whole_rows(tree: exp.Expression, schema: dict | None) -> None:
                 if r.find_ancestor(exp.Select, exp.SetOperation) is scope.expression]
         for ref in refs:
             fields = _fields(scope, ref.name, schema, by_query, ref)
+            table = exp.to_identifier(ref.name, quoted=True)
             ref.replace(exp.Struct(expressions=[
-                exp.PropertyEQ(this=exp.to_identifier(spelled, quoted=True),
-                               expression=exp.column(exp.to_identifier(name, quoted=True),
-                                                     table=exp.to_identifier(ref.name, quoted=True)))
+                _field(spelled, exp.column(exp.to_identifier(name, quoted=True), table=table.copy()))
                 for name, spelled in fields]))
+
+
+def _field(spelled: str, value: exp.Expression) -> exp.PropertyEQ:
+    """A struct field named as the engine names it, marked so (``passes/struct_fields.py`` names the others)."""
+    field = exp.PropertyEQ(this=exp.to_identifier(spelled, quoted=True), expression=value)
+    field.meta[WRITTEN_FIELD] = spelled
+    return field
 
 
 def _fields(scope: Scope, alias: str, schema: dict | None, by_query: dict, ref: exp.Expression) -> list[tuple[str, str]]:
@@ -76,11 +82,10 @@ def _relation_columns(node: exp.Expression | None, source, schema: dict | None,
     columns are not known."""
     if isinstance(source, Scope):
         select = source.expression
-        while isinstance(select, exp.SetOperation):  # (a set operation's columns are its first SELECT's)
-            select = select.this
-        if not isinstance(select, exp.Select):  # (an unnest's or a VALUES's column list, as written)
-            return [(c.lower(), c) for c in written_columns(node)] if node is not None and written_columns(node) \
-                else None
+        while isinstance(select, (exp.SetOperation, exp.Lateral, exp.Subquery)):
+            select = select.this  # (a set operation's columns are its first SELECT's; a LATERAL's its query's)
+        if not isinstance(select, exp.Select):
+            return _listed_columns(node, select)
         holder = source.expression.parent  # (the CTE or the derived table's parentheses: where its column list was)
         listed = written_columns(holder) if isinstance(holder, (exp.CTE, exp.Subquery)) else []
         out = []
@@ -98,6 +103,25 @@ def _relation_columns(node: exp.Expression | None, source, schema: dict | None,
             and source.name.lower() in schema:
         return [(c.lower(), c) for c in schema[source.name.lower()] if c.lower() != RID]
     return None
+
+
+def _listed_columns(node: exp.Expression | None, relation: exp.Expression) -> list[tuple[str, str]] | None:
+    """The columns of an unnest or a VALUES as its column list writes them, where the list names them all (DuckDB
+    names a VALUES's other columns ``col<i>``, and unnests a struct into its fields); None elsewhere."""
+    listed = written_columns(node) if node is not None else []
+    if isinstance(relation, exp.Values) and relation.expressions:
+        width = len(relation.expressions[0].expressions) if isinstance(relation.expressions[0], exp.Tuple) else 1
+    elif isinstance(relation, exp.Unnest) and len(relation.expressions) == 1 and not relation.args.get("offset"):
+        width = 1
+    else:
+        return None
+    return [(c.lower(), c) for c in listed] if listed and len(listed) == width else None
+
+
+def relation_columns(scope: Scope, schema: dict | None, scopes: list[Scope]) -> list[tuple[str, str | None]] | None:
+    """(name in the qualified tree, the engine's spelling or None) for each output column of the query of
+    ``scope`` (a SELECT, a set operation); None when not known; ``scopes``: the tree's."""
+    return _relation_columns(None, scope, schema, {id(s.expression): s for s in scopes})
 
 
 def relation_spelling(column: exp.Column, scopes: list[Scope], schema: dict | None) -> str | None:

@@ -9,6 +9,7 @@ from sqlglot import exp
 
 WRITTEN_ALIAS = "dl_written_alias"  # meta of a SELECT item the query aliases itself: the alias as written
 WRITTEN_COLUMNS = "dl_written_columns"  # meta of a derived table or CTE with a column list: its names as written
+WRITTEN_FIELD = "dl_written_field"  # meta of a struct field's key, alias or type field: its name (struct_fields.py)
 
 
 def mark_written_names(tree: exp.Expression) -> None:
