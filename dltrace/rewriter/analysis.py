@@ -112,8 +112,9 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
                f"sides share"
     outer = {id(c) for c in outer_columns(query)}
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.NullSafeEQ)):
-        return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is not decorrelated; compare with = "\
-               "where a NULL key may match nothing"
+        return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is decorrelated only in the subquery's " \
+               "own WHERE between two sides of one type (integers, decimals, dates, timestamps, booleans, strings " \
+               "without a collation); cast both sides to one type, or compare with = where a NULL key may match nothing"
     if isinstance(query, exp.Select) and (query.args.get("limit") or query.args.get("offset")):
         return ": it has a LIMIT or OFFSET, which is read only in a lookup of plain rows correlated by equalities " \
                "of its own columns with the outer query's alone and ordered by its own columns (for a LIMIT 1 " \
