@@ -55,9 +55,10 @@ def _time_type_sql(generator: Any, datatype: exp.DataType) -> str | None:
 
 
 def _named_struct_sql(generator, struct: exp.Struct) -> str:
-    """``struct`` as ``NAMED_STRUCT('k', v, ...)`` where every field is named, else sqlglot's own text."""
-    if not struct.expressions or not all(isinstance(i, exp.PropertyEQ) and isinstance(i.this, exp.Identifier)
-                                         for i in struct.expressions):
+    """``struct`` as ``NAMED_STRUCT('k', v, ...)`` where it was written so and every field is named, else sqlglot's
+    own text (``STRUCT(v AS k, ...)``)."""
+    if not struct.meta.get("dl_named_struct") or not struct.expressions or not all(
+            isinstance(i, exp.PropertyEQ) and isinstance(i.this, exp.Identifier) for i in struct.expressions):
         return generator.struct_sql(struct)
     return generator.func("NAMED_STRUCT", *[part for i in struct.expressions
                                              for part in (exp.Literal.string(i.this.name), i.expression)])
@@ -95,7 +96,8 @@ class SparkFunctions(LineageFunctions):
         exp.JSONFormat: lambda self, e: self.func("TO_JSON", e.this, e.args.get("options")),
         # sqlglot 30.30 writes named_struct('K', k) as STRUCT(k AS K), which Spark 4 unpacks into a row value on the
         # left of IN (subquery) and then compares with the subquery's one struct column (a probe: "data type
-        # mismatch"); NAMED_STRUCT is the same struct everywhere
+        # mismatch"): a named_struct the query (or dltrace) writes is written back as one; a struct(...) as STRUCT,
+        # which Spark unpacks there as the user meant
         exp.Struct: lambda self, e: _named_struct_sql(self, e),
     }
     # Spark 4 reads 'a''b' as the string a'b (sqlglot 30.30's Spark dialect: two literals, concatenated)

@@ -74,6 +74,20 @@ def _written_log(base: int, args: list) -> exp.Log:
     return node
 
 
+# meta key of a struct written as a named_struct(...) call (Spark): sqlglot reads it as it reads struct(v AS k), which
+# Spark unpacks into a row value on the left of IN (subquery) where it does not unpack a named_struct; the engine's
+# generator writes it back as the call (engines/spark_sql.py)
+NAMED_STRUCT = "dl_named_struct"
+
+
+def _written_named_struct(build):
+    def parse(args: list) -> exp.Expression:
+        node = build(args)
+        node.meta[NAMED_STRUCT] = True
+        return node
+    return parse
+
+
 def _extend(base: type[Dialect], transforms: GeneratorTransforms,
             escapes: tuple[str, ...] | None = None) -> type[Dialect]:
     class Tokenizer(base.Tokenizer):
@@ -81,7 +95,9 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
 
     class Parser(base.Parser):
         FUNCTIONS = {**base.Parser.FUNCTIONS, "LOG2": lambda args: _written_log(2, args),
-                     "LOG10": lambda args: _written_log(10, args)}
+                     "LOG10": lambda args: _written_log(10, args),
+                     **({"NAMED_STRUCT": _written_named_struct(base.Parser.FUNCTIONS["NAMED_STRUCT"])}
+                        if "NAMED_STRUCT" in base.Parser.FUNCTIONS else {})}
 
         def _parse_query_modifiers(self, this):
             this = super()._parse_query_modifiers(this)
