@@ -58,7 +58,8 @@ def write_struct_fields(tree: exp.Expression, schema: dict | None, names_bound_c
             node.set("alias" if isinstance(node, exp.Alias) else "this", exp.to_identifier(written, quoted=True))
     if not names_bound_columns:
         return
-    structs = [s for s in tree.find_all(exp.Struct) if any(_unnamed(i) for i in s.expressions)]
+    structs = [s for s in tree.find_all(exp.Struct)
+               if not isinstance(s.parent, exp.ToMap) and any(_unnamed(i) for i in s.expressions)]
     if not structs:
         return
     scopes = list(traverse_scope(tree))
@@ -79,7 +80,9 @@ def write_struct_fields(tree: exp.Expression, schema: dict | None, names_bound_c
 def _unnamed(item: exp.Expression) -> bool:
     """Is ``item`` a struct field the query does not name? Every key it writes is marked, and so is every key
     dltrace writes (``passes/whole_rows.py``); qualification writes one for a USING join's merged column."""
-    return not isinstance(item, exp.PropertyEQ) or WRITTEN_FIELD not in item.meta
+    if isinstance(item, exp.PropertyEQ):  # (a MAP literal's key is a string: a value, no field's name)
+        return isinstance(item.this, exp.Identifier) and WRITTEN_FIELD not in item.meta
+    return True
 
 
 def _bound_name(item: exp.Expression, scopes: list, schema: dict | None) -> str | None:
