@@ -269,7 +269,7 @@ def clause_subqueries(select: exp.Select, control: bool) -> list[ClauseSubquery]
         if is_correlated(query):
             written = holder.meta.get(WRITTEN_AS, holder)
             what = subquery_kind(written)[0].upper()  # the user's: an EXISTS read as a count, a split's scalar
-            lineage_of = "control lineage of " if negative else ""
+            lineage_of = "control lineage of " if negative or control and kind in ("in", "any") else ""
             if isinstance(written, exp.Binary) and written.key in COMPARISONS and written.find(exp.All) is not None:
                 # (passes/quantified_all.py: the user's ALL, read as a NOT EXISTS and a count)
                 what, negative = f"{COMPARISONS[written.key]} ALL", False

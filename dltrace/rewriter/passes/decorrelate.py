@@ -152,6 +152,15 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
             holder.meta[SCALAR_IN_PLACE] = True
         for holder in covered_in_subqueries(tree, _in_a_clause_subquery):
             holder.meta[COVERED_WITNESSES] = True
+    if context.control:
+        # a correlated IN's control lineage is the subquery's rows for the outer row, more than the matching ones
+        # sqlglot's join keeps (it groups by the value too): kept in place, where it is refused by name (the review
+        # of a change found control lineage equal to the witnesses)
+        for holder in _holders(tree):
+            kind = subquery_kind(holder)[0]
+            query = holder.this.this if isinstance(holder.this, exp.Subquery) else holder.this
+            if kind in ("in", "any") and is_correlated(query):
+                holder.meta[_CONTROL_IN] = True
     refuse_unknown(tree, context.dialect, WRITTEN_AS)  # (kept in place or not: a correlated one is refused)
     kept = _keep_in_place(tree)
     stand_in(tree, context.dialect)  # (after: a subquery kept in place is the user's as written)
@@ -257,6 +266,9 @@ def _has_clause_subquery(tree: exp.Expression) -> bool:
     return False
 
 
+_CONTROL_IN = "dl_control_in"  # meta of a correlated IN / = ANY under control semantics: kept in place (refused)
+
+
 def _keep_in_place(tree: exp.Expression) -> list[exp.Expression]:
     """Swap every subquery sqlglot cannot decorrelate exactly for a placeholder; return them by number."""
     kept: list[exp.Expression] = []
@@ -348,7 +360,8 @@ def _in_a_clause_subquery(node: exp.Expression) -> bool:
 
 
 def _safe_to_decorrelate(holder: exp.Expression) -> bool:
-    if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE) or holder.meta.get(COVERED_WITNESSES):
+    if holder.meta.get(NO_WITNESSES) or holder.meta.get(SCALAR_IN_PLACE) or holder.meta.get(COVERED_WITNESSES) \
+            or holder.meta.get(_CONTROL_IN):
         return False  # (read also for a subquery around it: sqlglot would move this one with its correlation)
     if holder.this.meta.get(COARSE):
         return False  # its groups may join an outer row several times (passes/coarse_keys.py)
