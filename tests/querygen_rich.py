@@ -68,7 +68,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
-                      "group_by_empty", "unnest_in_from", "null_safe_correlation"})
+                      "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -628,6 +628,8 @@ class Gen:
         x = self.value(scope, typ, 0, ctes)
         # (maybe a SELECT whose rows are not its FROM's)
         rows = self.rows_query(typ, outer, ctes) if kind != "scalar_cmp" else None
+        if rows is None and kind in ("in", "not_in", "any", "all") and self.often("in_correlated", 4):
+            rows = self.correlated_rows(typ, outer, ctes)
         if kind == "exists" and self.often("exists_grouped", 6):
             p = Exists(self.grouped_exists_query(outer, ctes))
         elif kind == "exists":
@@ -657,6 +659,15 @@ class Gen:
         if self.often("unnest_in_subquery", 12):
             return self.unnest_query(typ, outer, ctes)
         return None
+
+    def correlated_rows(self, typ: str, outer, ctes):
+        """``SELECT v FROM <table or join> WHERE <inner> = <outer> [AND ...]`` for IN / op ANY / ALL: plain rows
+        correlated by an equality (now and then a range), whose rows for an outer row are more than those matching
+        ``x`` (control lineage takes them all; the review of a change found it given the matching ones alone)."""
+        self.feat("in_correlated")
+        item, cols, where = self._small_from([], ctes)
+        where = self.correlate(cols, [c for c in outer if c[0] is not None], where, 1, ["=", "=", "=", "<"])
+        return Select([(self.value(cols, typ, 0, ctes), "c0")], item, where)
 
     def _small_from(self, outer, ctes):
         """A FROM of one table or an inner join / cross join of two (no subqueries), maybe correlated with
