@@ -23,7 +23,7 @@ from pyroaring import BitMap, BitMap64
 
 from dltrace.errors import DltraceError, check_count, check_mapping, check_names
 from dltrace.fetch import as_rids, fetch, table_rids
-from dltrace.lineage_data import LineageData, is_bitmap_type
+from dltrace.lineage_data import ByTable, LineageData, is_bitmap_type
 from dltrace.names import RID
 from dltrace.py_values import py_records
 from dltrace.udafs.bitmap import load as load_bitmap
@@ -96,7 +96,7 @@ def backward(result: LineageData, i: int, tables: Iterable[str] | str | None = N
         if limit is not None:
             ids = ids[:check_count(limit, "limit")]
         out[t] = fetch(result.session, t, ids, wanted.get(t))
-    return out
+    return ByTable(out)
 
 
 @dataclass

@@ -41,6 +41,26 @@ def decode_ids(value: Any) -> list[int]:
     return sorted({int(v) for v in value if v is not None})
 
 
+
+class ByTable(dict):
+    """``{table: ...}`` keyed by the tables' names in lower case, as the engines read names (case-insensitively),
+    and looked up in any case: ``r.lineage(i)["Events"]`` of a table registered as ``Events`` (a new user met a
+    KeyError)."""
+
+    def _key(self, key: Any) -> Any:
+        if isinstance(key, str) and not dict.__contains__(self, key) and dict.__contains__(self, key.lower()):
+            return key.lower()
+        return key
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
+
 class FinishedOnRead(MutableMapping):
     """A result's lineage columns (base table -> column), some of them still as the engine returned them and
     finished the first time they are read, then kept: id lists built into bitmaps (``encode_bitmaps``, the bytes
@@ -170,7 +190,7 @@ class LineageData:
         """
         i = self.check_row(i)
         found = {t: self._with_shared(t, decode_ids(col[i].as_py())) for t, col in self.lineage_columns.items()}
-        return self._decoded(found)
+        return ByTable(self._decoded(found))
 
     def shared_ids(self, table: str) -> list[int]:
         """The rids of ``table`` in every row's lineage (sorted; decoded once)."""

@@ -553,3 +553,20 @@ def test_verify_keeps_the_joins_a_table_carries(sql):
         assert r.num_rows == 2 and all(r.verify(i) for i in range(r.num_rows))
     finally:
         s.close()
+
+
+def test_lineage_is_read_by_a_table_name_in_any_case():
+    """Lineage is keyed by the tables' names in lower case; `r.lineage(i)["Events"]` of a table registered as
+    Events raised KeyError (a new user on Spark)."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("Events", pa.table({"k": [1, 2]}))
+        r = s.run('SELECT k FROM "Events" WHERE k > 1')
+        assert r.lineage(0) == {"events": [1]}
+        assert r.lineage(0)["Events"] == r.lineage(0)["EVENTS"] == [1] and "Events" in r.lineage(0)
+        assert r.backward(0)["Events"].column("k").to_pylist() == [2]
+        assert s.trace('SELECT k FROM "Events" WHERE k > 1').lineage(0)["Events"] == [1]
+        with pytest.raises(KeyError):
+            r.lineage(0)["Other"]
+    finally:
+        s.close()
