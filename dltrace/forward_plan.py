@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlglot import exp
+
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, converted
 from dltrace.engines import lineage_functions
@@ -22,6 +24,7 @@ from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.scalar_lookups import unguarded_lookup
 from dltrace.rewriter.slots import KeptRids
 
 
@@ -73,8 +76,19 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
         preludes=tuple(rewritten.prelude_sql()),
         standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
         reads=tuple(schema),
+        check_text=_counted(catalog, tree) if unguarded_lookup(tree, PassContext(
+            catalog.dialect, lineage_functions(catalog.dialect, "set"), None)) is not None else None,
     )
     return plan, composed
+
+
+def _counted(catalog: Catalog, tree: Any) -> str:
+    """``SELECT count(*) FROM (<tree as written>)``: the query run as the user wrote it, for the engine to raise."""
+    written = tree.copy()
+    take_clause(written)
+    plain = parse_query(plain_text(catalog, written), catalog.dialect)
+    return generate(exp.select(exp.Count(this=exp.Star())).from_(
+        exp.Subquery(this=plain, alias=exp.TableAlias(this=exp.to_identifier("_dl_q")))), catalog.dialect)
 
 
 def composed_read(catalog: Catalog, tree: Any, form: str, semantics: str) -> dict[str, LineageSource]:

@@ -246,6 +246,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if engine_bitmaps:
         catalog.engine.install_functions()
     snapshot = snapshot_read(catalog, plan.reads, [*dict(plan.lineage), *(t for t, *_ in plan.packed)], end_to_end)
+    if plan.check_text is not None:  # (the query as written first: the engine raises where it raises)
+        catalog.engine.sql(plan.check_text)
     with _preludes_stored(catalog, plan.preludes):
         out = catalog.engine.sql(plan.text)
         common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None

@@ -1354,3 +1354,18 @@ def test_control_lineage_of_a_correlated_in_is_refused(s, sql):
     with pytest.raises(dltrace.UnsupportedQuery, match=r"could not be decorrelated \(control lineage of (IN|ANY)\)"):
         s.run(sql, semantics="control")
     s.run(sql)  # (witness semantics: runs)
+
+
+def test_a_lookup_over_no_table_raises_where_the_engine_raises(s):
+    """A correlated lookup over a row generator stays in place with no guard; the rewrite's plan filtered t's rows
+    by the decorrelated IN first and never evaluated it for t's a = 1 row (two rows: 2 and 3), where the engine's
+    plan raised "more than one row": dltrace answered (the long generator profile). The query as written runs
+    first, counted."""
+    sql = ("SELECT count(DISTINCT 1) AS n FROM (SELECT max(t.a) AS m FROM t WHERE ('a' IN ((SELECT 'b' FROM "
+           "generate_series(2, 3) AS g WHERE g.g >= t.a), '')) = false AND t.b IN (SELECT u.c + 23 FROM u) "
+           "GROUP BY t.b, t.a) AS x")
+    with pytest.raises(dltrace.QueryError, match="More than one row"):
+        s.sql(sql)
+    for strategy in ("set", "bitmap"):
+        with pytest.raises(dltrace.QueryError, match="More than one row"):
+            s.run(sql, lineage=strategy)

@@ -38,7 +38,7 @@ from dltrace.rewriter.lineage_on import clause_tables, take_clause
 from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
-from dltrace.rewriter.passes.scalar_lookups import CHECKED, GUARD, ITEM_GUARD, KEPT_LOOKUP
+from dltrace.rewriter.passes.scalar_lookups import CHECKED, GUARD, ITEM_GUARD, KEPT_LOOKUP, unguarded_lookup
 from dltrace.rewriter.shape import clock_call, random_call
 
 
@@ -187,21 +187,26 @@ def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Ex
     a SELECT item that no enclosing query reads, whose guard (:mod:`~dltrace.rewriter.passes.scalar_lookups`)
     its optimizer prunes from the queries tracing runs, which read no lineage column to keep it
     (:func:`~dltrace.rewriter.passes.scalar_lookups.guard_lineage` is forward lineage's way). So where a guard
-    sits below the outermost SELECT, the query as written is run once, counted, for the engine to raise or not."""
-    if not context.fns.checks_unread_lookups:
-        return
-    # (and a guard of a WHERE / HAVING lookup below it: the plan that finds the output rows may not evaluate that
-    # clause for the rows the query's own plan does -- an EXCEPT's right side, found by the long generator profile)
-    nested = [c for c in normal.find_all(exp.Case) if (c.meta.get(ITEM_GUARD) or c.meta.get(GUARD))
-              and c.find_ancestor(exp.Select) is not normal]
-    nested += [s for s in normal.find_all(exp.Select) if s.meta.get(CHECKED) and s is not normal]
-    if not nested:
+    sits below the outermost SELECT, the query as written is run once, counted, for the engine to raise or not; so
+    too where a lookup over no table stands in place with no guard (``scalar_lookups.unguarded_lookup``)."""
+    if unguarded_lookup(tree, context) is None and not _guards_below_the_top(normal, context):
         return
     written = tree.copy()
     take_clause(written)
     counted = exp.select(exp.Count(this=exp.Star())).from_(
         exp.Subquery(this=plain_query(written, context), alias=exp.TableAlias(this=exp.to_identifier("_dl_q"))))
     catalog.engine.sql(generate(counted, catalog.dialect))
+
+
+def _guards_below_the_top(normal: exp.Expression, context: PassContext) -> bool:
+    """Is a lookup's guard below the outermost SELECT, on an engine that raises for one no query reads? (And a
+    guard of a WHERE / HAVING lookup below it: the plan that finds the output rows may not evaluate that clause for
+    the rows the query's own plan does -- an EXCEPT's right side, found by the long generator profile.)"""
+    if not context.fns.checks_unread_lookups:
+        return False
+    return any((c.meta.get(ITEM_GUARD) or c.meta.get(GUARD)) and c.find_ancestor(exp.Select) is not normal
+               for c in normal.find_all(exp.Case)) \
+        or any(s.meta.get(CHECKED) and s is not normal for s in normal.find_all(exp.Select))
 
 
 def _key_positions(root, width: int) -> list[int]:

@@ -44,9 +44,11 @@ from sqlglot import exp
 
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
-from dltrace.rewriter.passes.correlation import in_a_clause, outer_columns, plain_correlated_rows
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.correlation import in_a_clause, one_value, outer_columns, plain_correlated_rows
 from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
 from dltrace.rewriter.passes.limited_lookups import limited_rows
+from dltrace.rewriter.passes.row_generators import generator_name
 from dltrace.rewriter.shape import conjuncts
 
 #: what the engine's error says, beside the engines' own words
@@ -219,3 +221,21 @@ def guard_lineage(lineage: exp.Expression, guards: list[exp.Case]) -> exp.Expres
     of its tables): the item's own guard then raises only where the item is read."""
     tests = [g.args["ifs"][0].copy() for g in guards]
     return exp.Case(ifs=tests, default=lineage)
+
+
+def unguarded_lookup(tree: exp.Expression, context: PassContext) -> exp.Subquery | None:
+    """A correlated subquery of ``tree`` used as a value that may give several rows and reads no table (over an
+    unnest, a VALUES or a row generator): it stays in place in the rewrite, with no guard of its own (the guards
+    of ``passes/scalar_lookups.py`` are for lookups of tables), and the engine raises "more than one row" for the
+    rows its plan evaluates it for. The rewrite's plan may evaluate it for fewer (a filter of the decorrelated
+    subqueries beside it first; found by the long generator profile: the engine raised, dltrace answered)."""
+    for sub in tree.find_all(exp.Subquery):
+        query = sub.this
+        if not in_a_clause(sub) or not isinstance(query, exp.Select) or not outer_columns(query):
+            continue
+        used_as_value = not (isinstance(sub.parent, (exp.In, exp.Any, exp.All)) and sub.arg_key in ("query", "this")) \
+            and not isinstance(sub.parent, exp.Exists)
+        if used_as_value and not one_value(query, correlated=True) and all(
+                generator_name(t, context) is not None for t in query.find_all(exp.Table)):
+            return sub
+    return None
