@@ -61,6 +61,9 @@ class ByTable(dict):
     def get(self, key: Any, default: Any = None) -> Any:
         return dict.get(self, self._key(key), default)
 
+    def copy(self) -> "ByTable":
+        return ByTable(self)
+
 class FinishedOnRead(MutableMapping):
     """A result's lineage columns (base table -> column), some of them still as the engine returned them and
     finished the first time they are read, then kept: id lists built into bitmaps (``encode_bitmaps``, the bytes
@@ -190,7 +193,7 @@ class LineageData:
         """
         i = self.check_row(i)
         found = {t: self._with_shared(t, decode_ids(col[i].as_py())) for t, col in self.lineage_columns.items()}
-        return ByTable(self._decoded(found))
+        return self._decoded(found)
 
     def shared_ids(self, table: str) -> list[int]:
         """The rids of ``table`` in every row's lineage (sorted; decoded once)."""
@@ -258,8 +261,8 @@ class LineageData:
 
     def _decoded(self, found: dict[str, list[int]]) -> dict[str, list]:
         if self.on_values is None:
-            return found
-        return {t: value_tuples(self.on_values, ids) for t, ids in found.items()}
+            return ByTable(found)
+        return ByTable({t: value_tuples(self.on_values, ids) for t, ids in found.items()})
 
     def row(self, i: int) -> dict[str, Any]:
         """Output row ``i`` as ``{column: value}``; a name the row repeats (``SELECT a.k, b.k``) gets the suffix

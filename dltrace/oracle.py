@@ -15,6 +15,7 @@ from dltrace.engines.sources import ArrowSource
 from dltrace.names import RID
 from dltrace.py_values import py_list, py_value
 from dltrace.rewriter.grammar import generate
+from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.shape import engine_reads
 
@@ -49,6 +50,7 @@ def rows_match(a: tuple, b: tuple) -> bool:
 def restricted_sql(catalog: Catalog, sql: str, dialect: str, keep: dict[str, str]) -> str:
     """``sql`` with every base table ``t`` replaced by its rows whose rid is in relation ``keep[t]``."""
     tree = parse_query(sql, dialect)
+    take_clause(tree)  # (LINEAGE ON TABLES (t): lineage of ids, rerun without the clause the engine cannot parse)
     reads_rid = mentions_rid(tree)
     for table in engine_reads(tree):  # (a table read inside a CTE of its own name too)
         name = table.name.lower()

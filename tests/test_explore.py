@@ -570,3 +570,16 @@ def test_lineage_is_read_by_a_table_name_in_any_case():
             r.lineage(0)["Other"]
     finally:
         s.close()
+
+
+def test_verify_and_lineage_all_under_lineage_on_tables():
+    """`r.verify(i)` sent the LINEAGE ON TABLES clause to the engine (a parse error), and `r.lineage_all()`'s rows
+    were read by lower-case names only (a review)."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("Tab", pa.table({"a": [1, 2]}))
+        r = s.run('SELECT a FROM "Tab" WHERE a > 1 LINEAGE ON TABLES ("Tab")')
+        assert r.verify(0)
+        assert r.lineage_all()[0]["TAB"] == r.lineage(0).copy()["Tab"] == [1]
+    finally:
+        s.close()

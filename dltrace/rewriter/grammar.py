@@ -191,6 +191,12 @@ def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
     for tree in trees:
         if tree is not None:  # (an error quotes the user's construct in the user's dialect: parse.position)
             tree.meta[WRITTEN_IN] = dialect_name
+            # sqlglot reads `x = SOME (SELECT ...)` as ANY over the bare query, where `x = ANY (SELECT ...)` is ANY
+            # over a subquery: the rules took a SOME for no subquery (NOT (b = SOME (...)) answered otherwise than
+            # the engine; found by a review), so it is read in ANY's form
+            for quantified in tree.find_all(exp.Any):
+                if isinstance(quantified.this, exp.Query):
+                    quantified.set("this", exp.Subquery(this=quantified.this))
             if separator is not None:
                 # the engine's own default, written out: sqlglot writes ',' for a string_agg without one, which
                 # Spark joins with '' (found by a probe)

@@ -49,7 +49,7 @@ from dltrace.rewriter.passes.correlation import in_a_clause, one_value, outer_co
 from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
 from dltrace.rewriter.passes.limited_lookups import limited_rows
 from dltrace.rewriter.passes.row_generators import generator_name
-from dltrace.rewriter.shape import conjuncts
+from dltrace.rewriter.shape import conjuncts, returns_rows_per_row
 
 #: what the engine's error says, beside the engines' own words
 TOO_MANY_ROWS = "more than one row returned by a subquery used as an expression"
@@ -224,18 +224,31 @@ def guard_lineage(lineage: exp.Expression, guards: list[exp.Case]) -> exp.Expres
 
 
 def unguarded_lookup(tree: exp.Expression, context: PassContext) -> exp.Subquery | None:
-    """A correlated subquery of ``tree`` used as a value that may give several rows and reads no table (over an
-    unnest, a VALUES or a row generator): it stays in place in the rewrite, with no guard of its own (the guards
-    of ``passes/scalar_lookups.py`` are for lookups of tables), and the engine raises "more than one row" for the
-    rows its plan evaluates it for. The rewrite's plan may evaluate it for fewer (a filter of the decorrelated
-    subqueries beside it first; found by the long generator profile: the engine raised, dltrace answered)."""
+    """A subquery of ``tree`` used as a value that may give several rows where no guard of the rewrite reads it:
+    one over no table (an unnest, a VALUES, a row generator), which stays in place with no guard (the guards of
+    this module are for lookups of tables), or one that groups (a correlated aggregate per group, which
+    decorrelation joins by its keys). The engine raises "more than one row" for the rows its plan evaluates it
+    for; the rewrite's plan may evaluate it for fewer (a filter of the decorrelated subqueries beside it first;
+    found by the long generator profile: the engine raised, dltrace answered). Its correlation is not asked: the
+    parsed tree's columns are not qualified yet (an outer ``a`` reads as the subquery's own), and an uncorrelated
+    one gives the engine's answer either way."""
     for sub in tree.find_all(exp.Subquery):
         query = sub.this
-        if not in_a_clause(sub) or not isinstance(query, exp.Select) or not outer_columns(query):
+        if not in_a_clause(sub) or not isinstance(query, exp.Select):
             continue
-        used_as_value = not (isinstance(sub.parent, (exp.In, exp.Any, exp.All)) and sub.arg_key in ("query", "this")) \
-            and not isinstance(sub.parent, exp.Exists)
-        if used_as_value and not one_value(query, correlated=True) and all(
-                generator_name(t, context) is not None for t in query.find_all(exp.Table)):
+        if isinstance(sub.parent, (exp.In, exp.Any, exp.All)) and sub.arg_key in ("query", "this") \
+                or isinstance(sub.parent, exp.Exists):
+            continue  # (a predicate's rows, no value)
+        if query.args.get("from_") is None and not returns_rows_per_row(query):
+            continue  # (one row: `(SELECT t.a + 1)`)
+        limit = query.args.get("limit")
+        if limit is not None and isinstance(limit.expression, exp.Literal) and limit.expression.name in ("0", "1"):
+            continue
+        group = query.args.get("group")
+        grouped = group is not None and any(not (isinstance(k, exp.Tuple) and not k.expressions)
+                                            for k in group.expressions)
+        over_no_table = all(generator_name(t, context) is not None for t in query.find_all(exp.Table)) \
+            and not one_value(query, correlated=True)
+        if grouped or over_no_table:
             return sub
     return None
