@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlglot import exp
-
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, converted
 from dltrace.engines import lineage_functions
@@ -18,7 +16,7 @@ from dltrace.engines.sources import LineageSource, ParquetSource
 from dltrace.errors import UnsupportedQuery
 from dltrace.lineage_data import LineageData
 from dltrace.plans import ForwardPlan
-from dltrace.rewriter import base_tables, plain_query, rewrite_tree
+from dltrace.rewriter import base_tables, counted_query, plain_query, rewrite_tree
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.output_names import spell_output_names
@@ -76,19 +74,19 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
         preludes=tuple(rewritten.prelude_sql()),
         standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
         reads=tuple(schema),
-        check_text=_counted(catalog, tree) if unguarded_lookup(tree, PassContext(
-            catalog.dialect, lineage_functions(catalog.dialect, "set"), None)) is not None else None,
+        check_text=_counted(catalog, tree),
     )
     return plan, composed
 
 
-def _counted(catalog: Catalog, tree: Any) -> str:
-    """``SELECT count(*) FROM (<tree as written>)``: the query run as the user wrote it, for the engine to raise."""
-    written = tree.copy()
-    take_clause(written)
-    plain = parse_query(plain_text(catalog, written), catalog.dialect)
-    return generate(exp.select(exp.Count(this=exp.Star())).from_(
-        exp.Subquery(this=plain, alias=exp.TableAlias(this=exp.to_identifier("_dl_q")))), catalog.dialect)
+def _counted(catalog: Catalog, tree: Any) -> str | None:
+    """The query as written, counted (:func:`dltrace.rewriter.counted_query`), where a lookup no guard of the rewrite
+    reads may raise for rows the rewrite's plan does not evaluate it for (``scalar_lookups.unguarded_lookup``); else
+    None."""
+    context = _plain_context(catalog, tree)
+    if unguarded_lookup(tree, context) is None:
+        return None
+    return generate(counted_query(tree, context), catalog.dialect)
 
 
 def composed_read(catalog: Catalog, tree: Any, form: str, semantics: str) -> dict[str, LineageSource]:
@@ -112,13 +110,18 @@ def plain_text(catalog: Catalog, tree: Any) -> str:
     """The engine's SQL for parsed query ``tree`` run without lineage (:func:`dltrace.rewriter.plain_query`).
     Only a query that reads ``dl_rid`` is given the schema (its stars are expanded without the column): looking
     it up costs a round trip to the engine per table."""
-    schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
-                          rows_relations=catalog.rows_relations())
+    context = _plain_context(catalog, tree)
     plain = plain_query(tree, context)
-    if schema is not None:  # qualified: its output names lower-cased, spelled back as the engine names them
-        plain = spell_output_names(plain, tree, schema, catalog.dialect, len(plain.selects))
+    if context.schema is not None:  # qualified: its output names lower-cased, spelled back as the engine names them
+        plain = spell_output_names(plain, tree, context.schema, catalog.dialect, len(plain.selects))
     return generate(plain, catalog.dialect)
+
+
+def _plain_context(catalog: Catalog, tree: Any) -> PassContext:
+    """The context a query run without lineage is read in: the schema only for a query that reads ``dl_rid``."""
+    schema = {t.lower(): c for t, c in catalog.schema(tree).items()} if mentions_rid(tree) else None
+    return PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema,
+                       rows_relations=catalog.rows_relations())
 
 
 def rows_query(catalog: Catalog, result: LineageData) -> str:

@@ -41,7 +41,6 @@ def decode_ids(value: Any) -> list[int]:
     return sorted({int(v) for v in value if v is not None})
 
 
-
 class ByTable(dict):
     """``{table: ...}`` keyed by the tables' names in lower case, as the engines read names (case-insensitively),
     and looked up in any case: ``r.lineage(i)["Events"]`` of a table registered as ``Events`` (a new user met a
@@ -63,6 +62,7 @@ class ByTable(dict):
 
     def copy(self) -> "ByTable":
         return ByTable(self)
+
 
 class FinishedOnRead(MutableMapping):
     """A result's lineage columns (base table -> column), some of them still as the engine returned them and

@@ -55,7 +55,7 @@ class ForwardPlan:
     standalone_text: str | None = None  # with preludes: the query with them as CTEs (Rewritten.standalone_sql)
     reads: tuple[str, ...] = ()  # the registered tables the query names (a result's snapshot: Catalog.snapshot)
     # the query as written, counted, run first where the engine may raise for a lookup the rewrite's plan does not
-    # evaluate (forward_plan.unguarded_lookup); None elsewhere
+    # evaluate (scalar_lookups.unguarded_lookup); None elsewhere
     check_text: str | None = None
 
 

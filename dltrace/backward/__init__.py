@@ -29,12 +29,12 @@ from dltrace.backward.segments import number_nodes
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_indexes
-from dltrace.rewriter import plain_query, rewrite_tree
+from dltrace.rewriter import counted_query, rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.grammar import generate
-from dltrace.rewriter.lineage_on import clause_tables, take_clause
+from dltrace.rewriter.lineage_on import clause_tables
 from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
@@ -191,11 +191,7 @@ def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Ex
     too where a lookup over no table stands in place with no guard (``scalar_lookups.unguarded_lookup``)."""
     if unguarded_lookup(tree, context) is None and not _guards_below_the_top(normal, context):
         return
-    written = tree.copy()
-    take_clause(written)
-    counted = exp.select(exp.Count(this=exp.Star())).from_(
-        exp.Subquery(this=plain_query(written, context), alias=exp.TableAlias(this=exp.to_identifier("_dl_q"))))
-    catalog.engine.sql(generate(counted, catalog.dialect))
+    catalog.engine.sql(generate(counted_query(tree, context), catalog.dialect))
 
 
 def _guards_below_the_top(normal: exp.Expression, context: PassContext) -> bool:

@@ -390,3 +390,8 @@ NULL_ON_BOTH = {
 }
 # 0 over no rows, never NULL over rows, on both engines
 ZERO_ON_BOTH = {exp.Count, exp.ApproxDistinct, exp.RegrCount}
+
+# meta key of a struct written as a named_struct(...) call (Spark), by the query (rewriter/grammar.py) or by dltrace:
+# sqlglot reads it as it reads struct(v AS k), which Spark unpacks into a row value on the left of IN (subquery)
+# where it does not unpack a named_struct; Spark's generator writes it back as the call (engines/spark_sql.py)
+NAMED_STRUCT = "dl_named_struct"

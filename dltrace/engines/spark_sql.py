@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from dltrace.engines.lineage_sql import NULL_ON_BOTH, ZERO_ON_BOTH, LineageFunctions, call, lam
+from dltrace.engines.lineage_sql import NAMED_STRUCT, NULL_ON_BOTH, ZERO_ON_BOTH, LineageFunctions, call, lam
 
 
 def _alias_sql(generator: Any, alias: exp.Alias) -> str:
@@ -57,7 +57,7 @@ def _time_type_sql(generator: Any, datatype: exp.DataType) -> str | None:
 def _named_struct_sql(generator, struct: exp.Struct) -> str:
     """``struct`` as ``NAMED_STRUCT('k', v, ...)`` where it was written so and every field is named, else sqlglot's
     own text (``STRUCT(v AS k, ...)``)."""
-    if not struct.meta.get("dl_named_struct") or not struct.expressions or not all(
+    if not struct.meta.get(NAMED_STRUCT) or not struct.expressions or not all(
             isinstance(i, exp.PropertyEQ) and isinstance(i.this, exp.Identifier) for i in struct.expressions):
         return generator.struct_sql(struct)
     return generator.func("NAMED_STRUCT", *[part for i in struct.expressions

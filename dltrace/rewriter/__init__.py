@@ -24,7 +24,7 @@ from dltrace.engines import BITS64, lineage_functions, types_show_collation
 from dltrace.errors import UnknownColumn, UnsupportedQuery
 from dltrace.rewriter.analysis import SEMANTICS, base_tables, prepare
 from dltrace.rewriter.grammar import LineageOn, generate
-from dltrace.rewriter.lineage_on import OnSpec
+from dltrace.rewriter.lineage_on import OnSpec, take_clause
 from dltrace.rewriter.output_names import spell_output_names
 from dltrace.rewriter.parse import mentions_rid, parse_query
 from dltrace.rewriter.passes.build_after_limit import build_after_limit
@@ -199,6 +199,15 @@ def plain_query(tree: exp.Expression, context: PassContext) -> exp.Expression:
             tree = qualify(tree, context)
         return read_rows_relations(tree, context)
     return tree
+
+
+def counted_query(tree: exp.Expression, context: PassContext) -> exp.Expression:
+    """``SELECT count(*) FROM (<tree>)``, its LINEAGE ON clause taken off: the query as the user wrote it, run for the
+    engine to raise where it raises (a lookup of several rows the rewrite's plan may not evaluate)."""
+    written = tree.copy()
+    take_clause(written)
+    return exp.select(exp.Count(this=exp.Star())).from_(
+        exp.Subquery(this=plain_query(written, context), alias=exp.TableAlias(this=exp.to_identifier("_dl_q"))))
 
 
 def _lower(schema: dict | None) -> dict | None:

@@ -9,9 +9,9 @@ aggregate dropped, DISTINCT ON as a QUALIFY, a table function generating rows fr
 named as the engine names them, DuckDB's implicit LATERAL written out, qualify, a correlation through IS NOT DISTINCT
 FROM as an equality of structs, a parenthesised join that is not the same rows flat as a derived table, GROUP BY
 ALL as its keys, LATERAL joins as joins of derived tables, a correlated EXISTS that groups as one over its groups, a
-correlated scalar subquery in an inner join's ON into the WHERE, decorrelate, mark how each decorrelated subquery is used, read and translate non-equality witnesses, make
-cross joins explicit. Both directions then ask the same questions of the prepared tree through the
-functions below:
+correlated scalar subquery in an inner join's ON into the WHERE, decorrelate, mark how each decorrelated subquery is
+used, read and translate non-equality witnesses, make cross joins explicit. Both directions then ask the same
+questions of the prepared tree through the functions below:
 
 - :func:`contributes`: does a decorrelated subquery give lineage to the rows of its SELECT? (witness: only
   where it made a predicate true, i.e. it is used positively; control: always);

@@ -24,6 +24,7 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from sqlglot.tokens import TokenType
 
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
+from dltrace.engines.lineage_sql import NAMED_STRUCT
 from dltrace.errors import DltraceError, UnsupportedQuery
 
 
@@ -72,12 +73,6 @@ def _written_log(base: int, args: list) -> exp.Log:
     node = exp.Log(this=exp.Literal.number(base), expression=args[0] if args else None)
     node.meta[WRITTEN_LOG] = f"LOG{base}"
     return node
-
-
-# meta key of a struct written as a named_struct(...) call (Spark): sqlglot reads it as it reads struct(v AS k), which
-# Spark unpacks into a row value on the left of IN (subquery) where it does not unpack a named_struct; the engine's
-# generator writes it back as the call (engines/spark_sql.py)
-NAMED_STRUCT = "dl_named_struct"
 
 
 def _written_named_struct(build):

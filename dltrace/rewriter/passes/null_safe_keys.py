@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.grammar import NAMED_STRUCT
+from dltrace.engines.lineage_sql import NAMED_STRUCT
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import outer_columns
 from dltrace.rewriter.passes.key_types import IDENTICAL_WHEN_GROUPED, STRINGS, typed_twins

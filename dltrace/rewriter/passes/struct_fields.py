@@ -28,7 +28,6 @@ from dltrace.rewriter.passes.whole_rows import relation_columns, relation_spelli
 from dltrace.rewriter.passes.written_names import WRITTEN_FIELD
 
 
-
 def mark_struct_fields(tree: exp.Expression) -> None:
     """Mark every field name the query writes (a key ``K := v`` or ``{'K': v}``, an alias in a struct, a field of
     a STRUCT or a member of a UNION type) with its name as written, in place, before qualification normalises it;

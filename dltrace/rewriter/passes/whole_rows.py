@@ -96,7 +96,8 @@ def _relation_columns(node: exp.Expression | None, source, schema: dict | None,
                                                        for c in value.iter_expressions()):
                 value = value.this  # (a USING join's merged column, named as its columns are)
             if spelled is None and isinstance(value, exp.Column) and value.table:
-                spelled = _spelling(select, value, schema, by_query)  # (a bare column: as its relation spells it)
+                # (a bare column: as its relation spells it)
+                spelled = _spelled_in(by_query.get(id(select)), value, schema, by_query)
             out.append((item.alias_or_name, spelled))
         return out
     if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier) and schema is not None \
@@ -132,16 +133,11 @@ def relation_spelling(column: exp.Column, scopes: list[Scope], schema: dict | No
     scope = by_query.get(id(select)) if select is not None else None
     while scope is not None and column.table not in scope.selected_sources:
         scope = scope.parent
-    if scope is None:
-        return None
-    node, source = scope.selected_sources[column.table]
-    columns = _relation_columns(node, source, schema, by_query) or []
-    return next((spelled for name, spelled in columns if name == column.name), None)
+    return _spelled_in(scope, column, schema, by_query)
 
 
-def _spelling(select: exp.Select, column: exp.Column, schema: dict | None, by_query: dict) -> str | None:
-    """How the relation ``column`` of ``select`` reads spells the column's name, or None."""
-    scope = by_query.get(id(select))
+def _spelled_in(scope: Scope | None, column: exp.Column, schema: dict | None, by_query: dict) -> str | None:
+    """How the relation of ``scope`` that ``column`` reads spells the column's name, or None."""
     if scope is None:
         return None
     node, source = scope.selected_sources.get(column.table, (None, None))
