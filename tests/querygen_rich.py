@@ -36,7 +36,7 @@ from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFals
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
 # names that look like dltrace's or sqlglot's own (or a keyword of dltrace's grammar) but are the user's to take
-ODD_NAMES = ["lineage", "_col_0", "a b", 'x"y', "_q_0", "k", "dl", "_dl", "u_0"]
+ODD_NAMES = ["lineage", "_col_0", "a b", 'x"y', "_q_0", "k", "dl", "_dl", "u_0", "_x"]
 # names in dltrace's reserved namespace (dl_, _dl_, _u_): refused with ReservedName, never silently captured
 RESERVED_NAMES = ["_dl_side", "_dl_h2", "_u_0", "dl_x"]
 STRINGS = ["a", "b", "c'd", ""]
@@ -68,7 +68,8 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "scalar_is_null", "in_over_own_rows", "correlated_lookup", "subquery_in_aggregate",
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
-                      "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated"})
+                      "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated",
+                      "quantified_some"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -88,7 +89,7 @@ SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
                              "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot",
-                             "group_by_empty", "unnest_in_from"}
+                             "group_by_empty", "unnest_in_from", "quantified_some"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -639,7 +640,10 @@ class Gen:
         elif kind in ("any", "all"):
             op = self.pick(list(COMPARISONS))
             self.feat(f"sq_{kind}_{op}")
-            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0])
+            some = kind == "any" and self.often("quantified_some", 4)
+            if some:
+                self.feat("quantified_some")
+            p = Quant(x, op, kind.upper(), rows or self.query(depth, want=[typ], outer=outer, ctes=ctes)[0], some)
             if kind == "all":
                 p = dataclasses.replace(p, query=_dodge_paren_bugs(p.query))
         elif self.often("scalar_is_null", 6):

@@ -157,6 +157,7 @@ class Quant:
     op: str
     quant: str  # ANY ALL
     query: "Query"
+    some: bool = False  # ANY spelled SOME (sqlglot parses the two apart: grammar.parse reads SOME as ANY)
 
 
 @dataclass(frozen=True, eq=False)
@@ -511,7 +512,7 @@ _RENDER = {
     Exists: lambda e: f"EXISTS ({render(e.query)})",
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
     InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
-    Quant: lambda e: f"({render(e.arg)} {e.op} {e.quant} ({render(e.query)}))",
+    Quant: lambda e: f"({render(e.arg)} {e.op} {'SOME' if e.some else e.quant} ({render(e.query)}))",
     Scalar: lambda e: f"({render(e.query)})",
     Select: _select, SetOp: _setop, With: _with, Paren: _paren,
 }
