@@ -210,6 +210,14 @@ class LineageFunctions:
         """A call that raises ``message`` as the engine's error when evaluated."""
         return exp.Anonymous(this=self.error_function, expressions=[exp.Literal.string(message)])
 
+    def kept_in_place(self) -> exp.Expression | None:
+        """A test TRUE for every row that the engine's optimizer leaves where it is written, where it may move a
+        filter to the first join of the relations it reads, before the FROM's other items are joined (DuckDB's
+        join order optimizer), so that a guard that raises is evaluated only for the rows the FROM gives
+        (:func:`dltrace.rewriter.passes.scalar_lookups.raise_errors`); None where the engine keeps such a filter
+        above the FROM's joins (Spark reorders joins only by their conditions without its cost-based optimizer)."""
+        return None
+
     # -- engine primitives (each engine implements these) --------------------------------------
     def agg_list(self, x: exp.Expression) -> exp.Expression:
         """Aggregate values into an array (whether NULL rows are kept is the engine's; unions drop them)."""

@@ -24,6 +24,7 @@ SPLIT_VALUE = "dl_split_value"  # meta key of the expression a split scalar subq
 
 # meta key of the count an EXISTS over an aggregate is read as (its test is the EXISTS's: no witnesses under NOT)
 EXISTS_COUNT = "dl_exists_count"
+DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PIECE = "dl_piece"  # meta key of the predicate wrapped round a split's subquery while sqlglot decorrelates
 
 

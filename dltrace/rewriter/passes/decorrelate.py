@@ -81,8 +81,8 @@ from dltrace.rewriter.passes.coarse_keys import COARSE, mark_coarse_keys
 from dltrace.rewriter.passes.correlation import (COMPARISONS, enclosing_clause, in_a_clause, is_correlated,
                                                  one_value, outer_columns, positive_filter, reaches_past_itself,
                                                  subquery_kind)
-from dltrace.rewriter.passes.decorrelatable import (PIECE, WRITTEN_AS, count_rows_of_true_exists, hoist_outer_tests,
-                                                    outer_only_tests, read_group_constants_per_row,
+from dltrace.rewriter.passes.decorrelatable import (DECORRELATED, PIECE, WRITTEN_AS, count_rows_of_true_exists,
+                                                    hoist_outer_tests, outer_only_tests, read_group_constants_per_row,
                                                     read_scalars_in_expressions, split_aggregate_values)
 from dltrace.rewriter.passes.covered_witnesses import COVERED_WITNESSES, covered_in_subqueries
 from dltrace.rewriter.passes.empty_aggregates import refuse_unknown, restore, stand_in
@@ -95,7 +95,6 @@ from dltrace.rewriter.passes.scalar_lookups import raise_errors, read_lookups_as
 from dltrace.rewriter.shape import (conjuncts, differs_in_another_statement, global_aggregate_row,
                                    in_aggregate_argument, is_aggregate, negated, returns_rows_per_row)
 
-DECORRELATED = "dl_decorrelated"  # meta key of a subquery that decorrelation made a FROM/JOIN item
 PREDICATE_SUBQUERIES = "dl_predicate_subqueries"  # meta key: copies of a SELECT's WHERE/HAVING/FILTER subqueries
 PREDICATE_CLAUSE = "dl_predicate_clause"  # meta key of such a copy: "where" (per input row) or "having" (per group)
 REDUCTION = "dl_reduction"  # meta key of a key list dltrace joins into a decorrelated subquery (no lineage)
@@ -202,7 +201,7 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     for wrapper in [n for n in tree.find_all(exp.Is) if n.meta.get(PIECE)]:
         wrapper.replace(wrapper.this)
     if lookups:  # (after the kept subqueries are back: a lookup kept in place is the user's again)
-        raise_errors(tree, context.fns.raise_error, WRITTEN_AS)
+        raise_errors(tree, context.fns.raise_error, WRITTEN_AS, context.fns.kept_in_place())
     return tree
 
 

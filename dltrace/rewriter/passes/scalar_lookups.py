@@ -46,10 +46,10 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import in_a_clause, one_value, outer_columns, plain_correlated_rows
-from dltrace.rewriter.passes.decorrelatable import over_the_same_rows
+from dltrace.rewriter.passes.decorrelatable import DECORRELATED, over_the_same_rows
 from dltrace.rewriter.passes.limited_lookups import limited_rows
 from dltrace.rewriter.passes.row_generators import generator_name
-from dltrace.rewriter.shape import conjuncts, returns_rows_per_row
+from dltrace.rewriter.shape import IN_PLACE, conjuncts, returns_rows_per_row
 
 #: what the engine's error says, beside the engines' own words
 TOO_MANY_ROWS = "more than one row returned by a subquery used as an expression"
@@ -117,7 +117,8 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str, checks_unr
             value.this.meta[CHECKED] = message
 
 
-def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression], written_as: str) -> None:
+def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expression], written_as: str,
+                 kept_in_place: exp.Expression | None = None) -> None:
     """After sqlglot decorrelated the pieces: write the engine's error call for each error branch
     :func:`read_lookups_as_aggregates` left marked, and guard the value of a WHERE / HAVING lookup where it is read.
 
@@ -132,7 +133,14 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
     forward lineage's domains) is the user's lookup again, which the engine evaluates as written, its error its
     own (the MAX of the kept piece had none: backward tracing returned rows where the engine raised; a hunt),
     marked ``meta[KEPT_LOOKUP]``: backward tracing refuses it, since its reverse queries evaluate it for the rows
-    their own plans reach, raising where the query did not or answering where it raised (the long profile)."""
+    their own plans reach, raising where the query did not or answering where it raised (the long profile).
+
+    In a WHERE, where the SELECT joins other FROM items than the ones the test reads, the test also holds
+    ``kept_in_place`` (the engine's :meth:`dltrace.engines.LineageFunctions.kept_in_place`, TRUE, marked
+    ``meta[IN_PLACE]``): the engine's optimizer may evaluate a filter at the first join of the relations it reads,
+    and DuckDB joined the lookup's outer table to the grouped subquery before the user's other join, raising for
+    an outer row no row of the FROM holds where the engine answered (``FROM o JOIN c ON o.cid = c.cid WHERE
+    (SELECT x FROM t WHERE t.k = c.k) = 1``; the long generator profile's #37 in ``tests/found_by_generator.md``)."""
     for select in [n for n in tree.find_all(exp.Select) if CHECKED in n.meta]:
         message = select.meta.pop(CHECKED)
         holder = select.parent
@@ -149,14 +157,40 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
         rows = exp.column("_dl_rows", table=alias, quoted=True)
         # (the join's own condition inside the test: a test of the subquery's columns alone is one the engine may
         # compute over the subquery's groups, the NULL key's too, which no row joins; found by the long profile)
-        found = exp.and_(join.args["on"].copy(), exp.GT(this=rows, expression=exp.Literal.number(1)))
-        for ref in [c for c in outer.find_all(exp.Column) if c.table == alias and c.name == "_dl_value"
-                    and c.find_ancestor(exp.Select) is outer]:
-            guard = exp.Case(ifs=[exp.If(this=found.copy(), true=raise_error(message))], default=ref.copy())
+        found = [join.args["on"], exp.GT(this=rows, expression=exp.Literal.number(1))]
+        refs = [c for c in outer.find_all(exp.Column) if c.table == alias and c.name == "_dl_value"
+                and c.find_ancestor(exp.Select) is outer]
+        pinned = kept_in_place is not None and _joins_others(outer, join.args["on"])
+        for ref in refs:
+            parts = [*found, _in_place(kept_in_place)] if pinned and _in_where(ref, outer) else found
+            test = exp.and_(*parts)  # (copies them)
+            guard = exp.Case(ifs=[exp.If(this=test, true=raise_error(message))], default=ref.copy())
             guard.meta[GUARD] = True
             ref.replace(guard)
     for node in [n for n in tree.find_all(exp.Null) if RAISES in n.meta]:
         node.replace(raise_error(node.meta[RAISES]))
+
+
+def _joins_others(outer: exp.Select, test: exp.Expression) -> bool:
+    """Does ``outer`` join a FROM item ``test`` reads no column of (decorrelation's own joins aside: each joins
+    one row or none to an outer row, and drops none)?"""
+    read = {c.table for c in test.find_all(exp.Column)}
+    items = [outer.args.get("from_"), *(outer.args.get("joins") or [])]
+    return any(item is not None and not item.this.meta.get(DECORRELATED) and item.this.alias_or_name not in read
+               for item in items)
+
+
+def _in_place(test: exp.Expression) -> exp.Expression:
+    test = test.copy()
+    for node in test.walk():
+        node.meta[IN_PLACE] = True  # (a draw no query reads: not the user's random draw; shape.random_call)
+    return test
+
+
+def _in_where(node: exp.Expression, select: exp.Select) -> bool:
+    while node.parent is not select:
+        node = node.parent
+    return node.arg_key == "where"
 
 
 def _lookup(query: exp.Expression) -> bool:
