@@ -123,6 +123,15 @@ CASES = {
     "in_range": ("SELECT t.a, t.b FROM t WHERE t.a IN (SELECT u.a FROM u WHERE u.c < t.b)",
                  ("t", T, "u", U, lambda o, i: lt(i["c"], o["b"]) and eq(i["a"], o["a"]),
                   lambda o, rs: (o["a"], o["b"]), lambda o, rs: bool(rs))),
+    # over a column list (a derived table renaming u's columns) and over a derived table that filters and computes:
+    # refused while the conditions took no nested query (a hunt)
+    "exists_over_column_list": ("SELECT t.a, t.b FROM t WHERE EXISTS (SELECT 1 FROM u AS x(k) WHERE x.k <> t.a)",
+                                ("t", T, "u", U, lambda o, i: ne(i["a"], o["a"]), lambda o, rs: (o["a"], o["b"]),
+                                 lambda o, rs: bool(rs))),
+    "count_over_derived": ("SELECT t.b, (SELECT count(*) FROM (SELECT u.c + 1 AS k FROM u WHERE u.a > 1) AS x "
+                           "WHERE x.k < t.b) AS n FROM t",
+                           ("t", T, "u", U, lambda o, i: (i["a"] is not None and i["a"] > 1) and lt(i["c"] + 1, o["b"]),
+                            lambda o, rs: (o["b"], len(rs)), None)),
     # the table with itself, over doubles with NaN and -0.0 (NaN above every number, -0.0 = 0.0)
     "self_over_doubles": ("SELECT t.f, (SELECT count(*) FROM t AS v WHERE v.f <= t.f) AS n FROM t",
                           ("t", T, "t", T, lambda o, i: le(i["f"], o["f"]),

@@ -24,8 +24,9 @@ EXISTS and IN, and the same witnesses -- when:
   equals it (the domain is DISTINCT, and DISTINCT and ``=`` agree on which values are the same) and, for each
   comparison, ``u.d < v`` and ``u.d < t.d`` have the same truth: each row passes the rewritten WHERE exactly
   when it passed the user's (and the domain, one row, repeats none);
-- the subquery has a FROM, no WITH, window, nested query, random draw or clock; no DISTINCT, ORDER BY or
-  QUALIFY;
+- the subquery has a FROM, no WITH, window, random draw or clock, no nested query but a derived table in its FROM
+  (one a column list makes: ``u AS x(k)``; not LATERAL: a derived table that read the outer row would read it
+  elsewhere than in a top-level comparison, below); no DISTINCT, ORDER BY or QUALIFY;
 - the outer columns are all of one FROM item of the SELECT the subquery is written in, a table or CTE named
   as it is (its values read once more, all of them: a superset of the values of the rows that reach the
   subquery, which only adds groups no outer row joins);
@@ -94,7 +95,10 @@ def _domain_source(node: exp.Expression, query: exp.Select,
         return None
     if any(query.args.get(k) for k in ("distinct", "order", "windows", "qualify")):
         return None
-    if query.find(exp.Window) is not None or any(s is not query for s in query.find_all(exp.Select)):
+    derived = {id(s) for item in from_items(query) if isinstance(item, exp.Subquery) and not item.args.get("lateral")
+               for s in item.find_all(exp.Select)}
+    if query.find(exp.Window) is not None or any(s is not query and id(s) not in derived
+                                                 for s in query.find_all(exp.Select)):
         return None
     if random_call(query) is not None or clock_call(query) is not None:
         return None
