@@ -9,6 +9,8 @@ paper's section 2.1, Table 5), and Theorem 6 is only stated for queries without 
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 from datetime import date
 from decimal import Decimal
@@ -450,6 +452,39 @@ def test_order_by_all_with_a_limit(sql):
     try:
         s.register("t", pa.table({"k": [3, 1, 2, None], "v": ["c", "a", "b", "z"]}))
         assert_equal(s.run(sql), s.trace(sql))
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("sql", ["SELECT v FROM t ORDER BY k FETCH FIRST 2 ROWS ONLY",
+                                 "SELECT v FROM t ORDER BY k OFFSET 7 FETCH NEXT 2 ROWS ONLY"])
+def test_fetch_first_is_a_limit(sql):
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("t", pa.table({"k": [1, 2, 2, 3, 4, 5, 6, 7, 8, 9], "v": list("abcdabcdab")}))
+        assert_equal(s.run(sql), s.trace(sql))
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("sql,clause", [
+    ("SELECT v FROM t ORDER BY k LIMIT 20%", "LIMIT 20 PERCENT"),
+    ("SELECT v FROM t ORDER BY k LIMIT 30 PERCENT OFFSET 1", "LIMIT 30 PERCENT"),
+    ("SELECT * FROM (SELECT v FROM t ORDER BY k LIMIT 20%) AS x", "LIMIT 20 PERCENT"),
+    ("SELECT v FROM t ORDER BY k LIMIT (SELECT 2)", "LIMIT (SELECT"),
+    ("SELECT v FROM t ORDER BY k LIMIT 1 + 1", "LIMIT 1 + 1"),
+    ("SELECT v FROM t ORDER BY k LIMIT 2 OFFSET (SELECT 8)", "OFFSET (SELECT"),
+])
+def test_an_ordered_limit_not_written_as_a_number_is_refused(sql, clause):
+    """Read as no LIMIT, a row's lineage was every row of its values: `ORDER BY k LIMIT 20%` gave 'a' the rows of
+    k 1, 5 and 9, where it kept k 1 alone (a new user's probe). Forward lineage reads it."""
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("t", pa.table({"k": [1, 2, 2, 3, 4, 5, 6, 7, 8, 9], "v": list("abcdabcdab")}))
+        with pytest.raises(dltrace.UnsupportedQuery, match=f"backward tracing of ORDER BY with a LIMIT.*{re.escape(clause)}"):
+            s.trace(sql)
+        result = s.run(sql)
+        assert result.lineage(0)["t"] in ([0], [1], [8])
     finally:
         s.close()
 

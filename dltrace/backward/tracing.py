@@ -79,9 +79,16 @@ class Builder(SegmentSql):
         the derivation pool of the row the engine kept; without ORDER BY every row."""
         order = select.args.get("order")
         limit, offset = _int_arg(select, "limit"), _int_arg(select, "offset")
-        # a LIMIT / OFFSET that is not a literal (or FETCH): which rows it keeps is not known here
-        known = not select.args.get("fetch") and all(
-            select.args.get(k) is None or v is not None for k, v in (("limit", limit), ("offset", offset)))
+        # a LIMIT / OFFSET that is not a whole number written as a literal: which rows it keeps is not known here
+        unknown = next((select.args[k] for k, v in (("limit", limit), ("offset", offset))
+                        if select.args.get(k) is not None and v is None), None)
+        if order is not None and unknown is not None:
+            # (read as no LIMIT, every row of the same values was a row's lineage: `ORDER BY k LIMIT 20%` gave the
+            # rows past the cut too; a new user's probe)
+            raise UnsupportedQuery(f"backward tracing of ORDER BY with a LIMIT, FETCH or OFFSET other than a whole "
+                                   f"number written as it is (a percentage, an expression, a subquery) is not "
+                                   f"supported, at {position(unknown)}: forward lineage (run) reads it")
+        known = unknown is None
         for k in ("order", "limit", "offset", "fetch"):
             select.set(k, None)
         names = list(select.named_selects)
@@ -165,9 +172,15 @@ def _without_order_by_all(order: exp.Order | None, select: exp.Select) -> exp.Or
 
 
 def _int_arg(select: exp.Select, key: str) -> int | None:
-    """The integer of a LIMIT / OFFSET clause (None when absent or not a literal)."""
+    """The integer of a LIMIT (or FETCH FIRST n ROWS ONLY, which sqlglot keeps as the LIMIT) / OFFSET clause; None
+    when absent, not a literal, a percentage or WITH TIES."""
     clause = select.args.get(key)
-    value = clause.args.get("expression") if clause is not None else None
+    if clause is None:
+        return None
+    options = clause.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        return None
+    value = clause.args.get("count" if isinstance(clause, exp.Fetch) else "expression")
     return int(value.name) if isinstance(value, exp.Literal) and value.is_int else None
 
 
