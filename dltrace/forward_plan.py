@@ -27,10 +27,11 @@ from dltrace.rewriter.slots import KeptRids
 
 
 def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, semantics: str, end_to_end: bool,
-          engine_bitmaps: bool, kept_rids: KeptRids | None) -> tuple[ForwardPlan, dict[str, LineageSource]]:
+          engine_bitmaps: bool, kept_rids: KeptRids | None,
+          pinned_lookups: bool = False) -> tuple[ForwardPlan, dict[str, LineageSource]]:
     """Rewrite a parsed, checked query for ``catalog``: its plan, and the composed sources it reads
     (``engine_bitmaps``: the engine's SQL builds the bitmap strategy's bitmaps, so composed sources are read as
-    bitmaps)."""
+    bitmaps; ``pinned_lookups``: :func:`dltrace.rewriter.rewrite_tree`'s)."""
     rows = {t: catalog.num_rows(t) for t in catalog.tables}
     form = "bitmap" if engine_bitmaps else "set"
     composed = composed_read(catalog, tree, form, semantics) if end_to_end else {}
@@ -46,7 +47,7 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
                              mutable_rows=frozenset(t for t in read_in_place
                                                     if isinstance(catalog.tables[t], ParquetSource)),
                              read_in_place=read_in_place, kept_rids=kept_rids,
-                             collations=catalog.collations(schema))
+                             collations=catalog.collations(schema), pinned_lookups=pinned_lookups)
     rewritten.rename_preludes(catalog.engine.fresh_name)
     on = rewritten.on
     # (an adopted relation: its rows are frozen, but the user may change its columns, which the plan then raises)
@@ -77,6 +78,11 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
         check_text=_counted(catalog, tree),
     )
     return plan, composed
+
+
+def counted_text(catalog: Catalog, tree: Any) -> str:
+    """The query as written, counted (:func:`dltrace.rewriter.counted_query`): the engine raises where it raises."""
+    return generate(counted_query(tree, _plain_context(catalog, tree)), catalog.dialect)
 
 
 def _counted(catalog: Catalog, tree: Any) -> str | None:

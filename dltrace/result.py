@@ -24,9 +24,9 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import (ArgumentError, DltraceError, UnknownTable, UnsupportedQuery, check_names, check_path,
-                             got)
-from dltrace.forward_plan import engine_names, make_plan, plain_text
+from dltrace.errors import (ArgumentError, DltraceError, QueryError, UnknownTable, UnsupportedQuery, check_names,
+                             check_path, got)
+from dltrace.forward_plan import counted_text, engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
 from dltrace.py_values import py_list
@@ -34,6 +34,7 @@ from dltrace.rewriter import base_tables
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.lineage_on import clause_tables
 from dltrace.rewriter.parse import mentions_rid, parse_query
+from dltrace.rewriter.passes.scalar_lookups import GUARD_RAISED
 from dltrace.rewriter.slots import KeptRids
 
 
@@ -214,17 +215,24 @@ def _as_pandas(table: pa.Table) -> Any:
 
 def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect: str | None = None,
                 semantics: str = "witness", end_to_end: bool = True,
-                kept_rids: KeptRids | None = None) -> LineageResult:
+                kept_rids: KeptRids | None = None, pinned_lookups: bool = False) -> LineageResult:
     """Run ``sql`` rewritten to carry forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
 
     A source registered from a result with lineage (an earlier step) contributes its rows' stored lineage when
     ``end_to_end`` (the lineage is in the original tables' row ids), else its own row ids (one step).
     The rewrite is kept with the catalog and used again for the same query on the same tables
-    (:mod:`dltrace.plans`), except impact's (``kept_rids``: lineage of one table, of some of its rows only)."""
+    (:mod:`dltrace.plans`), except impact's (``kept_rids``: lineage of one table, of some of its rows only).
+
+    Where a guard of a lookup raises "more than one row" (:mod:`dltrace.rewriter.passes.scalar_lookups`), the
+    query as written runs, counted: the engine's own error where it raises. Where it answers, the guard raised for
+    a row the engine's plan never evaluated the lookup for (DuckDB's optimizer joined the lookup's table to it
+    before the FROM's other joins; ``tests/found_by_generator.md`` #37), and the query runs again with its guards
+    kept where they stand (``pinned_lookups``: a slower plan, only then); if one raises still, the query is
+    refused, by name."""
     read = dialect or catalog.dialect
     engine_bitmaps = lineage == "bitmap" and lineage_functions(catalog.dialect, lineage).builds_bitmaps
     key = (sql, read, lineage, semantics, end_to_end, catalog.generation, tuple(catalog.tables))
-    reuse = lineage is not None and kept_rids is None  # (a plan kept with the catalog)
+    reuse = lineage is not None and kept_rids is None and not pinned_lookups  # (a plan kept with the catalog)
     plan = catalog.plans.get(key, catalog.source_columns) if reuse else None
     if plan is None:
         tree = parse_query(sql, read)
@@ -238,7 +246,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
-        plan, composed = make_plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids)
+        plan, composed = make_plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids,
+                                   pinned_lookups)
         if reuse and not composed:  # reading a composed source may convert and register it: not kept
             catalog.plans.put(key, plan)
     else:
@@ -248,9 +257,19 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     snapshot = snapshot_read(catalog, plan.reads, [*dict(plan.lineage), *(t for t, *_ in plan.packed)], end_to_end)
     if plan.check_text is not None:  # (the query as written first: the engine raises where it raises)
         catalog.engine.sql(plan.check_text)
-    with _preludes_stored(catalog, plan.preludes):
-        out = catalog.engine.sql(plan.text)
-        common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None
+    try:
+        with _preludes_stored(catalog, plan.preludes):
+            out = catalog.engine.sql(plan.text)
+            common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None
+    except QueryError as error:
+        if GUARD_RAISED not in str(error):
+            raise
+        if pinned_lookups:
+            raise UnsupportedQuery(f"a correlated scalar subquery finds several rows for a row the engine's plan of "
+                                   f"the query never evaluates it for, and dltrace's plans do ({error}): not "
+                                   f"supported; the engine answers the query as written") from None
+        catalog.engine.sql(counted_text(catalog, parse_query(sql, read)))  # (the engine's error, where it raises)
+        return run_forward(catalog, sql, lineage, dialect, semantics, end_to_end, kept_rids, pinned_lookups=True)
     columns = dict(plan.lineage)  # table -> its column
     fields = {}  # a packed table: (shift, bits, offset) of its ids in its column, read out when first read
     for t, column, *spec in plan.packed:

@@ -159,6 +159,22 @@ def test_range_correlations_outside_the_conditions_are_refused(s, sql):
         s.run(sql, lineage="set")
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT t.a, (SELECT count(*) FROM u WHERE u.a = t.a AND u.c > t.b % 7) AS n FROM t",
+    "SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.c > t.b * 2)",
+    "SELECT x.a, (SELECT count(*) FROM u WHERE u.c > x.b7) AS n FROM (SELECT a, b % 7 AS b7 FROM t) AS x",
+])
+def test_a_range_on_a_computed_value_is_refused_saying_what_runs(s, sql):
+    """A new user's probe: the refusal said only "could not be decorrelated". The domain would compute the value
+    for every row of the outer table, where it may raise for a row the query never evaluates it for; a CTE's
+    column runs."""
+    with pytest.raises(dltrace.UnsupportedQuery, match="could not be decorrelated.*as a column of a CTE"):
+        s.run(sql, lineage="set")
+    cte = "WITH x AS (SELECT a, b % 7 AS b7 FROM t) SELECT x.a, (SELECT count(*) FROM u WHERE u.c > x.b7) AS n FROM x"
+    assert Counter(tuple(r.values()) for r in s.run(cte).table.to_pylist()) == \
+        Counter(tuple(r.values()) for r in s.sql(cte).to_pylist())
+
+
 def test_backward_tracing_still_refuses_a_range_correlated_scalar(s):
     """Backward tracing reads every joined relation as the query's own: the domain is forward lineage's alone.
     The refusal says forward lineage reads the query; one forward lineage refuses too does not."""

@@ -150,6 +150,7 @@ PASSES = {
     "null_safe_keys_spark.sql": (qualify, null_safe_keys, "spark", "set"),
     "decorrelate.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_forward.sql": (None, decorrelate, "duckdb", "set"),
+    "decorrelate_pinned.sql": (None, decorrelate, "duckdb", "set"),
     "decorrelate_spark.sql": (None, decorrelate, "spark", "set"),
     "array_witness.sql": (decorrelate, array_witness, "duckdb", "set"),
     "array_witness_spark.sql": (decorrelate, array_witness, "spark", "set"),
@@ -218,6 +219,7 @@ def run_pass(name: str, query: str) -> exp.Expression:
                           else None,
                           integer_range=_key_range if name == "instrument_nested_spans.sql" else None,
                           late_witnesses=name in ("late_witnesses.sql", "decorrelate_forward.sql"),
+                          pinned_lookups=name == "decorrelate_pinned.sql",
                           table_rows={"pack_ids.sql": PACKED_ROWS, "dense_ids.sql": DENSE_ROWS}.get(name, {}),
                           # *_once.sql, *_in_place.sql: every table read from its source (parquet) at each read
                           read_in_place=frozenset(SCHEMA) if name in ("instrument_nested_once.sql",

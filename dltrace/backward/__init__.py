@@ -28,7 +28,7 @@ from dltrace.backward.granularity import project_onto
 from dltrace.backward.segments import number_nodes
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
-from dltrace.errors import DltraceError, RowOutOfRange, UnsupportedQuery, row_indexes
+from dltrace.errors import DltraceError, QueryError, RowOutOfRange, UnsupportedQuery, row_indexes
 from dltrace.rewriter import counted_query, rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
@@ -38,7 +38,8 @@ from dltrace.rewriter.lineage_on import clause_tables
 from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
-from dltrace.rewriter.passes.scalar_lookups import CHECKED, GUARD, ITEM_GUARD, KEPT_LOOKUP, unguarded_lookup
+from dltrace.rewriter.passes.scalar_lookups import (CHECKED, GUARD, GUARD_RAISED, ITEM_GUARD, KEPT_LOOKUP,
+                                                    unguarded_lookup)
 from dltrace.rewriter.shape import clock_call, random_call
 
 
@@ -62,7 +63,26 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
     NULL. Raises :class:`dltrace.UnsupportedQuery` for what cannot be traced.
     """
     try:
-        return _trace(catalog, sql, rows, dialect, semantics)
+        try:
+            return _trace(catalog, sql, rows, dialect, semantics)
+        except QueryError as error:
+            if GUARD_RAISED not in str(error):
+                raise
+        # a lookup's guard raised: the engine's own error where the query as written raises, else the guards kept
+        # where they stand (as run_forward: DuckDB's optimizer evaluated one for a row the FROM never gives)
+        tree = parse_query(sql, dialect or catalog.dialect)
+        schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
+        context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
+                              rows_relations=catalog.rows_relations(), collations=catalog.collations(schema))
+        catalog.engine.sql(generate(counted_query(tree, context), catalog.dialect))
+        try:
+            return _trace(catalog, sql, rows, dialect, semantics, pinned_lookups=True)
+        except QueryError as error:
+            if GUARD_RAISED not in str(error):
+                raise
+            raise UnsupportedQuery(f"a correlated scalar subquery finds several rows for a row the engine's plan of "
+                                   f"the query never evaluates it for, and dltrace's reverse queries do ({error}): "
+                                   f"not supported; the engine answers the query as written") from None
     except UnsupportedQuery as refusal:
         raise _forward_reads_it(refusal, catalog, sql, dialect or catalog.dialect, semantics) from None
 
@@ -84,7 +104,7 @@ def _forward_reads_it(refusal: UnsupportedQuery, catalog: Catalog, sql: str, rea
 
 
 def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | None,
-           semantics: str) -> BackwardTrace:
+           semantics: str, pinned_lookups: bool = False) -> BackwardTrace:
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree, named=clause_tables(tree))
@@ -109,7 +129,8 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
                                    f"{position(call)}: forward lineage (run) computes lineage in the same evaluation")
     schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
     context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
-                          rows_relations=catalog.rows_relations(), collations=catalog.collations(schema))
+                          rows_relations=catalog.rows_relations(), collations=catalog.collations(schema),
+                          pinned_lookups=pinned_lookups)
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
     if prepared.lineage_off:

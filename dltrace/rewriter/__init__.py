@@ -110,7 +110,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                  estimate_rows: Callable[[exp.Expression], int | None] | None = None,
                  integer_range: Callable[[exp.Expression], tuple[int, int] | None] | None = None,
                  mutable_rows: frozenset = frozenset(), read_in_place: frozenset = frozenset(),
-                 kept_rids: KeptRids | None = None, collations: bool = True) -> Rewritten:
+                 kept_rids: KeptRids | None = None, collations: bool = True,
+                 pinned_lookups: bool = False) -> Rewritten:
     """Instrument a parsed query (in ``dialect``) for forward lineage; ``tree`` is not modified.
 
     ``schema`` maps table -> {column: type}; without it, every column must be qualified. ``table_rows``
@@ -136,6 +137,8 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     ``collations``: may a string column of the tables group distinct strings as one (a collation the schema's
     types do not show)? The engine's answer (``Engine.collated_strings``); when true, no string key is taken to
     hold the same string on every row of its group (``passes/key_types.py``).
+    ``pinned_lookups``: a lookup's guard in a WHERE holds the engine's test that keeps it where it stands
+    (:func:`.passes.scalar_lookups.raise_errors`), for a second rewrite after the first one's guard raised.
     """
     if kept_rids is not None:
         tree = tree.copy()
@@ -143,7 +146,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     wide = frozenset(t for t, n in (table_rows or {}).items() if n >= BITS64)
     context = PassContext(dialect, lineage_functions(dialect, strategy, finish_on_read), _lower(schema), semantics,
                           wide=wide, rows_relations=rows_relations, late_witnesses=not composed,
-                          collations=collations)
+                          collations=collations, pinned_lookups=pinned_lookups)
     prepared = prepare(tree, context)
     if prepared.lineage_off:  # LINEAGE ON (): the query exactly as written
         return Rewritten(plain_query(prepared.tree, context), dialect, list(prepared.columns), {}, prepared.on)
@@ -155,7 +158,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                           table_rows={t.lower(): n for t, n in (table_rows or {}).items()},
                           mutable_rows=frozenset(t.lower() for t in mutable_rows),
                           read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids,
-                          collations=collations)
+                          collations=collations, pinned_lookups=pinned_lookups)
     out, shared = prepared.tree, None
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:

@@ -88,7 +88,7 @@ from dltrace.rewriter.passes.witness_uses import (
 from dltrace.rewriter.shape import global_aggregate_row as global_aggregate_row
 from dltrace.rewriter.shape import is_aggregate as is_aggregate
 from dltrace.rewriter.shape import negated as negated
-from dltrace.rewriter.shape import engine_reads, random_call_read, reads_no_table
+from dltrace.rewriter.shape import conjuncts, engine_reads, from_items, random_call_read, reads_no_table
 
 SEMANTICS = ("witness", "control")
 
@@ -131,7 +131,29 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
         return ": it has a HAVING of its own, which is not decorrelated; filter its value in the outer query"
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.Or)):
         return ": it is correlated under OR, which is not decorrelated"
+    if _range_on_a_computed_value(query, outer, select):
+        return ": it compares the outer row by a range or inequality, which forward lineage decorrelates where both " \
+               "sides are columns as they are, the outer one of a table or CTE; compute that value as a column of " \
+               "a CTE and compare the column"
     return ""
+
+
+def _range_on_a_computed_value(query: exp.Expression, outer: set[int], select: exp.Select | None) -> bool:
+    """Does ``query``'s WHERE compare by a range or inequality a value of the outer row that is not a column as it
+    is (an expression of one) or a derived table's column (:mod:`.passes.outer_domains` reads neither: its domain
+    would compute the value for rows the query never evaluates it for, where it may raise)?"""
+    if not isinstance(query, exp.Select):
+        return False
+    derived = {i.alias_or_name for i in (from_items(select) if select is not None else [])
+               if not isinstance(i, exp.Table)}
+    for test in conjuncts(query.args.get("where")):
+        if not isinstance(test, (exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
+            continue
+        for side in (test.this, test.expression):
+            if outer & {id(c) for c in side.find_all(exp.Column)} and (
+                    not isinstance(side, exp.Column) or side.table in derived):
+                return True
+    return False
 
 
 def _ancestors_upto(node: exp.Expression, top: exp.Expression):

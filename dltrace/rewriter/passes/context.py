@@ -50,6 +50,9 @@ class PassContext:
     # default_collation, Spark's UTF8_LCASE), which the schema's types do not show? Then no string key groups by
     # identity (passes/key_types.py); true unless the engine (or a schema without any) says otherwise
     collations: bool = True
+    # a lookup's guard in a WHERE also holds the engine's test that keeps it where it stands
+    # (LineageFunctions.kept_in_place; passes/scalar_lookups.py): a second rewrite, after the first's guard raised
+    pinned_lookups: bool = False
 
     @property
     def control(self) -> bool:

@@ -201,7 +201,8 @@ def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = T
     for wrapper in [n for n in tree.find_all(exp.Is) if n.meta.get(PIECE)]:
         wrapper.replace(wrapper.this)
     if lookups:  # (after the kept subqueries are back: a lookup kept in place is the user's again)
-        raise_errors(tree, context.fns.raise_error, WRITTEN_AS, context.fns.kept_in_place())
+        raise_errors(tree, context.fns.raise_error, WRITTEN_AS,
+                     context.fns.kept_in_place() if context.pinned_lookups else None)
     return tree
 
 
