@@ -76,6 +76,7 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
         standalone_text=rewritten.standalone_sql() if rewritten.preludes else None,
         reads=tuple(schema),
         check_text=_counted(catalog, tree),
+        probe_texts=tuple(generate(p, catalog.dialect) for p in rewritten.lookup_probes),
     )
     return plan, composed
 

@@ -57,6 +57,9 @@ class ForwardPlan:
     # the query as written, counted, run first where the engine may raise for a lookup the rewrite's plan does not
     # evaluate (scalar_lookups.unguarded_lookup); None elsewhere
     check_text: str | None = None
+    # queries that give a row where a lookup finds several rows for a key (Rewritten.lookup_probes): where one
+    # does, the query as written runs first, counted, as check_text
+    probe_texts: tuple[str, ...] = ()
 
 
 class PlanCache:

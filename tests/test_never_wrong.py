@@ -1437,3 +1437,30 @@ def test_a_lookup_of_several_rows_for_a_row_the_from_never_gives_answers(sql):
             session.run(raises)
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT c.cid FROM c WHERE (SELECT x FROM t WHERE t.k = c.k) = 1 AND c.cid IN (SELECT cid FROM o)",
+    "SELECT c.cid FROM c WHERE (SELECT x FROM t WHERE t.k = c.k) = 1 AND EXISTS (SELECT 1 FROM o WHERE o.cid = c.cid)",
+])
+def test_a_lookup_the_engine_evaluates_before_a_filter_raises_as_the_engine_does(sql):
+    """DuckDB evaluates the lookup for c's k = 20 (two t rows) before the IN / EXISTS drops that row, and raises;
+    the rewrite's plan joined the decorrelated IN first and answered (a review). Where a lookup finds several rows
+    for some key (scalar_lookups.lookup_probes), the query as written runs first, counted, in both directions."""
+    session = dltrace.connect("duckdb")
+    try:
+        session.register("o", pa.table({"id": list(range(2000)), "cid": [1] * 2000}))
+        session.register("c", pa.table({"cid": list(range(1, 100)), "k": [i * 10 for i in range(1, 100)]}))
+        session.register("t", pa.table({"k": [i * 10 for i in range(1, 100)] + [20],
+                                        "x": list(range(1, 100)) + [7]}))
+        with pytest.raises(dltrace.QueryError, match="(?i)more than one row"):
+            session.sql(sql)
+        for strategy in ("set", "bitmap"):
+            with pytest.raises(dltrace.QueryError, match="(?i)more than one row"):
+                session.run(sql, lineage=strategy)
+        with pytest.raises(dltrace.QueryError, match="(?i)more than one row"):
+            session.trace(sql)
+        unique = sql.replace("= 1 AND", "= 3 AND").replace("FROM t WHERE", "FROM t WHERE t.x <> 7 AND")
+        assert session.run(unique).table.to_pylist() == session.sql(unique).to_pylist() == []
+    finally:
+        session.close()

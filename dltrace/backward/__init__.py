@@ -39,7 +39,7 @@ from dltrace.rewriter.passes.correlation import LIMITED_ROWS
 from dltrace.rewriter.passes.lateral_joins import LATERAL_ROWS
 from dltrace.rewriter.passes.key_types import strings_identical
 from dltrace.rewriter.passes.scalar_lookups import (CHECKED, GUARD, GUARD_RAISED, ITEM_GUARD, KEPT_LOOKUP,
-                                                    unguarded_lookup)
+                                                    lookup_probes, unguarded_lookup)
 from dltrace.rewriter.shape import clock_call, random_call
 
 
@@ -209,8 +209,11 @@ def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Ex
     its optimizer prunes from the queries tracing runs, which read no lineage column to keep it
     (:func:`~dltrace.rewriter.passes.scalar_lookups.guard_lineage` is forward lineage's way). So where a guard
     sits below the outermost SELECT, the query as written is run once, counted, for the engine to raise or not; so
-    too where a lookup over no table stands in place with no guard (``scalar_lookups.unguarded_lookup``)."""
-    if unguarded_lookup(tree, context) is None and not _guards_below_the_top(normal, context):
+    too where a lookup over no table stands in place with no guard (``scalar_lookups.unguarded_lookup``), and where
+    a lookup finds several rows for some key (``scalar_lookups.lookup_probes``: the engine raises for the rows its
+    plan evaluates it for, which may be more than the reverse queries' plans do)."""
+    if unguarded_lookup(tree, context) is None and not _guards_below_the_top(normal, context) and not any(
+            catalog.engine.sql(generate(p, catalog.dialect)).num_rows for p in lookup_probes(normal)):
         return
     catalog.engine.sql(generate(counted_query(tree, context), catalog.dialect))
 

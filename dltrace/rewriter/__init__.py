@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS, SHARED_LINEAGE, 
 from dltrace.rewriter.passes.late_witnesses import late_witnesses
 from dltrace.rewriter.passes.dense_ids import DENSE_IDS, dense_ids
 from dltrace.rewriter.passes.pack_ids import PACKED_IDS, pack_ids
+from dltrace.rewriter.passes.scalar_lookups import lookup_probes
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.reduce_subqueries import reduce_subqueries
 from dltrace.rewriter.passes.rows_relations import read_rows_relations
@@ -63,6 +64,9 @@ class Rewritten:
     # one-row queries to store as temporary tables of these names before the query and its shared lineage run,
     # both of which read them (rules/subqueries.hoist: a scalar subquery's value and lineage in one evaluation)
     preludes: list = field(default_factory=list)
+    # queries over the user's tables that give a row where a lookup finds several rows for some key (where the
+    # engine may raise "more than one row"; scalar_lookups.lookup_probes)
+    lookup_probes: list = field(default_factory=list)
 
     def sql(self, pretty: bool = False) -> str:
         return generate(self.tree, self.dialect, pretty=pretty)
@@ -160,6 +164,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
                           read_in_place=frozenset(t.lower() for t in read_in_place), kept_rids=kept_rids,
                           collations=collations, pinned_lookups=pinned_lookups)
     out, shared = prepared.tree, None
+    probes = lookup_probes(out)  # (before the forward passes change the tree)
     # prepare returned a tree of its own: the passes may change it in place (copy=False) rather than copy it
     for forward_pass in FORWARD_PASSES:
         out = forward_pass(out, context, copy=False)
@@ -169,7 +174,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
             shared = out.meta.pop(SHARED_LINEAGE)
     return Rewritten(out, dialect, list(prepared.columns), dict(out.meta[LINEAGE_COLUMNS]), prepared.on, shared,
                      context.fns.sets_on_read, out.meta.get(PACKED_IDS), out.meta.get(DENSE_IDS, ()),
-                     _take_preludes(shared))
+                     _take_preludes(shared), probes)
 
 
 def _take_preludes(shared: exp.Expression | None) -> list[tuple[str, exp.Expression]]:

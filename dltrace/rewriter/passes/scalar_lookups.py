@@ -175,6 +175,29 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
         node.replace(raise_error(node.meta[RAISES]))
 
 
+def lookup_probes(tree: exp.Expression) -> list[exp.Select]:
+    """For each guard of a lookup in a prepared ``tree`` (a read's, an item's): a query that gives a row where the
+    lookup's grouped subquery counts more than one row for some key, ``SELECT 1 FROM (<it>) WHERE _dl_rows > 1
+    LIMIT 1``. Where none gives a row, no outer row finds several rows, in any plan (a key's group holds every
+    row any outer row of that key finds; a NULL key's group, which no row joins, only adds a false alarm); else
+    the engine may raise for rows its plan reaches and the rewrite's plan does not, or the other way round (hunt
+    7312, #37): the caller asks the query as written."""
+    probes = []
+    for case in tree.find_all(exp.Case):
+        if not (case.meta.get(GUARD) or case.meta.get(ITEM_GUARD)):
+            continue
+        select = case.find_ancestor(exp.Select)
+        joins = {j.this.alias_or_name: j.this for j in (select.args.get("joins") or [])} if select else {}
+        for column in case.args["ifs"][0].this.find_all(exp.Column):
+            source = joins.get(column.table) if column.name == "_dl_rows" else None
+            if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+                rows = exp.column("_dl_rows", "_dl_p", quoted=True)
+                probes.append(exp.select(exp.Literal.number(1)).from_(
+                    exp.Subquery(this=source.this.copy(), alias=exp.TableAlias(this=exp.to_identifier("_dl_p"))))
+                    .where(exp.GT(this=rows, expression=exp.Literal.number(1))).limit(1))
+    return probes
+
+
 def _joins_others(outer: exp.Select, test: exp.Expression) -> bool:
     """Does ``outer`` join a FROM item ``test`` reads no column of (decorrelation's own joins aside: each joins
     one row or none to an outer row, and drops none)?"""
