@@ -87,9 +87,12 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
     try:
         statements = [s for s in grammar_parse(sql, dialect) if s is not None]
     except sqlglot.errors.ParseError as e:
+        first = _first_word(sql)
+        if first is not None:
+            raise ParseError(f"SQL does not parse: {first}") from None
         raise ParseError(f"SQL does not parse: {parse_error_text(e)}") from None
     except sqlglot.errors.TokenError as e:
-        raise ParseError(f"SQL does not tokenize: {str(e).splitlines()[0]}") from None
+        raise ParseError(f"SQL does not tokenize: {_unclosed(sql) or str(e).splitlines()[0]}") from None
     if len(statements) != 1:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
@@ -97,6 +100,54 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
         # (passes/pivots.py, passes/unpivots.py: a grouped query, a UNION ALL)
         raise not_a_query(tree, sql, dialect)
     return tree
+
+
+#: the words a statement may begin with (a query's, and the others', which are refused by name once parsed)
+_STARTS = frozenset({"select", "with", "from", "values", "table", "pivot", "unpivot", "explain", "create", "insert",
+                     "update", "delete", "drop", "alter", "describe", "show", "summarize", "pragma", "call", "set",
+                     "copy", "attach", "detach", "use", "install", "load", "export", "import", "checkpoint", "begin",
+                     "commit", "rollback", "merge", "truncate", "cache", "uncache", "refresh", "analyze", "vacuum",
+                     "reset", "add", "msck", "replace", "upsert", "comment", "grant", "revoke", "map", "reduce",
+                     "transform"})
+
+
+def _first_word(sql: str) -> str | None:
+    """"`SELEC` at line 1, col 1 begins no SQL statement" where the text's first word is no statement's (sqlglot
+    reads `SELEC id FROM t` as an aliased expression and reports the FROM), else None."""
+    text = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", sql, flags=re.S)
+    word = re.match(r"[A-Za-z_]\w*", text)
+    if word is None or word.group(0).lower() in _STARTS:
+        return None
+    before = sql[:len(sql) - len(text)]
+    line, col = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+    return f"`{word.group(0)}` at line {line}, col {col} begins no SQL statement (a query begins with SELECT or WITH)"
+
+
+def _unclosed(sql: str) -> str | None:
+    """"a string opened at line L, col C is never closed" (or a quoted name, or a comment), where one is, else
+    None (sqlglot's token error names no place)."""
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"`" or sql.startswith("/*", i):
+            end = sql.find("*/", i + 2) if c == "/" else i + 1
+            if c != "/":
+                while True:  # (a doubled quote is one quote inside)
+                    end = sql.find(c, end)
+                    if end == -1 or not sql.startswith(c * 2, end):
+                        break
+                    end += 2
+            if end == -1:
+                what = {"'": "a string", "/": "a comment"}.get(c, "a quoted name")
+                line, col = sql.count("\n", 0, i) + 1, i - (sql.rfind("\n", 0, i) + 1) + 1
+                return f"{what} opened at line {line}, col {col} is never closed (near `{sql[i:i + 30]}`)"
+            i = end + (2 if c == "/" else 1)
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end == -1 else end + 1
+        else:
+            i += 1
+    return None
 
 
 def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
