@@ -605,3 +605,10 @@ def test_python_dash_m_dltrace_is_the_command_and_a_pipe_is_a_sql_file(files, tm
     finally:
         writer.wait(timeout=60)
     assert [r["row"]["id"] for r in json_lines(out)] == [0, 1]
+
+
+def test_rewrite_without_tables_says_only_tpch_is_known(tmp_path):
+    """`dltrace rewrite q.sql` over a user's own table listed TPC-H's tables alone (a new user's probe)."""
+    (tmp_path / "q.sql").write_text("SELECT * FROM customers")
+    fails(cli("rewrite", tmp_path / "q.sql"), "unknown table 'customers'",
+          "only the TPC-H tables are known; name each table the query reads with --table")

@@ -310,6 +310,8 @@ def test_a_step_read_inside_a_cte_of_its_name(tmp_path):
             ("a", "SELECT k, v FROM o")])
         p = dltrace.pipeline(folder, session=s)
         assert list(p) == ["a", "b"] and p.lineage("b", 0) == {"o": [1, 2]}
+        # impact's datasets read in any case, as the engines read names (a new user's "Customer Value" step)
+        assert p.impact("O", [1])["B"] == p.impact("o", [1])["b"] == [0]
     finally:
         s.close()
 

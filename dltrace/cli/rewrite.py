@@ -33,6 +33,15 @@ def main(args: argparse.Namespace) -> int:
             schema = s.schema()
     else:  # the TPC-H tables are known without registering them (other tables must be named with --table)
         schema = TPCH_SCHEMA
-    print(dltrace.rewrite(sql, dialect=args.to or args.dialect or "duckdb", strategy=args.strategy,
-                          semantics=args.semantics, schema=schema, read=args.dialect, pretty=True))
+    try:
+        text = dltrace.rewrite(sql, dialect=args.to or args.dialect or "duckdb", strategy=args.strategy,
+                               semantics=args.semantics, schema=schema, read=args.dialect, pretty=True)
+    except dltrace.UnknownTable as e:
+        if schema is not TPCH_SCHEMA:
+            raise
+        # (without --table only the TPC-H tables are known: a new user's query named its own, and the error
+        # listed TPC-H's tables alone)
+        raise dltrace.UnknownTable(f"{e}: without --table only the TPC-H tables are known; name each table the query "
+                                   f"reads with --table NAME=PATH (a parquet or CSV file)") from None
+    print(text)
     return 0

@@ -33,6 +33,7 @@ from dltrace.errors import (
     row_indexes,
 )
 from dltrace.fingerprints import arrow_hash, file_hash
+from dltrace.lineage_data import ByTable
 from dltrace.names import row_key
 from dltrace.pipelines.graph import Pipeline, Step, read_pipeline
 from dltrace.py_values import py_list
@@ -125,7 +126,7 @@ class PipelineResult:
         key = check_text(table, "table").lower()
         if key not in self.sources:
             raise DltraceError(f"{table!r} is not a source of the pipeline; its sources: {', '.join(self.sources)}")
-        out = {}
+        out = ByTable()  # (keyed in lower case, read in any case: p.impact(...)["Customer Value"])
         for name, r in self.datasets.items():
             out[name] = r.forward(key, rids) if key in r.lineage_columns else []
         return out
