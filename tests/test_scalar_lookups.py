@@ -252,6 +252,10 @@ def test_lookup_in_an_exists_select_list_is_refused(s):
     with pytest.raises(dltrace.UnsupportedQuery, match="in the SELECT list of an EXISTS subquery"):
         s.run("SELECT t.a FROM t WHERE EXISTS (SELECT (SELECT u.c FROM u WHERE u.a = t2.a) FROM t AS t2 "
               "WHERE t2.b = t.b)")
+    # (one in its WHERE was said to be in its SELECT list: a review)
+    with pytest.raises(dltrace.UnsupportedQuery, match="in the WHERE of an EXISTS subquery"):
+        s.run("SELECT t.a FROM t WHERE EXISTS (SELECT 1 FROM t AS t2 WHERE t2.b = t.b "
+              "AND (SELECT u.c FROM u WHERE u.a = t2.a) > 0)")
 
 
 def test_not_a_lookup_stays_refused(s):
@@ -287,8 +291,12 @@ def test_lookup_of_two_rows_raises_on_spark(spark_session):
         session.register("u", U)
         for sql in ("SELECT t.a, (SELECT u.c FROM u WHERE u.a = t.a) AS c FROM t",
                     "SELECT t.a FROM t WHERE (SELECT u.c FROM u WHERE u.a = t.a) IS NULL"):
-            with pytest.raises(DltraceError, match="(?i)more than one row"):
-                session.run(sql)
+            # the engine's error (or the guard's), not a refusal: Spark's optimizer prunes the lookup from the
+            # query as written counted, which then raised nothing, and dltrace refused, saying the engine answers
+            # (a Spark user's probe)
+            for run in (session.run, session.trace):
+                with pytest.raises(dltrace.QueryError, match="(?i)more than one row"):
+                    run(sql)
     finally:
         session.close()
 

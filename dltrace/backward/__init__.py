@@ -66,8 +66,8 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
         try:
             return _trace(catalog, sql, rows, dialect, semantics)
         except QueryError as error:
-            if GUARD_RAISED not in str(error):
-                raise
+            if GUARD_RAISED not in str(error) or lineage_functions(catalog.dialect, "set").kept_in_place() is None:
+                raise  # (as run_forward: nothing to pin on an engine that keeps a guard where it stands)
         # a lookup's guard raised: the engine's own error where the query as written raises, else the guards kept
         # where they stand (as run_forward: DuckDB's optimizer evaluated one for a row the FROM never gives)
         tree = parse_query(sql, dialect or catalog.dialect)

@@ -97,7 +97,8 @@ def read_lookups_as_aggregates(tree: exp.Expression, written_as: str, checks_unr
                               and isinstance(select.parent.parent, exp.Exists)):
             # the engine evaluates it for the rows EXISTS finds (DuckDB raises over two), and decorrelating the
             # EXISTS drops its SELECT list, the guard with it
-            raise UnsupportedQuery(f"a correlated scalar subquery in the SELECT list of an EXISTS subquery is not "
+            clause = {"expressions": "SELECT list", "where": "WHERE", "having": "HAVING"}[_clause_of(sub, select)]
+            raise UnsupportedQuery(f"a correlated scalar subquery in the {clause} of an EXISTS subquery is not "
                                    f"supported, at {position(sub)}")
         users = sub.copy()
         message = f"{TOO_MANY_ROWS} {GUARD_RAISED} {_where(users)})"
@@ -177,11 +178,14 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
 
 def lookup_probes(tree: exp.Expression) -> list[exp.Select]:
     """For each guard of a lookup in a prepared ``tree`` (a read's, an item's): a query that gives a row where the
-    lookup's grouped subquery counts more than one row for some key, ``SELECT 1 FROM (<it>) WHERE _dl_rows > 1
-    LIMIT 1``. Where none gives a row, no outer row finds several rows, in any plan (a key's group holds every
-    row any outer row of that key finds; a NULL key's group, which no row joins, only adds a false alarm); else
-    the engine may raise for rows its plan reaches and the rewrite's plan does not, or the other way round (hunt
-    7312, #37): the caller asks the query as written."""
+    lookup's grouped subquery counts more than one row for some key, ``WITH <the CTEs around it> SELECT 1 FROM (<it>)
+    WHERE _dl_rows > 1 AND <its keys> IS NOT NULL LIMIT 1``. Where none gives a row, no outer row finds several rows,
+    in any plan: a key's group holds every row an outer row of that key finds, and a NULL key's, which the
+    correlation's equality joins to no row, is left out (a lookup table with two NULL keys ran the query twice; a
+    review). Else the engine may raise for rows its plan reaches and the rewrite's plan does not, or the other way
+    round (hunt 7312, #37): the caller asks the query as written. The CTEs go with it (without them a lookup over
+    a CTE could not run, or read a table the CTE's name shadows; a review); where two of them share a name the
+    probe is ``SELECT 1``, which always asks."""
     probes = []
     for case in tree.find_all(exp.Case):
         if not (case.meta.get(GUARD) or case.meta.get(ITEM_GUARD)):
@@ -191,11 +195,30 @@ def lookup_probes(tree: exp.Expression) -> list[exp.Select]:
         for column in case.args["ifs"][0].this.find_all(exp.Column):
             source = joins.get(column.table) if column.name == "_dl_rows" else None
             if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
-                rows = exp.column("_dl_rows", "_dl_p", quoted=True)
-                probes.append(exp.select(exp.Literal.number(1)).from_(
-                    exp.Subquery(this=source.this.copy(), alias=exp.TableAlias(this=exp.to_identifier("_dl_p"))))
-                    .where(exp.GT(this=rows, expression=exp.Literal.number(1))).limit(1))
+                probes.append(_probe(source.this))
     return probes
+
+
+def _probe(grouped: exp.Select) -> exp.Select:
+    ctes = [cte for node in reversed(list(_ancestors(grouped))) if isinstance(node.args.get("with_"), exp.With)
+            for cte in node.args["with_"].expressions]
+    if len({c.alias_or_name for c in ctes}) != len(ctes):
+        return exp.select(exp.Literal.number(1))
+    name = "_dl_p"
+    tests = [exp.GT(this=exp.column("_dl_rows", name, quoted=True), expression=exp.Literal.number(1))]
+    tests += [exp.column(k, name).is_(exp.null()).not_() for k in grouped.named_selects if k.startswith("_u_")]
+    probe = exp.select(exp.Literal.number(1)).from_(
+        exp.Subquery(this=grouped.copy(), alias=exp.TableAlias(this=exp.to_identifier(name)))
+    ).where(exp.and_(*tests)).limit(1)
+    if ctes:
+        probe.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
+    return probe
+
+
+def _ancestors(node: exp.Expression):
+    while node.parent is not None:
+        node = node.parent
+        yield node
 
 
 def _joins_others(outer: exp.Select, test: exp.Expression) -> bool:
@@ -227,6 +250,13 @@ def _lookup(query: exp.Expression) -> bool:
     columns = list(query.expressions[0].unalias().find_all(exp.Column))
     # (MAX() of the outer query's columns alone would be an aggregate of the outer query: SQL)
     return not columns or not all(id(c) in outer for c in columns)
+
+
+def _clause_of(sub: exp.Subquery, select: exp.Select) -> str:
+    node = sub
+    while node.parent is not select:
+        node = node.parent
+    return node.arg_key
 
 
 def _item(sub: exp.Subquery, select: exp.Select) -> exp.Expression | None:
@@ -310,6 +340,18 @@ def unguarded_lookup(tree: exp.Expression, context: PassContext) -> exp.Subquery
                                             for k in group.expressions)
         over_no_table = all(generator_name(t, context) is not None for t in query.find_all(exp.Table)) \
             and not one_value(query, correlated=True)
-        if grouped or over_no_table:
+        if grouped or over_no_table or _in_an_aggregate(sub) and query.find(exp.AggFunc) is None:
             return sub
     return None
+
+
+def _in_an_aggregate(sub: exp.Subquery) -> bool:
+    """Does ``sub`` stand in an aggregate's or window's argument of its SELECT? A lookup there is read as no
+    aggregate (:func:`_item`), and refused by forward lineage; backward tracing's plan of an empty result
+    evaluated it for no row and answered where the engine raised (a review)."""
+    node = sub.parent
+    while node is not None and not isinstance(node, exp.Select):
+        if isinstance(node, (exp.AggFunc, exp.Window)):
+            return True
+        node = node.parent
+    return False
