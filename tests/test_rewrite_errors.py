@@ -257,3 +257,9 @@ def test_spark_identifier_clause_reads_the_table_it_names():
         dltrace.rewrite("SELECT c.a FROM cust AS c WHERE c.a > 1", dialect="spark", schema=schema)
     with pytest.raises(dltrace.UnsupportedQuery, match="table function"):
         dltrace.rewrite(sql, dialect="duckdb", schema=schema)
+
+
+def test_a_name_some_stays_a_name():
+    """SOME after a comparison is read as ANY (grammar._parse_tokens); a table or column named some is not."""
+    text = dltrace.rewrite("SELECT a AS some, some.x FROM t AS some", schema={"t": {"a": "INT", "x": "INT"}})
+    assert '"some"."a" AS "some"' in text
