@@ -81,9 +81,9 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
     return plan, composed
 
 
-def counted_text(catalog: Catalog, tree: Any) -> str:
+def counted_text(catalog: Catalog, tree: Any, context: PassContext | None = None) -> str:
     """The query as written, counted (:func:`dltrace.rewriter.counted_query`): the engine raises where it raises."""
-    return generate(counted_query(tree, _plain_context(catalog, tree)), catalog.dialect)
+    return generate(counted_query(tree, context or _plain_context(catalog, tree)), catalog.dialect)
 
 
 def _counted(catalog: Catalog, tree: Any) -> str | None:
@@ -91,9 +91,7 @@ def _counted(catalog: Catalog, tree: Any) -> str | None:
     reads may raise for rows the rewrite's plan does not evaluate it for (``scalar_lookups.unguarded_lookup``); else
     None."""
     context = _plain_context(catalog, tree)
-    if unguarded_lookup(tree, context) is None:
-        return None
-    return generate(counted_query(tree, context), catalog.dialect)
+    return None if unguarded_lookup(tree, context) is None else counted_text(catalog, tree, context)
 
 
 def composed_read(catalog: Catalog, tree: Any, form: str, semantics: str) -> dict[str, LineageSource]:

@@ -71,10 +71,7 @@ def trace(catalog: Catalog, sql: str, rows: list[int] | None = None, dialect: st
         # a lookup's guard raised: the engine's own error where the query as written raises, else the guards kept
         # where they stand (as run_forward: DuckDB's optimizer evaluated one for a row the FROM never gives)
         tree = parse_query(sql, dialect or catalog.dialect)
-        schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
-        context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
-                              rows_relations=catalog.rows_relations(), collations=catalog.collations(schema))
-        catalog.engine.sql(generate(counted_query(tree, context), catalog.dialect))
+        catalog.engine.sql(generate(counted_query(tree, _tracing_context(catalog, tree, semantics)), catalog.dialect))
         try:
             return _trace(catalog, sql, rows, dialect, semantics, pinned_lookups=True)
         except QueryError as error:
@@ -127,10 +124,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
             raise UnsupportedQuery(f"backward tracing of a query calling {call.name}, which the engine declares "
                                    f"volatile, is not supported (its reverse queries call it again), at "
                                    f"{position(call)}: forward lineage (run) computes lineage in the same evaluation")
-    schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
-    context = PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
-                          rows_relations=catalog.rows_relations(), collations=catalog.collations(schema),
-                          pinned_lookups=pinned_lookups)
+    context = _tracing_context(catalog, tree, semantics, pinned_lookups)
     prepared = prepare(tree, context)
     on = prepared.on  # LINEAGE ON: trace per tuple, then project (granularity.py)
     if prepared.lineage_off:
@@ -200,6 +194,15 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
     return BackwardTrace(table, columns, traced, run.log, on_values)
 
 
+def _tracing_context(catalog: Catalog, tree: exp.Expression, semantics: str,
+                     pinned_lookups: bool = False) -> PassContext:
+    """The context the passes read ``tree`` in for backward tracing."""
+    schema = {t.lower(): c for t, c in catalog.schema(tree).items()}
+    return PassContext(catalog.dialect, lineage_functions(catalog.dialect, "set"), schema, semantics,
+                       rows_relations=catalog.rows_relations(), collations=catalog.collations(schema),
+                       pinned_lookups=pinned_lookups)
+
+
 def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Expression,
                           context: PassContext) -> None:
     """Raise the engine's error where the query as written raises it for a lookup no enclosing query reads.
@@ -211,7 +214,10 @@ def _check_unread_lookups(catalog: Catalog, tree: exp.Expression, normal: exp.Ex
     sits below the outermost SELECT, the query as written is run once, counted, for the engine to raise or not; so
     too where a lookup over no table stands in place with no guard (``scalar_lookups.unguarded_lookup``), and where
     a lookup finds several rows for some key (``scalar_lookups.lookup_probes``: the engine raises for the rows its
-    plan evaluates it for, which may be more than the reverse queries' plans do)."""
+    plan evaluates it for, which may be more than the reverse queries' plans do). Not in a pinned trace, which
+    :func:`trace` runs just after it ran the query as written."""
+    if context.pinned_lookups:
+        return
     if unguarded_lookup(tree, context) is None and not _guards_below_the_top(normal, context) and not any(
             catalog.engine.sql(generate(p, catalog.dialect)).num_rows for p in lookup_probes(normal)):
         return

@@ -167,7 +167,7 @@ def raise_errors(tree: exp.Expression, raise_error: Callable[[str], exp.Expressi
                 and c.find_ancestor(exp.Select) is outer]
         pinned = kept_in_place is not None and _joins_others(outer, join.args["on"])
         for ref in refs:
-            parts = [*found, _in_place(kept_in_place)] if pinned and _in_where(ref, outer) else found
+            parts = [*found, _in_place(kept_in_place)] if pinned and _clause_of(ref, outer) == "where" else found
             test = exp.and_(*parts)  # (copies them)
             guard = exp.Case(ifs=[exp.If(this=test, true=raise_error(message))], default=ref.copy())
             guard.meta[GUARD] = True
@@ -237,12 +237,6 @@ def _in_place(test: exp.Expression) -> exp.Expression:
     return test
 
 
-def _in_where(node: exp.Expression, select: exp.Select) -> bool:
-    while node.parent is not select:
-        node = node.parent
-    return node.arg_key == "where"
-
-
 def _lookup(query: exp.Expression) -> bool:
     if not plain_correlated_rows(query):
         return False
@@ -252,8 +246,8 @@ def _lookup(query: exp.Expression) -> bool:
     return not columns or not all(id(c) in outer for c in columns)
 
 
-def _clause_of(sub: exp.Subquery, select: exp.Select) -> str:
-    node = sub
+def _clause_of(node: exp.Expression, select: exp.Select) -> str:
+    """The arg key of ``select`` (expressions, where, having, ...) that ``node`` stands in."""
     while node.parent is not select:
         node = node.parent
     return node.arg_key
