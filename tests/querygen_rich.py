@@ -30,8 +30,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, Generated, InList, InSub,
-                      Is, Join, Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, UnnestItem,
-                      Unpivot, Win, With, ident)
+                      Is, Join, Lit, Not, Paren, Pivot, Quant, RowIn, Scalar, Select, Series, SetOp, Table, Unnest,
+                      UnnestItem, Unpivot, Win, With, ident)
 
 RICH_TABLES = {"r": (("k", "int"), ("v", "int"), ("s", "str")), "p": (("k", "int"), ("w", "int")),
                "q": (("k", "int"), ("x", "int")), "my t": (("k", "int"), ("lineage", "int"), ("a b", "str"))}
@@ -69,7 +69,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
                       "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated",
-                      "quantified_some"})
+                      "quantified_some", "row_in"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -83,13 +83,13 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
 # column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's;
 # GROUP BY () is drawn as grouping sets are, on DuckDB; unnest([...]) in FROM is DuckDB's, and names its column
-# after the alias)
+# after the alias; a row value IN a subquery is not yet run on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
                              "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot",
-                             "group_by_empty", "unnest_in_from", "quantified_some"}
+                             "group_by_empty", "unnest_in_from", "quantified_some", "row_in"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -655,6 +655,15 @@ class Gen:
             p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(outer, depth, ctes, typ)))
         return p
 
+    def row_in(self, scope, depth: int, ctes):
+        """``(a, b) IN (S)``: two values of ``scope`` against a subquery of two columns of their types, for a WHERE
+        conjunct, where dltrace reads it (passes/row_in_subqueries.py). Uncorrelated: DuckDB 2.0 refuses a correlated
+        one ("not yet supported"), and dltrace gives its error."""
+        self.feat("row_in")
+        types = [self.pick(["int", "int", "str"]) for _ in range(2)]
+        values = tuple(self.value(scope, typ, 0, ctes) for typ in types)
+        return RowIn(values, self.query(depth, want=types, ctes=ctes)[0])
+
     def rows_query(self, typ: str, outer, ctes):
         """Now and then a subquery whose rows are not its FROM's rows, for IN / op ANY / ALL / EXISTS: one with
         QUALIFY, or with ``unnest(...)`` in its SELECT list; else None."""
@@ -1005,6 +1014,9 @@ class Gen:
         where = self.pred(scope, depth, ctes) if self.chance(2) else None
         if depth > 0 and self.ok("scalar_over_own_rows") and self.chance(10):
             test = self.over_own_rows(None, item, cols, where)
+            where = test if where is None else Bin("AND", where, test)
+        if depth > 0 and scope and self.often("row_in", 10):
+            test = self.row_in(scope, depth - 1, ctes)
             where = test if where is None else Bin("AND", where, test)
         outer_ints = [c for c in outer if c[2] == "int"]
         local_ints = [c for c in cols if c[2] == "int"]

@@ -74,7 +74,8 @@ import statistics
 from dataclasses import dataclass
 
 from refquery import (COMPARISONS, Agg, Bin, BoolCmp, Case, Col, Derived, EqFalse, Exists, Func, InList, InSub, Is, Join,
-                      Lit, Not, Paren, Pivot, Quant, Scalar, Select, Series, SetOp, Table, Unnest, UnnestItem, Unpivot, Win, With,
+                      Lit, Not, Paren, Pivot, Quant, RowIn, Scalar, Select, Series, SetOp, Table, Unnest, UnnestItem,
+                      Unpivot, Win, With,
                       grouping_sets)
 
 EMPTY: frozenset = frozenset()
@@ -659,6 +660,16 @@ class Evaluator:
         if t is InList:  # the OR of its equalities (three-valued, every one evaluated), NOT IN its negation
             test = functools.reduce(lambda a, b: Bin("OR", a, b), [Bin("=", e.arg, v) for v in e.values])
             return self.ev(Not(test) if e.negated else test, env, ctes, pos, group)
+        if t is RowIn:  # element by element, AND-ed; the rows comparing TRUE are the witnesses
+            got = [self.ev(a, env, ctes, pos, group) for a in e.args]
+            w = frozenset().union(*(g[1] for g in got))
+            rel = self.query(e.query, env, ctes)
+            results = [functools.reduce(_and, [_cmp("=", x, v) for (x, _), v in zip(got, r)]) for r in rel.rows]
+            v = True if True in results else (None if None in results else False)
+            wit = frozenset().union(*(lin for lin, res in zip(rel.lins, results) if res is True))
+            if self.control:
+                return v, w | frozenset().union(*rel.lins)
+            return v, w | (wit if v is True and pos else EMPTY)
         if t is InSub or t is Quant:
             x, w = self.ev(e.arg, env, ctes, pos, group)
             rel = self.query(e.query, env, ctes)

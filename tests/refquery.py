@@ -142,6 +142,15 @@ class InSub:
 
 
 @dataclass(frozen=True, eq=False)
+class RowIn:
+    """``(a, b) IN (S)``: a row value against the rows of S (as many columns), compared element by element, the
+    comparisons AND-ed (three-valued); TRUE when a row compares TRUE, else NULL when one compares NULL. Generated as a
+    WHERE conjunct only, where dltrace reads it (passes/row_in_subqueries.py)."""
+    args: tuple
+    query: "Query"
+
+
+@dataclass(frozen=True, eq=False)
 class InList:
     """``x [NOT] IN (v1, v2, ...)``: a list of values (two or more), scalar subqueries among them or as ``x``
     (``k IN (1, (SELECT max(k) FROM p))``, ``(SELECT ...) IN (t.k, NULL)``); SQL defines it as ``(x = v1 OR x = v2
@@ -165,7 +174,8 @@ class Scalar:
     query: "Query"
 
 
-Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, BoolCmp, Case, Func, Agg, Win, Exists, InSub, InList, Quant, Scalar, Unnest]
+Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, BoolCmp, Case, Func, Agg, Win, Exists, InSub, RowIn, InList, Quant,
+             Scalar, Unnest]
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -511,6 +521,7 @@ _RENDER = {
                       + f" GROUP BY {', '.join(ident(g) for g in q.group)}"),
     Exists: lambda e: f"EXISTS ({render(e.query)})",
     InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
+    RowIn: lambda e: f"(({', '.join(render(a) for a in e.args)}) IN ({render(e.query)}))",
     InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {'SOME' if e.some else e.quant} ({render(e.query)}))",
     Scalar: lambda e: f"({render(e.query)})",

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from oracles import Duck
 from refeval import Evaluator
-from refquery import Col, Join, Lit, Select, Table, render
+from refquery import Col, Join, Lit, Select, SetOp, Table, render
 
 DATA = {
     "a": pa.table({"k": [1, None, 2], "x": [10, 11, 12], "y": [100, None, 5]}),
@@ -288,6 +288,25 @@ def test_an_in_list_is_the_or_of_its_equalities():
     assert _run(a_where(InList(z, (Col("t_a", "y"), Lit(20)))))[1] == [((12,), [("a", 2), ("b", 0)])]
     assert _run(Select([(Col("t_a", "x"), "x"), (InList(z, (Lit(21), Lit(None))), "f")], t("a")))[1] == [
         ((10, True), [("a", 0), ("b", 1)]), ((11, None), [("a", 1)]), ((12, None), [("a", 2)])]
+
+
+def test_a_row_in_compares_element_by_element():
+    """``(k, y) IN (S)`` (the generator's row_in): rows as DuckDB's; the rows of S comparing TRUE are the witnesses;
+    a NULL element compares NULL (no row), as does a NULL in S; duplicates in S are all witnesses."""
+    from refquery import Bin, RowIn
+    f = Select([(Col("t_f", "k"), "k"), (Col("t_f", "y"), "y")], t("f"))  # (2, 5), (1, 100)
+    both = SetOp("UNION", True, f, Select([(Col("t_b", "k"), "k"), (Col("t_b", "y"), "y")], t("b")))  # + (1, 100)
+
+    def a_where(test):
+        return Select([(Col("t_a", "x"), "x")], t("a"), test)
+
+    row = (Col("t_a", "k"), Col("t_a", "y"))  # (1, 100), (NULL, NULL), (2, 5)
+    assert _run(a_where(RowIn(row, f)))[1] == [((10,), [("a", 0), ("f", 1)]), ((12,), [("a", 2), ("f", 0)])]
+    assert _run(a_where(RowIn(row, both)))[1] == [((10,), [("a", 0), ("b", 1), ("f", 1)]),
+                                                 ((12,), [("a", 2), ("f", 0)])]
+    # under OR: a row kept by the other side has no witnesses
+    assert _run(a_where(Bin("OR", Bin("=", Col("t_a", "x"), Lit(12)), RowIn((Col("t_a", "k"), Lit(100)), f))))[1] \
+        == [((10,), [("a", 0), ("f", 1)]), ((12,), [("a", 2)])]
 
 
 # docs/design.md "Semantics" (and tests/test_semantics.py's hand-checked tables): control lineage is witness

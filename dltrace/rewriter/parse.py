@@ -291,10 +291,6 @@ def check_query(tree: exp.Expression) -> None:
             # sqlglot 30.30 reads `x > ALL ((q) ORDER BY ... LIMIT n)` as a function ALL(...) of a LIMIT
             raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query inside a function or ALL (...) "
                                    f"is not supported, at {position(node)}")
-        if isinstance(node, exp.Tuple) and _compared_with_a_subquery(node):
-            # (a, b) IN (SELECT x, y ...): the witness rules compare one value with one column
-            raise UnsupportedQuery(f"a row value ({', '.join(e.sql() for e in node.expressions)}) compared with a "
-                                   f"subquery (IN, ANY, ALL, =) is not supported, at {position(node)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it
@@ -364,7 +360,9 @@ def _under_exists(node: exp.Expression) -> bool:
     return isinstance(parent, exp.Exists)
 
 
-def _compared_with_a_subquery(node: exp.Tuple) -> bool:
+def compared_with_a_subquery(node: exp.Tuple) -> bool:
+    """Is ``node`` a row value compared with a subquery (``(a, b) IN (SELECT ...)``, ``= ANY``, ``= (SELECT ...)``)?
+    ``passes/row_in_subqueries.py`` reads those it can and refuses the others."""
     parent = node.parent
     if isinstance(parent, exp.In):
         return node is parent.this and parent.args.get("query") is not None
