@@ -27,8 +27,9 @@ from dltrace.engines.sources import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID, reserved_prefix
-from dltrace.rewriter.grammar import parse_plain
-from dltrace.rewriter.parse import parse_error_text
+from dltrace.rewriter.grammar import parse, parse_plain
+from dltrace.rewriter.parse import create_as_body, parse_error_text
+from dltrace.rewriter.shape import is_pivot_statement, is_unpivot_statement
 from dltrace.udafs import encode_bitmaps
 from dltrace.udafs.bitmap_arrow import to_list_arrow
 
@@ -200,6 +201,7 @@ class Definition:
 def definition(statement: exp.Expression | str, dialect: str) -> Definition | None:
     """The ``CREATE ... AS query`` in ``statement``, or None when it is another kind of statement."""
     if isinstance(statement, str):
+        text = statement
         try:
             trees = [t for t in parse_plain(statement, dialect) if t is not None]
         except sqlglot.errors.ParseError as e:
@@ -207,6 +209,8 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
         if len(trees) != 1:
             return None
         statement = trees[0]
+        if isinstance(statement, exp.Command) and statement.name.upper() == "CREATE":
+            return _pivot_definition(text, dialect)
     if not isinstance(statement, exp.Create) or statement.kind not in ("TABLE", "VIEW"):
         return None
     query = statement.expression
@@ -228,3 +232,21 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
         kind = "temporary " + kind
     return Definition(target.name, kind, query.sql(dialect), dialect, bool(statement.args.get("replace")),
                       bool(statement.args.get("exists")))
+
+
+def _pivot_definition(text: str, dialect: str) -> Definition | None:
+    """``CREATE ... AS PIVOT ...`` (DuckDB's PIVOT / UNPIVOT statement), which sqlglot keeps as a bare command: its
+    head read over a stand-in query, the statement as the query (``passes/pivots.py`` reads it); None for another
+    command (which does not parse: the caller says where)."""
+    split = create_as_body(text, dialect)
+    if split is None:
+        return None
+    head, body = split
+    try:
+        trees = [t for t in parse(body, dialect) if t is not None]
+        stand_in = definition(f"{head} SELECT 1", dialect)
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ParseError):
+        return None
+    if len(trees) != 1 or stand_in is None or not (is_pivot_statement(trees[0]) or is_unpivot_statement(trees[0])):
+        return None
+    return replace(stand_in, query=body.strip())

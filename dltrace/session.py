@@ -25,7 +25,7 @@ from dltrace.result import BackwardResult, LineageResult, run_forward, trace_bac
 from dltrace.rewriter.analysis import SEMANTICS
 from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.grammar import parse_plain
-from dltrace.rewriter.parse import mentions_rid, parse_error_text, statement_word
+from dltrace.rewriter.parse import mentions_rid, parse_error_text, statement_word, without_leading_comments
 from dltrace.rewriter.passes.rows_relations import with_rows_relations
 from dltrace.tpch_data import TABLES as TPCH_TABLES
 from dltrace.tpch_data import ensure_tpch
@@ -213,8 +213,8 @@ def _plain_rows(session: Session, result: LineageResult) -> ArrowSource:
 
 
 def _creates(sql: str) -> bool:
-    """Does ``sql`` start with CREATE (a cheap test before parsing it as a definition)?"""
-    return sql.lstrip().lstrip("(").upper().startswith("CREATE")
+    """Does ``sql`` start with CREATE, comments before it aside (a cheap test before parsing it as a definition)?"""
+    return without_leading_comments(sql).lstrip("(").upper().startswith("CREATE")
 
 
 def connect(engine: str = "duckdb", **options: Any) -> Session:

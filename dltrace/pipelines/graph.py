@@ -181,11 +181,15 @@ def _file_steps(path: Path, rel: str, dialect: str) -> list[Step]:
     for tree in trees:
         if isinstance(tree, exp.Command) and "FLOW" in tree.sql(dialect).upper().split()[:3]:
             raise PipelineError(f"{rel}: flows (CREATE FLOW ... INSERT INTO) are streaming: not supported")
+        made = None
         if isinstance(tree, exp.Command) and tree.name.upper() == "CREATE":  # a CREATE sqlglot could not parse
-            # where it does not parse: in the file's own lines when it is the file's one statement
-            raise PipelineError(f"{rel}: {not_a_query(tree, text if len(trees) == 1 else tree.sql(dialect), dialect)}")
+            made = definition(tree.sql(dialect), dialect)  # (CREATE ... AS PIVOT ...: DuckDB's statement)
+            if made is None:
+                # where it does not parse: in the file's own lines when it is the file's one statement
+                raise PipelineError(f"{rel}: "
+                                    f"{not_a_query(tree, text if len(trees) == 1 else tree.sql(dialect), dialect)}")
         try:
-            made = definition(tree, dialect)
+            made = made or definition(tree, dialect)
         except DltraceError as e:
             raise PipelineError(f"{rel}: {e}") from None
         if made is None:

@@ -210,7 +210,13 @@ def parse_plain(sql: str, read: str) -> list[exp.Expression | None]:
 
 
 def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
-    """``sqlglot.parse`` (its tokens, then its parser), refusing an empty item of a list between the two."""
+    """``sqlglot.parse`` (its tokens, then its parser), refusing an empty item of a list between the two.
+
+    As the engines read a script: a byte-order mark before the text is white space (a file saved by some editors:
+    sqlglot stopped at it), and a comment after the last ``;`` is no statement (sqlglot gives a ``Semicolon`` holding
+    it: "expected one SQL statement, got 2", and a pipeline file read it as a statement between two)."""
+    if sql.startswith("\ufeff"):
+        sql = " " + sql[1:]  # (a space: the line and column of everything after stay the same)
     tokens = read.tokenize(sql)
     for before, token, after in zip(tokens, tokens[1:], tokens[2:]):
         # SOME after a comparison is ANY: sqlglot parses `x = SOME ((SELECT ...) ORDER BY ... LIMIT 1)` otherwise than
@@ -221,7 +227,8 @@ def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
             token.token_type, token.text = TokenType.ANY, "ANY"
     _check_no_empty_items(tokens, sql)
     with no_command_fallback_warning():
-        return read.parser().parse(tokens, sql)
+        trees = read.parser().parse(tokens, sql)
+    return [t for t in trees if not isinstance(t, exp.Semicolon)] or trees[:1]
 
 
 def _check_no_empty_items(tokens: list, sql: str) -> None:

@@ -111,10 +111,15 @@ _STARTS = frozenset({"select", "with", "from", "values", "table", "pivot", "unpi
                      "transform"})
 
 
+def without_leading_comments(sql: str) -> str:
+    """``sql`` from its first word: white space (a byte-order mark too) and comments before it dropped."""
+    return re.sub(r"^(\s|\ufeff|--[^\n]*(\n|$)|/\*.*?\*/)*", "", sql, flags=re.S)
+
+
 def _first_word(sql: str) -> str | None:
     """"`SELEC` at line 1, col 1 begins no SQL statement" where the text's first word is no statement's (sqlglot
     reads `SELEC id FROM t` as an aliased expression and reports the FROM), else None."""
-    text = re.sub(r"^(\s|--[^\n]*\n|/\*.*?\*/)*", "", sql, flags=re.S)
+    text = without_leading_comments(sql)
     word = re.match(r"[A-Za-z_]\w*", text)
     if word is None or word.group(0).lower() in _STARTS:
         return None
@@ -183,9 +188,9 @@ def statement_word(tree: exp.Expression) -> str:
     return tree.key.upper().replace("TRUNCATETABLE", "TRUNCATE")
 
 
-def _create_error(sql: str, dialect: str) -> Exception:
-    """Where a ``CREATE ... AS <query>`` sqlglot took for a Command does not parse: its query parsed alone, the
-    text before it blanked (newlines kept), so the error's line and column are the statement's own."""
+def create_as_body(sql: str, dialect: str) -> tuple[str, str] | None:
+    """``CREATE ... AS <body>`` split at its AS (outside parentheses): the text up to the AS and the body with that
+    text blanked (newlines kept, so a position in it is the statement's own); None without such an AS."""
     depth, start = 0, None
     for token in grammar_dialect(dialect).tokenize(sql):
         depth += token.token_type == TokenType.L_PAREN
@@ -193,8 +198,20 @@ def _create_error(sql: str, dialect: str) -> Exception:
         if token.token_type == TokenType.ALIAS and depth == 0:
             start = token.end + 1
             break
-    if start is not None:
-        body = "".join(c if c == "\n" else " " for c in sql[:start]) + sql[start:]
+    if start is None:
+        return None
+    return sql[:start], "".join(c if c == "\n" else " " for c in sql[:start]) + sql[start:]
+
+
+def _create_error(sql: str, dialect: str) -> Exception:
+    """Where a ``CREATE ... AS <query>`` sqlglot took for a Command does not parse: its query parsed alone, the
+    text before it blanked (newlines kept), so the error's line and column are the statement's own."""
+    split = create_as_body(sql, dialect)
+    if split is not None:
+        body = split[1]
+        first = _first_word(body)
+        if first is not None:
+            return ParseError(f"SQL does not parse: {first}")
         try:
             grammar_parse(body, dialect)
         except sqlglot.errors.ParseError as e:
