@@ -32,7 +32,8 @@ DUCKDB_SAMPLES = [
     "arg_min_nulls_last(x, y)", "bitstring_agg(x, 1, 10)", "favg(x)", "fsum(x)", "histogram(x)",
     "histogram_exact(x, [1, 2])", "kahan_sum(x)", "kurtosis_pop(x)", "lttb(x, y, 2)", "mad(x)", "mean(x)",
     "product(x)", "reservoir_quantile(x, 0.5)", "sem(x)", "sum_no_overflow(x)", "sumkahan(x)", "count_star()",
-    "entropy(x)",
+    "entropy(x)", "geomean(x)", "geometric_mean(x)", "weighted_avg(x, y)", "wavg(x, y)", "json_group_array(x)",
+    "json_group_object('k', x)", "json_group_structure(to_json(x))", "variant_group_array(x)",
     # a FILTER reads fewer rows; the value over none is the aggregate's
     "count(*) FILTER (WHERE x > 0)", "list(x) FILTER (WHERE x > 0)",
 ]

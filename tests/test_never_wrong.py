@@ -1536,3 +1536,19 @@ def test_a_lookup_in_an_aggregate_traced_over_no_rows_raises_as_the_engine_does(
                 run(sql)
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("call", ["geomean(x)", "weighted_avg(x, w)", "json_group_array(x)"])
+def test_duckdbs_aggregate_macros_are_aggregates(call):
+    """DuckDB's macros over aggregates (duckdb_functions() calls them macros) were read as plain functions: a
+    global aggregate of one got per-row lineage, which DuckDB refused ("dl_rid must appear in the GROUP BY clause";
+    a new user)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"k": [1, 1, 2], "x": [2.0, 8.0, 3.0], "w": [1, 3, 1]}))
+    inner = call.replace("x", "u.x").replace("w)", "u.w)")
+    for sql in [f"SELECT {call} AS v FROM t", f"SELECT k, {call} AS v FROM t GROUP BY k ORDER BY k",
+                f"SELECT t.k, (SELECT {inner} FROM t AS u WHERE u.k = t.k) AS v FROM t ORDER BY t.k"]:
+        r = s.run(sql)
+        assert r.table.to_pylist() == s.sql(sql).to_pylist()
+        assert r.lineage(0)["t"] == ([0, 1, 2] if "GROUP" not in sql and "u.k" not in sql else [0, 1])
+    s.close()

@@ -57,3 +57,17 @@ def test_create_as_pivot_registers_its_result(s, tmp_path):
 def test_a_typo_after_as_is_named_as_in_a_plain_query(s):
     with pytest.raises(dltrace.ParseError, match=r"`SELEC` at line 1, col 19 begins no SQL statement"):
         s.run("CREATE TABLE c AS SELEC * FROM t")
+
+
+@pytest.mark.parametrize("sql", [
+    # sqlglot 30.30 read these as DATE ('2024-01-01'::VARCHAR): a DATE where DuckDB gives the text (a new user)
+    "SELECT a, DATE '2024-01-01'::VARCHAR AS d FROM t",
+    "SELECT a, TIMESTAMP '2024-05-01 13:45:00'::DATE + 1 AS d FROM t",
+    "SELECT a, TIME '13:45:00'::VARCHAR AS d, TIMESTAMPTZ '2024-05-01 13:45:00+00'::DATE AS e FROM t",
+    "SELECT a FROM t WHERE status || '2024-05-01' > DATE '2024-05-01'::VARCHAR",
+    # .5 was written 0.5: a DECIMAL(2,1) where DuckDB's .5 is DECIMAL(1,1), '0.5' where it is '.5'
+    "SELECT a, .5::VARCHAR AS h, typeof(.5) AS ty, -.25 * a AS m FROM t",
+])
+def test_literals_are_read_as_duckdb_reads_them(s, sql):
+    assert s.run(sql).table.to_pylist() == s.sql(sql).to_pylist()
+    assert s.run(sql).table.schema == s.sql(sql).schema

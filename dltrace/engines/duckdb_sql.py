@@ -38,6 +38,13 @@ def _fill(template: exp.Expression, name: str, value: exp.Expression) -> exp.Exp
     )
 
 
+# DuckDB 2.0's macros over aggregates (duckdb_functions(), function_type = 'macro': geomean is exp(avg(ln(x))),
+# json_group_array a string_agg): aggregates of their rows, NULL over none; read as plain functions, a query
+# calling one got per-row lineage, which DuckDB refused ("dl_rid must appear in the GROUP BY clause"; a new user)
+AGGREGATE_MACROS = ("geomean", "geometric_mean", "weighted_avg", "wavg", "json_group_array", "json_group_object",
+                    "json_group_structure", "variant_group_array")
+
+
 class DuckDBFunctions(LineageFunctions):
     """Lineage SQL in DuckDB's dialect."""
 
@@ -48,7 +55,8 @@ class DuckDBFunctions(LineageFunctions):
     empty_by_name = {**dict.fromkeys(("arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null",
                                       "arg_min_nulls_last", "bitstring_agg", "favg", "fsum", "histogram",
                                       "histogram_exact", "kahan_sum", "kurtosis_pop", "lttb", "mad", "mean", "product",
-                                      "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan"), "null"),
+                                      "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan", *AGGREGATE_MACROS),
+                                     "null"),
                      "count_star": "zero", "entropy": "zero"}  # (entropy: 0.0 over none, and over NULLs alone)
     # DuckDB 2.0's aggregates (duckdb_functions(), function_type = 'aggregate') that sqlglot 30.30 parses as
     # anonymous functions
@@ -56,6 +64,7 @@ class DuckDBFunctions(LineageFunctions):
         "arbitrary", "arg_max_null", "arg_max_nulls_last", "arg_min_null", "arg_min_nulls_last", "bitstring_agg",
         "count_star", "entropy", "favg", "fsum", "histogram", "histogram_exact", "kahan_sum", "kurtosis_pop",
         "lttb", "mad", "mean", "product", "reservoir_quantile", "sem", "sum_no_overflow", "sumkahan",
+        *AGGREGATE_MACROS,
     })
     lineage_aggregates = frozenset({"list"})
     set_type = "BIGINT[]"

@@ -21,7 +21,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, UnsupportedError
-from sqlglot.tokens import TokenType
+from sqlglot.parser import Parser
+from sqlglot.tokens import Token, TokenType
 
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
 from dltrace.engines.lineage_sql import NAMED_STRUCT
@@ -217,7 +218,7 @@ def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
     it: "expected one SQL statement, got 2", and a pipeline file read it as a statement between two)."""
     if sql.startswith("\ufeff"):
         sql = " " + sql[1:]  # (a space: the line and column of everything after stay the same)
-    tokens = read.tokenize(sql)
+    tokens = _typed_literals_cast(_leading_point_numbers(read.tokenize(sql)))
     for before, token, after in zip(tokens, tokens[1:], tokens[2:]):
         # SOME after a comparison is ANY: sqlglot parses `x = SOME ((SELECT ...) ORDER BY ... LIMIT 1)` otherwise than
         # ANY, and fails (the long generator profile; `parse` gives a SOME over a bare query ANY's form too); a
@@ -229,6 +230,52 @@ def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
     with no_command_fallback_warning():
         trees = read.parser().parse(tokens, sql)
     return [t for t in trees if not isinstance(t, exp.Semicolon)] or trees[:1]
+
+
+def _typed_literals_cast(tokens: list[Token]) -> list[Token]:
+    """``DATE '2024-01-01'::VARCHAR`` as ``(DATE '2024-01-01')::VARCHAR``, as the engines bind it: sqlglot 30.30 reads
+    it as ``DATE ('2024-01-01'::VARCHAR)``, a DATE where DuckDB gives the text (and ``TIMESTAMP '... 13:45'::DATE`` a
+    TIMESTAMP at midnight; found by a new user). A type word, a string, then ``::`` (not after ``::`` or AS, where
+    the word is a cast's type)."""
+    out: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.token_type in _LITERAL_TYPES and i + 2 < len(tokens) \
+                and tokens[i + 1].token_type == TokenType.STRING and tokens[i + 2].token_type == TokenType.DCOLON \
+                and (i == 0 or tokens[i - 1].token_type not in (TokenType.DCOLON, TokenType.ALIAS)):
+            string = tokens[i + 1]
+            out += [Token(TokenType.L_PAREN, "(", token.line, token.col, token.start, token.start), token, string,
+                    Token(TokenType.R_PAREN, ")", string.line, string.col, string.end, string.end)]
+            i += 2
+        else:
+            out.append(token)
+            i += 1
+    return out
+
+
+def _leading_point_numbers(tokens: list[Token]) -> list[Token]:
+    """``.5`` as the number ``.5``: sqlglot reads a point and the number 5 and writes 0.5, a DECIMAL(2,1) where
+    DuckDB's ``.5`` is DECIMAL(1,1) (``.5::VARCHAR`` is '.5'; found by a new user). A point right before a number,
+    not right after a name, a closing bracket or a number (``t.5``)."""
+    out: list[Token] = []
+    for token in tokens:
+        point = out[-1] if out else None
+        if token.token_type == TokenType.NUMBER and point is not None and point.token_type == TokenType.DOT \
+                and point.end + 1 == token.start and not token.text.startswith(".") \
+                and not (len(out) >= 2 and out[-2].end + 1 == point.start and out[-2].token_type in _BEFORE_A_FIELD):
+            out[-1] = Token(TokenType.NUMBER, "." + token.text, point.line, point.col, point.start, token.end,
+                            point.comments)
+        else:
+            out.append(token)
+    return out
+
+
+#: type words a typed literal begins with (``DATE '...'``; INTERVAL is parsed apart, and right)
+_LITERAL_TYPES = frozenset(Parser.TYPE_TOKENS - {TokenType.INTERVAL})
+#: what a point right after makes a field or a table's column (``t.5``, ``f(x).5``), not a number's point
+_BEFORE_A_FIELD = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.R_BRACKET,
+                             TokenType.NUMBER, TokenType.STRING})
 
 
 def _check_no_empty_items(tokens: list, sql: str) -> None:
