@@ -35,6 +35,9 @@ BAD = [
      'row value ("t"."a", "t"."b") compared with a subquery is supported only as a filter'),
     ("SELECT a FROM t WHERE (a, b) <> ANY (SELECT a, c FROM u)", dltrace.UnsupportedQuery, "IN or = ANY only"),
     ("SELECT a FROM t WHERE (a, b) <> (SELECT a, c FROM u)", dltrace.UnsupportedQuery, "IN or = ANY only"),
+    # sqlglot's decorrelation read the value through MAX() in GROUP BY too: DuckDB refused the rewrite
+    ("SELECT (SELECT max(c) FROM u) > t.a AS k, count(*) AS n FROM t GROUP BY 1", dltrace.UnsupportedQuery,
+     "a subquery in a GROUP BY key is not supported: compute the key in a derived table"),
     # sqlglot says "could not be resolved" for a column in two sources too: the user looked for a missing column
     ("SELECT a FROM t, u", dltrace.UnknownColumn, "'a' is ambiguous: 't' and 'u' each have a column 'a'"),
     ("SELECT x.b FROM (SELECT b, a FROM t JOIN u ON b = c) AS x", dltrace.UnknownColumn, "'a' is ambiguous"),

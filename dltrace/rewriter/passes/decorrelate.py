@@ -119,10 +119,24 @@ def _refuse_quantified_aggregates(tree: exp.Expression) -> None:
                                    f"SELECT could not be decorrelated, at {where}")
 
 
+def _refuse_group_by_subqueries(tree: exp.Expression) -> None:
+    """A GROUP BY key holding a subquery (``GROUP BY a.v > (SELECT max(v) FROM b)``, also by position or alias: the
+    keys are the items by then) is refused, naming it: sqlglot's decorrelation reads the joined value through MAX()
+    there too, an aggregate in GROUP BY, which DuckDB refused ("GROUP BY clause cannot contain aggregates"; a new
+    user). Computed in a derived table first, the key is a column, which runs."""
+    for group in tree.find_all(exp.Group):
+        sub = next((q for key in group.expressions for q in key.find_all(exp.Subquery)), None)
+        if sub is not None:
+            raise UnsupportedQuery(f"a subquery in a GROUP BY key is not supported: compute the key in a derived "
+                                   f"table (SELECT ..., <key> AS k FROM ...) and group by its column, at "
+                                   f"{position(sub)}")
+
+
 def decorrelate(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
     if not _has_clause_subquery(expression):
         return expression  # only derived tables, CTEs and set operations: nothing to decorrelate, no copy
     tree = exp.maybe_copy(expression, copy)
+    _refuse_group_by_subqueries(tree)
     _name_subquery_items(tree)
     # (on the subqueries as the user wrote them, whose types sqlglot reads; the forms written below copy the mark)
     mark_coarse_keys(tree, list(_holders(tree)), context)
