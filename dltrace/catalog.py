@@ -303,9 +303,11 @@ class Catalog(StaleChecks):
                                    (f" ({name!r})" if name in self.tables else ""))
             if table.args.get("db") and not views:
                 # tables are traced by their registered names; s2.t is not the registered t (nor any other)
+                at = next((f", at line {n.meta['line']}, col {n.meta['col']}" for n in table.walk()
+                           if "line" in n.meta), "")
                 raise UnsupportedQuery(f"a schema-qualified table ({table.sql(self.dialect)}) is not supported: "
                                        "lineage is traced through tables registered or adopted by name; register "
-                                       "it (or adopt a view of it) under a plain name")
+                                       f"it (or adopt a view of it) under a plain name{at}")
             if name in self.tables and name not in ctes and not table.args.get("db") \
                     and (self.engine.taken_over(self.engine.rows_name(name)) or self.engine.taken_over(name)):
                 raise DuplicateTable(f"table {table.name!r} was registered again by another dltrace session on this "
