@@ -1552,3 +1552,19 @@ def test_duckdbs_aggregate_macros_are_aggregates(call):
         assert r.table.to_pylist() == s.sql(sql).to_pylist()
         assert r.lineage(0)["t"] == ([0, 1, 2] if "GROUP" not in sql and "u.k" not in sql else [0, 1])
     s.close()
+
+
+def test_impact_and_lineage_on_tables_name_tables_also_where_aliases_swap_them():
+    """`FROM orders AS items JOIN items AS orders`: impact's run (LINEAGE ON TABLES (orders) inside) read the alias,
+    items' lineage, and said the result had none of orders (a new user)."""
+    s = dltrace.connect("duckdb")
+    s.register("orders", pa.table({"order_id": [1, 2, 3], "status": ["open", "shipped", "open"]}))
+    s.register("items", pa.table({"order_id": [1, 1, 3], "sku": ["A", "B", "C"]}))
+    sql = ("SELECT items.status, orders.sku FROM orders AS items JOIN items AS orders ON items.order_id = orders.order_id "
+           "ORDER BY orders.sku")
+    r = s.run(sql)
+    for table, ids in [("orders", [0]), ("items", [2])]:
+        assert s.impact(sql, table, ids).rows == r.forward(table, ids)
+    on = s.run(sql.replace(" ORDER BY", " LINEAGE ON TABLES (orders) ORDER BY"))
+    assert sorted(on.lineage(i)["orders"][0] for i in range(on.num_rows)) == [0, 0, 2]
+    s.close()

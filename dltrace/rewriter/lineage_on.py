@@ -84,10 +84,13 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
     for t in engine_reads(tree):  # (a table read inside a CTE of its own name too)
         aliases[t.alias_or_name.lower()] = t.name.lower()
         aliases[t.name.lower()] = t.name.lower()
-    read = set(aliases.values())
+    read = {t.name.lower() for t in engine_reads(tree)}
     if clause.args.get("tables"):
-        # (a name the query gives a table, `FROM customer c ... LINEAGE ON TABLES (c)`, is that table)
-        names = frozenset(aliases.get(t.name.lower(), t.name.lower()) for t in clause.args["tables"])
+        # (a name the query gives a table, `FROM customer c ... LINEAGE ON TABLES (c)`, is that table; a table's own
+        # name is that table, also where the query gives it to another as an alias: `FROM orders AS items JOIN items
+        # AS orders`, impact's run asking for orders read items' lineage, found by a new user)
+        names = frozenset(t.name.lower() if t.name.lower() in read else aliases.get(t.name.lower(), t.name.lower())
+                          for t in clause.args["tables"])
         unknown = sorted(names - read)
         if unknown:
             raise UnknownTable(f"LINEAGE ON TABLES names {', '.join(unknown)}, which the query does not read, at {position(clause)}")
