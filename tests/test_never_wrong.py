@@ -1560,8 +1560,8 @@ def test_impact_and_lineage_on_tables_name_tables_also_where_aliases_swap_them()
     s = dltrace.connect("duckdb")
     s.register("orders", pa.table({"order_id": [1, 2, 3], "status": ["open", "shipped", "open"]}))
     s.register("items", pa.table({"order_id": [1, 1, 3], "sku": ["A", "B", "C"]}))
-    sql = ("SELECT items.status, orders.sku FROM orders AS items JOIN items AS orders ON items.order_id = orders.order_id "
-           "ORDER BY orders.sku")
+    sql = ("SELECT items.status, orders.sku FROM orders AS items JOIN items AS orders "
+           "ON items.order_id = orders.order_id ORDER BY orders.sku")
     r = s.run(sql)
     for table, ids in [("orders", [0]), ("items", [2])]:
         assert s.impact(sql, table, ids).rows == r.forward(table, ids)
