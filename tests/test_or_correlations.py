@@ -1,6 +1,7 @@
-"""A subquery correlated under OR, read as the OR of one subquery per disjunct (passes/or_correlations.py): the
-engine's rows, each row's lineage the same forward (set, bitmap) and backward, and the witnesses by hand. Keys and
-values have NULLs, so each side of an IN may be NULL where the other is FALSE."""
+"""A subquery correlated under OR, read as the OR of one subquery per disjunct (passes/or_correlations.py), and an OR
+of its own columns beside the correlation, written without OR (passes/uncorrelated_ors.py): the engine's rows, each
+row's lineage the same forward (set, bitmap) and backward, and the witnesses by hand. Keys and values have NULLs,
+so each side of an IN may be NULL where the other is FALSE."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ QUERIES = [
     "SELECT * FROM t WHERE t.v + 6 IN (SELECT u.w FROM u WHERE u.k = t.k OR u.k IS NULL)",
     "SELECT * FROM t WHERE t.v + 6 NOT IN (SELECT u.w FROM u WHERE u.k = t.k OR u.m = t.m)",
     "SELECT t.k, count(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k OR u.m = t.m) GROUP BY t.k",
+    # an OR of the subquery's own columns beside the correlation (passes/uncorrelated_ors.py), NULLs on both sides
+    "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND (u.w > 7 OR u.m IS NULL))",
+    "SELECT t.k, t.v, (SELECT count(*) FROM u WHERE u.k = t.k AND (u.w = 8 OR u.w IS NULL OR u.m = 'x')) AS n FROM t",
+    "SELECT * FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND (u.w > 7 OR u.m IS NULL))",
+    "SELECT * FROM t WHERE t.v + 6 IN (SELECT u.w FROM u WHERE u.k = t.k AND (u.m <> 'b' OR u.w IS NULL))",
+    "SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE (u.k = t.k OR u.m = t.m) AND (u.w < 9 OR u.w > 10))",
     "SELECT t.m FROM t WHERE t.v = 5 OR EXISTS (SELECT 1 FROM u WHERE (u.k = t.k OR u.m = t.m) AND u.w < 11)",
 ]
 

@@ -37,6 +37,7 @@ from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.grouped_exists import grouped_exists
 from dltrace.rewriter.passes.row_in_subqueries import row_in_subqueries
 from dltrace.rewriter.passes.or_correlations import or_correlations
+from dltrace.rewriter.passes.uncorrelated_ors import uncorrelated_ors
 from dltrace.rewriter.passes.having_to_where import having_to_where
 from dltrace.rewriter.passes.outer_join_filters import outer_join_filters
 from dltrace.rewriter.passes.dictionary_ids import use_dictionary_ids
@@ -143,6 +144,7 @@ PASSES = {
     "grouped_exists.sql": (qualify, grouped_exists, "duckdb", "set"),
     "row_in_subqueries.sql": (qualify, row_in_subqueries, "duckdb", "set"),
     "or_correlations.sql": (qualify, or_correlations, "duckdb", "set"),
+    "uncorrelated_ors.sql": (qualify, uncorrelated_ors, "duckdb", "set"),
     "implicit_laterals.sql": (None, implicit_laterals, "duckdb", "set"),
     "row_generators.sql": (None, row_generators, "duckdb", "set"),
     "row_generators_spark.sql": (None, row_generators, "spark", "set"),

@@ -23,7 +23,7 @@ QUERIES = [
     "SELECT * FROM t WHERE (k, v) = ANY (SELECT k, w FROM u UNION SELECT 3, 5)",
     "SELECT * FROM t WHERE v > 4 OR (k, v) IN (SELECT k, w FROM u WHERE u.z < 5)",
     "SELECT t.k, count(*) AS n FROM t WHERE (k, v) IN (SELECT DISTINCT k, w FROM u) GROUP BY t.k",
-    "SELECT t.k, t.v, u.w FROM t JOIN u ON t.z = u.z AND (t.k, t.v) IN (SELECT k, w FROM u)",
+    "SELECT t.k, t.v, u.w FROM t JOIN u ON t.z = u.z WHERE (t.k, t.v) IN (SELECT k, w FROM u)",
     # the subquery names the outer table's alias for its own (t AS u reads u's columns)
     "SELECT u.w, u.z FROM u WHERE (u.k, u.w) IN (SELECT u.k, u.v FROM t AS u)",
     # a NULL element: never TRUE, in either row
@@ -72,6 +72,11 @@ def test_witnesses_by_hand(s):
     ("SELECT k, (k, v) IN (SELECT k, w FROM u) AS found FROM t", "only as a filter"),
     ("SELECT * FROM t WHERE ((k, v) IN (SELECT k, w FROM u)) IS NULL", "only as a filter"),
     ("SELECT * FROM t WHERE (k, v) > ANY (SELECT k, w FROM u)", "IN or = ANY only"),
+    # (a join's ON: its EXISTS would stand there, which decorrelation does not take; the WHERE runs)
+    ("SELECT t.k FROM t JOIN u ON t.z = u.z AND (t.k, t.v) IN (SELECT k, w FROM u)", "not in a join's ON"),
+    ("SELECT * FROM t WHERE (k, v) IN (SELECT k, w FROM u ORDER BY w LIMIT 2)", "with LIMIT or OFFSET"),
+    ("SELECT * FROM t WHERE EXISTS (SELECT 1 FROM u WHERE (u.k, t.v) IN (SELECT k, w FROM u AS x))",
+     "reading a column of an enclosing query"),
     ("SELECT * FROM t WHERE (k, v) IN (SELECT k FROM u)", "of 1 column: the row has 2 values"),
 ])
 def test_what_is_not_a_filter_is_refused(s, sql, needle):

@@ -61,6 +61,7 @@ from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
 from dltrace.rewriter.passes.nested_joins import nested_joins
 from dltrace.rewriter.passes.null_safe_keys import null_safe_keys
 from dltrace.rewriter.passes.or_correlations import or_correlations
+from dltrace.rewriter.passes.uncorrelated_ors import uncorrelated_ors
 from dltrace.rewriter.passes.lateral_views import lateral_views
 from dltrace.rewriter.passes.parenthesised import parenthesised
 from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
@@ -169,7 +170,8 @@ ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_lim
                    known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, row_in_subqueries,
                    null_safe_keys, nested_joins, lateral_views, group_by_all, lateral_joins, grouped_exists,
                    outer_join_filters, inner_join_lookups, having_to_where, union_by_name, quantified_types,
-                   or_correlations, decorrelate, mark_witness_uses, read_array_witnesses, explicit_cross_joins)
+                   or_correlations, uncorrelated_ors, decorrelate, mark_witness_uses, read_array_witnesses,
+                   explicit_cross_joins)
 
 
 @dataclass(frozen=True)

@@ -241,13 +241,17 @@ def _typed_literals_cast(tokens: list[Token]) -> list[Token]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if token.token_type in _LITERAL_TYPES and i + 2 < len(tokens) \
-                and tokens[i + 1].token_type == TokenType.STRING and tokens[i + 2].token_type == TokenType.DCOLON \
+        # (a type of several words: TIMESTAMP WITH TIME ZONE, TIME WITHOUT TIME ZONE -- a review)
+        end = i + 1
+        while end < len(tokens) and end - i <= 4 and tokens[end].text.upper() in _TYPE_WORDS:
+            end += 1
+        if token.token_type in _LITERAL_TYPES and end + 1 < len(tokens) \
+                and tokens[end].token_type == TokenType.STRING and tokens[end + 1].token_type == TokenType.DCOLON \
                 and (i == 0 or tokens[i - 1].token_type not in (TokenType.DCOLON, TokenType.ALIAS)):
-            string = tokens[i + 1]
-            out += [Token(TokenType.L_PAREN, "(", token.line, token.col, token.start, token.start), token, string,
-                    Token(TokenType.R_PAREN, ")", string.line, string.col, string.end, string.end)]
-            i += 2
+            string = tokens[end]
+            out += [Token(TokenType.L_PAREN, "(", token.line, token.col, token.start, token.start),
+                    *tokens[i:end + 1], Token(TokenType.R_PAREN, ")", string.line, string.col, string.end, string.end)]
+            i = end + 1
         else:
             out.append(token)
             i += 1
@@ -273,6 +277,7 @@ def _leading_point_numbers(tokens: list[Token]) -> list[Token]:
 
 #: type words a typed literal begins with (``DATE '...'``; INTERVAL is parsed apart, and right)
 _LITERAL_TYPES = frozenset(Parser.TYPE_TOKENS - {TokenType.INTERVAL})
+_TYPE_WORDS = frozenset({"WITH", "WITHOUT", "TIME", "ZONE", "LOCAL"})  # (the rest of a type of several words)
 #: what a point right after makes a field or a table's column (``t.5``, ``f(x).5``), not a number's point
 _BEFORE_A_FIELD = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.R_BRACKET,
                              TokenType.NUMBER, TokenType.STRING})

@@ -29,7 +29,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import outer_columns
+from dltrace.rewriter.passes.correlation import outer_columns, positive_filter
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
 from dltrace.rewriter.shape import clock_call, conjuncts, random_call, returns_rows_per_row
 
@@ -49,7 +49,12 @@ def or_correlations(expression: exp.Expression, context: PassContext, copy: bool
             tests = conjuncts(side_query.args.get("where"))
             tests[at] = disjunct.unnest().copy()
             side_query.set("where", exp.Where(this=exp.and_(*tests, copy=False)))
-            side.meta[WRITTEN_AS] = node.meta.get(WRITTEN_AS) or node.copy()  # (a refusal names the user's test)
+            # (a refusal names the user's test: the EXISTS, or the IN's subquery, which decorrelation reads)
+            user = node.copy()
+            if isinstance(side, exp.In):
+                side.args["query"].meta[WRITTEN_AS] = user.args["query"]
+            else:
+                side.meta[WRITTEN_AS] = node.meta.get(WRITTEN_AS) or user
             sides.append(side)
         node.replace(exp.paren(exp.or_(*sides, copy=False), copy=False))
     return tree
@@ -78,10 +83,10 @@ def _split_point(node: exp.Expression) -> tuple[exp.Select, exp.Expression] | No
     if not isinstance(query, exp.Select) or query.args.get("from_") is None:
         return None
     if isinstance(node, exp.In):  # (the value tested is written once per side)
-        if node.this.find(exp.Query) is not None or random_call(node.this):
-            return None
+        if node.this.find(exp.Query) is not None or random_call(node.this) or not positive_filter(node):
+            return None  # (a correlated IN elsewhere is refused: left as it is, its refusal says why)
     if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows", "limit", "offset",
-                                       "fetch", "with_", "laterals")):
+                                       "fetch", "with_", "laterals", "order")):
         return None
     if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None \
             or clock_call(query) is not None or returns_rows_per_row(query):
@@ -95,4 +100,21 @@ def _split_point(node: exp.Expression) -> tuple[exp.Select, exp.Expression] | No
         return None
     if any(q is not query and outer & {id(c) for c in q.find_all(exp.Column)} for q in query.find_all(exp.Query)):
         return None  # (a nested query reads the outer row: correlated two levels up, refused as it is)
+    if not all(_equalities(disjunct, outer) for disjunct in ors[0].unnest().flatten()):
+        return None  # (a side that would still be refused: left as it is, its refusal says "under OR")
     return query, ors[0]
+
+
+def _equalities(disjunct: exp.Expression, outer: set[int]) -> bool:
+    """Does ``disjunct`` read the outer row only through equalities of an expression of the subquery's own columns
+    with one of the outer row's (``u.k = t.k``, ``u.w = t.v + 5``), the form decorrelation takes?"""
+    for test in conjuncts(disjunct.unnest()):
+        columns = list(test.find_all(exp.Column))
+        if not outer & {id(c) for c in columns}:
+            continue
+        if not isinstance(test, exp.EQ):
+            return False
+        kinds = [{id(c) in outer for c in side.find_all(exp.Column)} for side in (test.this, test.expression)]
+        if sorted(kinds, key=sorted) != [{False}, {True}]:  # (one side the subquery's own, the other the outer row's)
+            return False
+    return True

@@ -6,8 +6,8 @@ id)``. It was refused: the lineage rules compare one value with one column.
 
 SQL compares two rows element by element, the comparisons AND-ed (three-valued: a NULL one and no FALSE one give
 NULL), and IN is TRUE when some row of the subquery compares TRUE; both engines do so. As a positive filter --
-reached from a WHERE or an inner join's ON through AND, OR and parentheses alone (``correlation.positive_filter``,
-where decorrelation takes ``x IN (S)`` too) -- NULL and FALSE both drop the row, so the IN keeps the rows that::
+reached from a WHERE through AND, OR and parentheses alone (``correlation.positive_filter``) -- NULL and FALSE both
+drop the row, so the IN keeps the rows that::
 
     EXISTS (SELECT 1 FROM (S) AS _dl_in1 WHERE _dl_in1.x = a AND _dl_in1.y = b)
 
@@ -22,8 +22,10 @@ own for a row S's WHERE drops), and the row's values hold no subquery and name n
 them there). That is the form decorrelation takes for a correlated S, which it does not read from inside a derived
 table (DuckDB 2.0 itself refuses a correlated row IN, "not yet supported"; Spark runs it).
 
-Refused, naming the row: a row holding a random draw (the EXISTS would draw it once per row of S); one under NOT,
-in a comparison, a CASE, the SELECT list or HAVING (the IN's NULL is not FALSE there); under control semantics (the
+Refused, naming the row: a row holding a random draw (the EXISTS would draw it once per row of S), or reading an
+enclosing query's column (it would be read two levels down); one in a join's ON (an EXISTS there is not
+decorrelated), under NOT, in a comparison, a CASE, the SELECT list or HAVING (the IN's NULL is not FALSE there); S
+holding a LIMIT or OFFSET (sqlglot decorrelates no EXISTS holding one); under control semantics (the
 control lineage of an uncorrelated IN is all of S, the EXISTS's only S's rows matching the outer row); a row
 compared otherwise than by IN / ``= ANY`` (``= ALL``, ``<> ANY``, ``=`` to a scalar subquery); a subquery of
 another number of columns than the row, or with a ``*`` left unexpanded; in the derived table's form, one whose
@@ -73,14 +75,25 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     if context.control:
         raise UnsupportedQuery(f"{written} is not supported under control semantics (its control lineage is the "
                                f"whole subquery, which no rewrite keeps), at {position(row)}")
-    if not positive_filter(holder):
-        raise UnsupportedQuery(f"{written} is supported only as a filter: in a WHERE or an inner join's ON, "
-                               f"through AND, OR and parentheses (not under NOT, in a CASE, a comparison, the "
-                               f"SELECT list or HAVING), at {position(row)}")
+    if not positive_filter(holder) or isinstance(_clause(holder), exp.Join):
+        raise UnsupportedQuery(f"{written} is supported only as a filter in a WHERE, through AND, OR and "
+                               f"parentheses (not in a join's ON, under NOT, in a CASE, a comparison, the SELECT "
+                               f"list or HAVING), at {position(row)}")
+    owner = holder.find_ancestor(exp.Select)
+    own = {item.alias_or_name.lower() for item in from_items(owner)} if owner is not None else set()
+    if any(c.table and c.table.lower() not in own for c in row.find_all(exp.Column)):
+        # (the row would be read inside the subquery's EXISTS, two levels below the query it reads: refused there as
+        # "correlated two levels up", which the user did not write)
+        raise UnsupportedQuery(f"{written}, reading a column of an enclosing query, is not supported, at "
+                               f"{position(row)}")
     if (call := random_call(row)) is not None:
         raise UnsupportedQuery(f"{written}, holding a random draw ({call.sql()}), is not supported (it would be "
                                f"drawn once per row of the subquery), at {position(row)}")
     query = sub.this if isinstance(sub, exp.Subquery) else sub
+    if query.find(exp.Limit, exp.Offset, exp.Fetch) is not None:
+        # (sqlglot decorrelates no EXISTS holding a LIMIT, also inside its derived table)
+        raise UnsupportedQuery(f"{written} is not supported over a subquery with LIMIT or OFFSET, at "
+                               f"{position(row)}")
     items = _items(query)
     if any(isinstance(i.unalias(), exp.Star) or isinstance(i.unalias(), exp.Column)
            and isinstance(i.unalias().this, exp.Star) for i in items):
@@ -107,6 +120,14 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     body.set("expressions", [_one()])
     body.set("where", exp.Where(this=exp.and_(*([where.this] if where is not None else []), *tests, copy=False)))
     return body
+
+
+def _clause(node: exp.Expression) -> exp.Expression | None:
+    """The clause ``node`` is reached from through AND, OR and parentheses (a Where, a Join...)."""
+    node = node.parent
+    while isinstance(node, (exp.And, exp.Or, exp.Paren)):
+        node = node.parent
+    return node
 
 
 def _items(query: exp.Expression) -> list[exp.Expression]:
