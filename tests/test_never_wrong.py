@@ -1568,3 +1568,19 @@ def test_impact_and_lineage_on_tables_name_tables_also_where_aliases_swap_them()
     on = s.run(sql.replace(" ORDER BY", " LINEAGE ON TABLES (orders) ORDER BY"))
     assert sorted(on.lineage(i)["orders"][0] for i in range(on.num_rows)) == [0, 0, 2]
     s.close()
+
+
+def test_group_by_empty_beside_an_engine_aggregate_keeps_its_row_over_no_rows(monkeypatch):
+    """`SELECT product(...) FROM (grouped) WHERE false GROUP BY ()`: the engine's one row over no rows was lost where
+    the rule reading the inner groups' rows again applied (many inner groups), which took `()` for a key: product is
+    DuckDB's, parsed as a plain function, so GROUP BY () was kept (the long generator profile)."""
+    from dltrace.rewriter.rules import nested_lineage
+    monkeypatch.setattr(nested_lineage, "MIN_GROUPS", 0)  # (the rule, as for an engine estimating many groups)
+    s = dltrace.connect("duckdb")
+    s.register("p", pa.table({"k": [None, 1, 1], "w": [None, 3, None]}))
+    sql = "SELECT product(g.n) AS c0 FROM (SELECT w, count(*) AS n FROM p GROUP BY w) AS g WHERE g.n > 5 GROUP BY ()"
+    for strategy in ("set", "bitmap"):
+        r = s.run(sql, lineage=strategy)
+        assert r.table.to_pylist() == s.sql(sql).to_pylist() == [{"c0": None}]
+        assert r.lineage(0) == {"p": []}
+    s.close()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.shape import aggregates
+from dltrace.rewriter.shape import aggregates, windowed
 
 
 def grouping_tuples(expression: exp.Expression, context: PassContext | None = None,
@@ -37,10 +37,19 @@ def grouping_tuples(expression: exp.Expression, context: PassContext | None = No
             continue  # (Spark: a parenthesis or tuple of keys is left as written)
         if keys and (flatten or len(keys) < len(group.expressions)):
             group.set("expressions", keys)
-        elif not keys and any(aggregates(clause, select) for clause in [*select.expressions, select.args.get("having")]
-                              if clause is not None):
+        elif not keys and any(aggregates(clause, select) or _engine_aggregate(clause, select, context)
+                              for clause in [*select.expressions, select.args.get("having")] if clause is not None):
             select.set("group", None)
     return tree
+
+
+def _engine_aggregate(clause: exp.Expression, select: exp.Select, context: PassContext | None) -> bool:
+    """Does ``clause`` call one of the engine's aggregates sqlglot parses as a plain function (DuckDB's ``product``:
+    ``passes/known_aggregates.py`` runs later)? ``GROUP BY ()`` beside one was kept, and a rule read it as a key:
+    the row over no input rows was lost (the long generator profile)."""
+    names = context.fns.aggregate_functions if context is not None else frozenset()
+    return any(n.name.lower() in names and n.find_ancestor(exp.Select) is select and not windowed(n)
+               for n in clause.find_all(exp.Anonymous))
 
 
 def _takes(group: exp.Group) -> bool:
