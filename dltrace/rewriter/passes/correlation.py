@@ -75,6 +75,20 @@ def one_value(query: exp.Expression, correlated: bool) -> bool:
     return not any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify"))
 
 
+def plain_filter_rows(query: exp.Expression) -> bool:
+    """Is ``query`` a SELECT that filters rows of its FROM and gives one row for each (no GROUP BY, HAVING, DISTINCT,
+    QUALIFY, window, aggregate, ORDER BY, LIMIT, OFFSET, WITH, LATERAL VIEW, random draw, nor a set-returning call
+    in its items), so that its WHERE may take more tests or be split (``passes/row_in_subqueries.py``,
+    ``passes/or_correlations.py``)?"""
+    if not isinstance(query, exp.Select) or query.args.get("from_") is None:
+        return False
+    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows", "limit", "offset",
+                                       "fetch", "with_", "laterals", "order")):
+        return False
+    return query.find(exp.AggFunc, exp.Window) is None and random_call(query) is None \
+        and not returns_rows_per_row(query)
+
+
 #: meta key of the derived table that numbers the rows of a lookup with ORDER BY ... LIMIT
 #: (``passes/limited_lookups.py``): the lookup's rows, read as plain rows; backward tracing refuses it
 LIMITED_ROWS = "dl_limited_rows"

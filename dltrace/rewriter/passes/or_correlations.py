@@ -29,9 +29,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import outer_columns, positive_filter
+from dltrace.rewriter.passes.correlation import outer_columns, plain_filter_rows, positive_filter
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
-from dltrace.rewriter.shape import clock_call, conjuncts, random_call, returns_rows_per_row
+from dltrace.rewriter.shape import clock_call, conjuncts, random_call
 
 
 def or_correlations(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -39,13 +39,12 @@ def or_correlations(expression: exp.Expression, context: PassContext, copy: bool
         return expression
     tree = exp.maybe_copy(expression, copy)
     # innermost first: a test inside another's subquery is split before that subquery is copied
-    for node in reversed([n for n in _tests(tree) if _split_point(n)]):
-        query, disjunction = _split_point(node)
+    for node, (query, disjunction) in reversed([(n, p) for n in _tests(tree) if (p := _split_point(n))]):
+        at = _index_of(query, disjunction)
         sides = []
         for disjunct in disjunction.unnest().flatten():
             side = node.copy()
             side_query = _query_of(side)
-            at = _index_of(query, disjunction)
             tests = conjuncts(side_query.args.get("where"))
             tests[at] = disjunct.unnest().copy()
             side_query.set("where", exp.Where(this=exp.and_(*tests, copy=False)))
@@ -80,17 +79,11 @@ def _index_of(query: exp.Select, disjunction: exp.Expression) -> int:
 def _split_point(node: exp.Expression) -> tuple[exp.Select, exp.Expression] | None:
     """(the subquery, its WHERE's one top-level OR that reads the outer row) when the module's conditions hold."""
     query = _query_of(node)
-    if not isinstance(query, exp.Select) or query.args.get("from_") is None:
+    if not plain_filter_rows(query) or clock_call(query) is not None:
         return None
     if isinstance(node, exp.In):  # (the value tested is written once per side)
         if node.this.find(exp.Query) is not None or random_call(node.this) or not positive_filter(node):
             return None  # (a correlated IN elsewhere is refused: left as it is, its refusal says why)
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows", "limit", "offset",
-                                       "fetch", "with_", "laterals", "order")):
-        return None
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None \
-            or clock_call(query) is not None or returns_rows_per_row(query):
-        return None
     outer = {id(c) for c in outer_columns(query)}
     if not outer:
         return None

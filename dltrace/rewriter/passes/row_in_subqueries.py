@@ -40,9 +40,9 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import compared_with_a_subquery, position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.correlation import positive_filter
+from dltrace.rewriter.passes.correlation import COMPARISONS, plain_filter_rows
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
-from dltrace.rewriter.shape import from_items, random_call, returns_rows_per_row
+from dltrace.rewriter.shape import from_items, random_call
 
 ALIAS = "_dl_in"  # alias prefix of the derived table of an uncorrelated subquery (numbered: one per row rewritten)
 
@@ -75,7 +75,7 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     if context.control:
         raise UnsupportedQuery(f"{written} is not supported under control semantics (its control lineage is the "
                                f"whole subquery, which no rewrite keeps), at {position(row)}")
-    if not positive_filter(holder) or isinstance(_clause(holder), exp.Join):
+    if not isinstance(_clause(holder), exp.Where):  # (a positive filter of a WHERE: correlation.positive_filter)
         raise UnsupportedQuery(f"{written} is supported only as a filter in a WHERE, through AND, OR and "
                                f"parentheses (not in a join's ON, under NOT, in a CASE, a comparison, the SELECT "
                                f"list or HAVING), at {position(row)}")
@@ -139,15 +139,7 @@ def _items(query: exp.Expression) -> list[exp.Expression]:
 
 def _plain_rows(query: exp.Expression) -> bool:
     """Is ``query`` a SELECT of rows of its FROM, each item a column (see the module docstring)?"""
-    if not isinstance(query, exp.Select) or query.args.get("from_") is None:
-        return False
-    if any(query.args.get(k) for k in ("group", "having", "distinct", "qualify", "windows", "limit", "offset",
-                                       "fetch", "with_", "laterals", "order")):
-        return False
-    if query.find(exp.AggFunc, exp.Window) is not None or random_call(query) is not None \
-            or returns_rows_per_row(query):
-        return False
-    return all(isinstance(item.unalias(), exp.Column) for item in query.expressions)
+    return plain_filter_rows(query) and all(isinstance(item.unalias(), exp.Column) for item in query.expressions)
 
 
 def _movable(row: exp.Tuple, query: exp.Select) -> bool:
@@ -166,7 +158,6 @@ def _one() -> exp.Expression:
 def _operator(holder: exp.Expression) -> str:
     if isinstance(holder, exp.Binary):
         quantifier = holder.expression if isinstance(holder.expression, (exp.Any, exp.All)) else None
-        symbol = {"eq": "=", "neq": "<>", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}.get(holder.key,
-                                                                                                holder.key.upper())
+        symbol = COMPARISONS.get(holder.key, holder.key.upper())
         return f"{symbol} {type(quantifier).__name__.upper()}" if quantifier is not None else symbol
     return holder.key.upper()
