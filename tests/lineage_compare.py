@@ -83,6 +83,38 @@ def assert_backward_agrees(session, sql: str) -> None:
     assert counted_rows(session.trace(sql)) == counted_rows(session.run(sql, lineage="set"))
 
 
+def rows_with_lineage(result) -> list[str]:
+    """Each row of ``result`` with its lineage, as written (``repr``), in a sorted list: rows in any order."""
+    return sorted(repr((row, result.lineage(i))) for i, row in enumerate(result.table.to_pylist()))
+
+
+def assert_engine_forward_backward(session, sql: str) -> None:
+    """``sql``'s rows through backward tracing are the engine's, and each row's forward lineage (set and bitmap)
+    is its backward lineage (for a query whose rows are distinct: backward tracing pools equal rows)."""
+    engine = sorted(repr(r) for r in session.sql(sql).to_pylist())
+    backward = session.trace(sql)
+    assert sorted(repr(r) for r in backward.table.to_pylist()) == engine
+    for strategy in ("set", "bitmap"):
+        assert rows_with_lineage(session.run(sql, lineage=strategy)) == rows_with_lineage(backward)
+
+
+def registered_fixture(tables: dict):
+    """A test module's ``s`` fixture (module-scoped): a DuckDB session of dltrace's own with ``tables`` (name -> Arrow
+    table) registered. In the module: ``s = registered_fixture({"t": T, "u": U})``."""
+    import dltrace
+    import pytest
+
+    @pytest.fixture(scope="module", name="s")
+    def s():
+        session = dltrace.connect("duckdb")
+        for name, table in tables.items():
+            session.register(name, table)
+        yield session
+        session.close()
+
+    return s
+
+
 def guest_fixtures(tables: dict):
     """A test module's ``con`` and ``s`` fixtures (module-scoped): the user's own DuckDB connection holding
     ``tables`` (name -> Arrow table), whose answer to a query as written is the engine's, and a dltrace session that

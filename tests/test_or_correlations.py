@@ -8,8 +8,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-import dltrace
 from dltrace.errors import UnsupportedQuery
+from lineage_compare import assert_engine_forward_backward, registered_fixture
 
 T = pa.table({"k": pa.array([1, 1, 2, None, 3], pa.int64()), "v": pa.array([1, 2, 3, 4, 5], pa.int64()),
               "m": pa.array(["a", "b", None, "d", "e"])})
@@ -34,26 +34,12 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def s():
-    session = dltrace.connect("duckdb")
-    session.register("t", T)
-    session.register("u", U)
-    yield session
-    session.close()
-
-
-def with_lineage(result) -> list:
-    return sorted(repr((row, result.lineage(i))) for i, row in enumerate(result.table.to_pylist()))
+s = registered_fixture({"t": T, "u": U})
 
 
 @pytest.mark.parametrize("sql", QUERIES)
 def test_or_correlation_equals_the_engine_and_backward(s, sql):
-    engine = sorted(repr(r) for r in s.sql(sql).to_pylist())
-    backward = s.trace(sql)
-    assert sorted(repr(r) for r in backward.table.to_pylist()) == engine
-    for strategy in ("set", "bitmap"):
-        assert with_lineage(s.run(sql, lineage=strategy)) == with_lineage(backward)
+    assert_engine_forward_backward(s, sql)
 
 
 def test_witnesses_by_hand(s):

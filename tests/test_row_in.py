@@ -10,6 +10,7 @@ import pytest
 
 import dltrace
 from dltrace.errors import UnsupportedQuery
+from lineage_compare import assert_engine_forward_backward, registered_fixture, rows_with_lineage
 
 # versions of keys: "the latest version of each key" is the classic use
 T = pa.table({"k": pa.array([1, 1, 2, None, 3, 2], pa.int64()), "v": pa.array([1, 2, 3, 4, 5, 8], pa.int64()),
@@ -31,26 +32,12 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def s():
-    session = dltrace.connect("duckdb")
-    session.register("t", T)
-    session.register("u", U)
-    yield session
-    session.close()
-
-
-def with_lineage(result) -> list:
-    return sorted(repr((row, result.lineage(i))) for i, row in enumerate(result.table.to_pylist()))
+s = registered_fixture({"t": T, "u": U})
 
 
 @pytest.mark.parametrize("sql", QUERIES)
 def test_row_in_equals_the_engine_and_backward(s, sql):
-    engine = sorted(repr(r) for r in s.sql(sql).to_pylist())
-    backward = s.trace(sql)
-    assert sorted(repr(r) for r in backward.table.to_pylist()) == engine
-    for strategy in ("set", "bitmap"):
-        assert with_lineage(s.run(sql, lineage=strategy)) == with_lineage(backward)
+    assert_engine_forward_backward(s, sql)
 
 
 def test_witnesses_by_hand(s):
@@ -115,7 +102,7 @@ def test_spark_row_in_also_correlated(spark_session):
                 "SELECT * FROM ri_t WHERE v > 4 OR (k, v) IN (SELECT k, w FROM ri_u)"]:
         assert sorted(repr(r) for r in s.sql(sql).to_pylist()) == sorted(repr(r) for r in duck.sql(sql).to_pylist())
         for strategy in ("set", "bitmap"):
-            assert with_lineage(s.run(sql, lineage=strategy)) == with_lineage(duck.run(sql))
+            assert rows_with_lineage(s.run(sql, lineage=strategy)) == rows_with_lineage(duck.run(sql))
     # Spark runs a correlated one: the rows of ri_u matching the row's z and comparing TRUE
     sql = ("SELECT ri_t.v FROM ri_t WHERE (ri_t.k, ri_t.v) IN (SELECT ri_u.k, ri_u.w FROM ri_u WHERE ri_u.z = ri_t.z) "
            "ORDER BY ri_t.v")
@@ -123,5 +110,5 @@ def test_spark_row_in_also_correlated(spark_session):
     assert [(row["v"], r.lineage(i)) for i, row in enumerate(r.table.to_pylist())] == [
         (1, {"ri_t": [0], "ri_u": [0]}), (3, {"ri_t": [2], "ri_u": [2]}), (8, {"ri_t": [5], "ri_u": [1]})]
     assert [row["v"] for row in s.sql(sql).to_pylist()] == [1, 3, 8]
-    assert with_lineage(s.trace(sql)) == with_lineage(r)
+    assert rows_with_lineage(s.trace(sql)) == rows_with_lineage(r)
     duck.close()

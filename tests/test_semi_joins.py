@@ -9,6 +9,7 @@ import pytest
 
 import dltrace
 from dltrace.errors import UnsupportedQuery
+from lineage_compare import assert_engine_forward_backward, registered_fixture, rows_with_lineage
 
 T = pa.table({"a": pa.array([1, 2, None, 2, 3], pa.int64()), "b": pa.array([1, 2, 3, 4, 5], pa.int64())})
 U = pa.table({"a": pa.array([2, None, 5, 2], pa.int64()), "c": pa.array([7, 8, 9, 1], pa.int64())})
@@ -35,26 +36,12 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def s():
-    session = dltrace.connect("duckdb")
-    session.register("t", T)
-    session.register("u", U)
-    yield session
-    session.close()
-
-
-def with_lineage(result) -> list:
-    return sorted(repr((row, result.lineage(i))) for i, row in enumerate(result.table.to_pylist()))
+s = registered_fixture({"t": T, "u": U})
 
 
 @pytest.mark.parametrize("sql", QUERIES)
 def test_semi_and_anti_joins_equal_the_engine_and_backward(s, sql):
-    engine = sorted(repr(r) for r in s.sql(sql).to_pylist())
-    backward = s.trace(sql)
-    assert sorted(repr(r) for r in backward.table.to_pylist()) == engine
-    for strategy in ("set", "bitmap"):
-        assert with_lineage(s.run(sql, lineage=strategy)) == with_lineage(backward)
+    assert_engine_forward_backward(s, sql)
 
 
 def test_witnesses_by_hand(s):
@@ -93,5 +80,5 @@ def test_spark_left_semi_and_anti_joins(spark_session):
         assert sorted(repr(r) for r in s.sql(spark_sql).to_pylist()) == sorted(
             repr(r) for r in duck.sql(duck_sql).to_pylist())
         for strategy in ("set", "bitmap"):
-            assert with_lineage(s.run(spark_sql, lineage=strategy)) == with_lineage(duck.run(duck_sql))
+            assert rows_with_lineage(s.run(spark_sql, lineage=strategy)) == rows_with_lineage(duck.run(duck_sql))
     duck.close()
