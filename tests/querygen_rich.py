@@ -964,7 +964,8 @@ class Gen:
         return p
 
     def setop(self, depth, want, outer, ctes, names):
-        op, all_ = self.pick([("UNION", False), ("UNION", True), ("INTERSECT", False), ("EXCEPT", False)])
+        op, all_ = self.pick([("UNION", False), ("UNION", True), ("INTERSECT", False), ("EXCEPT", False),
+                              ("INTERSECT", True), ("EXCEPT", True)])
         self.feat(f"setop_{op.lower()}{'_all' if all_ else ''}")
         want = want or [self.pick(["int", "str"]) for _ in range(self.draw(st.integers(1, 2)))]
         by_name = op == "UNION" and want is not None and self.ok("by_name") and self.chance(3)

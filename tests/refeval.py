@@ -29,8 +29,9 @@ in its table (dltrace's ``dl_rid``):
     one row with empty lineage); GROUPING SETS / ROLLUP: each output row is the union over the rows of its
     grouping set's group;
   - DISTINCT and UNION: the union over the duplicates merged into the row; UNION ALL: unchanged; INTERSECT:
-    the union of the matching rows of both sides; EXCEPT: the matching left rows only; UNION BY NAME matches
-    columns by name;
+    the union of the matching rows of both sides; EXCEPT: the matching left rows only; INTERSECT ALL / EXCEPT ALL:
+    a value ``min(l, r)`` / ``l - r`` times, each copy with the lineage the distinct operation gives its row; UNION
+    BY NAME matches columns by name;
   - a subquery predicate (EXISTS, IN, op ANY/SOME, op ALL, a comparison with a scalar subquery) anywhere (WHERE,
     HAVING, JOIN ON, SELECT list, CASE) that evaluates to TRUE under an even number of negations (NOT, ``= false``,
     IS NULL, IS FALSE, IS NOT TRUE count as negations; IS NOT NULL and IS NOT FALSE do not) adds its *witnesses* to
@@ -70,6 +71,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
+from collections import Counter
 
 from dataclasses import dataclass
 
@@ -264,13 +266,17 @@ class Evaluator:
             return Rel(cols, *_merge(lrows + rrows, left.lins + right.lins))
         lmerged = dict(zip(*_merge(lrows, left.lins)))
         rmerged = dict(zip(*_merge(rrows, right.lins)))
+        # ALL: a value kept min(l, r) / l - r times, each copy with the distinct operation's lineage
+        lcount, rcount = Counter(lrows), Counter(rrows)
         if q.op == "INTERSECT":
             keep = [r for r in lmerged if r in rmerged]
-            return Rel(cols, keep, [lmerged[r] | rmerged[r] for r in keep])
-        keep = [r for r in lmerged if r not in rmerged]
+            times = [min(lcount[r], rcount[r]) if q.all else 1 for r in keep]
+            return Rel(cols, *_repeat(keep, [lmerged[r] | rmerged[r] for r in keep], times))
+        keep = [r for r in lmerged if (lcount[r] > rcount[r] if q.all else r not in rmerged)]
         # control: every kept row also has the right side's whole lineage (what it was checked against)
         whole = frozenset().union(*right.lins) if self.control else EMPTY
-        return Rel(cols, keep, [lmerged[r] | whole for r in keep])
+        times = [lcount[r] - rcount[r] if q.all else 1 for r in keep]
+        return Rel(cols, *_repeat(keep, [lmerged[r] | whole for r in keep], times))
 
     def _select(self, q: Select, env, ctes) -> Rel:
         src = self.from_(q.from_, env, ctes) if q.from_ is not None else Rel([], [()], [EMPTY])
@@ -746,6 +752,11 @@ def _merge(rows, lins):
     for r, lin in zip(rows, lins):
         out[r] = out.get(r, EMPTY) | lin
     return list(out), list(out.values())
+
+
+def _repeat(rows, lins, times):
+    """Each row (with its lineage) ``times`` times."""
+    return [r for r, n in zip(rows, times) for _ in range(n)], [w for w, n in zip(lins, times) for _ in range(n)]
 
 
 def _aggregate(name: str, star: bool, distinct: bool, vals: list):

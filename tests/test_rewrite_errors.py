@@ -25,7 +25,6 @@ BAD = [
      dltrace.UnsupportedQuery, "recursive CTE"),
     ("SELECT * FROM t, LATERAL (SELECT max(c) + 1 AS m FROM u WHERE u.a = t.a) AS x", dltrace.UnsupportedQuery,
      "a LATERAL subquery that aggregates without GROUP BY, with an item (MAX("),
-    ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", dltrace.UnsupportedQuery, "INTERSECT ALL"),
     ("SELECT DISTINCT ON (d) a, b + 1 AS d FROM t", dltrace.UnsupportedQuery, "DISTINCT ON"),
     ("SELECT a, b FROM t TABLESAMPLE (10 PERCENT)", dltrace.UnsupportedQuery, "TABLESAMPLE"),
     ("SELECT * FROM read_parquet('x.parquet')", dltrace.UnsupportedQuery, "table function"),

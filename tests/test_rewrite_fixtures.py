@@ -65,7 +65,8 @@ def regenerate() -> None:
         picks = CASES if name in ("rewrite_duckdb.sql",) else {
             k: CASES[k] for k in CASES
             if (name == "rewrite_spark.sql") or
-               (name == "rewrite_control.sql" and k in ("except", "not_in", "in_uncorrelated", "exists_correlated")) or
+               (name == "rewrite_control.sql" and k in ("except", "except_all", "not_in", "in_uncorrelated",
+                                                        "exists_correlated")) or
                (name == "rewrite_bitmap.sql" and k in ("where", "inner_join", "group_by", "union", "left_join",
                                                        "scalar_in_predicate", "exists_non_equality"))
         }

@@ -49,6 +49,12 @@ CASES = {
         ((1,), L([0])), ((2,), L([1])), ((2,), L([2])), ((3,), L([3])), ((4,), L([], [2])), ((None,), L([], [3]))]),
     "intersect": ("SELECT a FROM t INTERSECT SELECT a FROM u", [((1,), L([0], [0])), ((2,), L([1, 2], [1, 4]))]),
     "except": ("SELECT a FROM t EXCEPT SELECT a FROM u", [((3,), L([3], []))]),
+    # ALL: a value min(l, r) / l - r times, each copy with the distinct operation's lineage (EXCEPT's right rows
+    # only lower the count: 2 is kept once, without u's row 1)
+    "intersect_all": ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", [
+        ((1,), L([0], [0])), ((2,), L([1, 2], [1, 4])), ((2,), L([1, 2], [1, 4]))]),
+    "except_all": ("SELECT a FROM t EXCEPT ALL SELECT a FROM u WHERE c > 100", [
+        ((1,), L([0], [])), ((2,), L([1, 2], [])), ((3,), L([3], []))]),
     "in_uncorrelated": ("SELECT b FROM t WHERE a IN (SELECT a FROM u WHERE c > 150)", [
         ((20,), L([1], [1])), ((20,), L([2], [1]))]),
     # a lookup no enclosing query reads: on DuckDB its guard is also in the SELECT's lineage (passes/scalar_lookups.py)
@@ -80,6 +86,7 @@ CASES = {
 
 CONTROL = {
     "except": [((3,), L([3], ALL_U))],
+    "except_all": [((1,), L([0], [1, 2, 3])), ((2,), L([1, 2], [1, 2, 3])), ((3,), L([3], [1, 2, 3]))],
     "not_in": [((3,), L([3], [0, 1, 2, 4]))],
     "in_uncorrelated": [((20,), L([1], [1, 2, 3])), ((20,), L([2], [1, 2, 3]))],
 }
@@ -120,6 +127,7 @@ def test_rewrite_keeps_columns_and_adds_one_column_per_table(small):
 
 
 SPARK_CASES = ["exists_non_equality", "exists_correlated", "not_exists", "scalar_in_predicate", "union", "except",
+               "intersect_all", "except_all",
                "left_join", "distinct", "in_uncorrelated", "cte"]
 
 

@@ -284,9 +284,6 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"{what} is not supported, at {position(node)}")
         if isinstance(node, exp.With) and node.args.get("recursive"):
             raise UnsupportedQuery(f"recursive CTEs are not supported, at {position(node)}")
-        if isinstance(node, (exp.Intersect, exp.Except)) and node.args.get("distinct") is False:
-            op = "INTERSECT ALL" if isinstance(node, exp.Intersect) else "EXCEPT ALL"
-            raise UnsupportedQuery(f"{op} is not supported (use INTERSECT/EXCEPT), at {position(node)}")
         if isinstance(node, exp.Select):
             _check_comma_before_outer_join(node)
             _check_repeated_names(node)
