@@ -663,7 +663,11 @@ class Gen:
         self.feat("row_in")
         types = [self.pick(["int", "int", "str"]) for _ in range(2)]
         values = tuple(self.value(scope, typ, 0, ctes) for typ in types)
-        return RowIn(values, self.query(depth, want=types, ctes=ctes)[0])
+        test = RowIn(values, self.query(depth, want=types, ctes=ctes)[0])
+        if self.chance(3):  # NOT IN: left to the engine, no witnesses (a NULL in either row: no row kept)
+            self.feat("row_not_in")
+            return Not(test)
+        return test
 
     def rows_query(self, typ: str, outer, ctes):
         """Now and then a subquery whose rows are not its FROM's rows, for IN / op ANY / ALL / EXISTS: one with

@@ -29,6 +29,12 @@ QUERIES = [
     "SELECT u.w, u.z FROM u WHERE (u.k, u.w) IN (SELECT u.k, u.v FROM t AS u)",
     # a NULL element: never TRUE, in either row
     "SELECT * FROM t WHERE (k, 4) IN (SELECT k, 4 FROM u)",
+    # negated, anywhere: the engine evaluates it as written, and it gives no witnesses
+    "SELECT * FROM t WHERE (k, v) NOT IN (SELECT k, w FROM u)",
+    "SELECT * FROM t WHERE (k, v) NOT IN (SELECT k, w FROM u WHERE k IS NOT NULL)",
+    "SELECT k, v, (k, v) NOT IN (SELECT k, w FROM u WHERE k IS NOT NULL) AS fresh FROM t",
+    "SELECT * FROM t WHERE v > 4 OR NOT ((k, v) = ANY (SELECT k, w FROM u WHERE u.z < 5))",
+    "SELECT * FROM t WHERE ((k, v) IN (SELECT k, w FROM u)) IS NULL",
 ]
 
 
@@ -54,10 +60,20 @@ def test_witnesses_by_hand(s):
     assert r.lineage(r.table.column("v").to_pylist().index(5)) == {"t": [4], "u": []}
 
 
+def test_not_in_by_hand(s):
+    # (k, v) NOT IN S is TRUE only where every row of S compares FALSE: the rows matching no u row are kept, each with
+    # its own lineage alone (a negated subquery gives no witnesses); t's NULL key compares FALSE with u's rows by its
+    # v (NULL AND FALSE is FALSE); a row (NULL, 5) of S compares NULL with t's (3, 5), which is then not kept
+    r = s.run("SELECT v FROM t WHERE (k, v) NOT IN (SELECT k, w FROM u) ORDER BY v")
+    assert [(row["v"], r.lineage(i)) for i, row in enumerate(r.table.to_pylist())] == [
+        (2, {"t": [1], "u": []}), (4, {"t": [3], "u": []}), (5, {"t": [4], "u": []})]
+    r = s.run("SELECT v FROM t WHERE (k, v) NOT IN (SELECT k, w FROM u UNION ALL SELECT NULL, 5) ORDER BY v")
+    assert r.table.column("v").to_pylist() == [2, 4]
+
+
 @pytest.mark.parametrize("sql,needle", [
-    ("SELECT * FROM t WHERE NOT (k, v) IN (SELECT k, w FROM u)", "only as a filter"),
     ("SELECT k, (k, v) IN (SELECT k, w FROM u) AS found FROM t", "only as a filter"),
-    ("SELECT * FROM t WHERE ((k, v) IN (SELECT k, w FROM u)) IS NULL", "only as a filter"),
+    ("SELECT * FROM t WHERE ((k, v) IN (SELECT k, w FROM u)) IS NOT NULL", "only as a filter"),
     ("SELECT * FROM t WHERE (k, v) > ANY (SELECT k, w FROM u)", "IN or = ANY only"),
     # (a join's ON: its EXISTS would stand there, which decorrelation does not take; the WHERE runs)
     ("SELECT t.k FROM t JOIN u ON t.z = u.z AND (t.k, t.v) IN (SELECT k, w FROM u)", "not in a join's ON"),
@@ -99,6 +115,7 @@ def test_spark_row_in_also_correlated(spark_session):
     duck.register("ri_t", T)
     duck.register("ri_u", U)
     for sql in ["SELECT * FROM ri_t WHERE (k, v) IN (SELECT k, max(w) FROM ri_u GROUP BY k)",
+                "SELECT * FROM ri_t WHERE (k, v) NOT IN (SELECT k, w FROM ri_u WHERE k IS NOT NULL)",
                 "SELECT * FROM ri_t WHERE v > 4 OR (k, v) IN (SELECT k, w FROM ri_u)"]:
         assert sorted(repr(r) for r in s.sql(sql).to_pylist()) == sorted(repr(r) for r in duck.sql(sql).to_pylist())
         for strategy in ("set", "bitmap"):

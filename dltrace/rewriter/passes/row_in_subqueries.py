@@ -22,9 +22,12 @@ own for a row S's WHERE drops), and the row's values hold no subquery and name n
 them there). That is the form decorrelation takes for a correlated S, which it does not read from inside a derived
 table (DuckDB 2.0 itself refuses a correlated row IN, "not yet supported"; Spark runs it).
 
+A negated one (``(a, b) NOT IN (S)``, ``NOT (... = ANY ...)``, ``... IS NULL``: ``shape.negated``) is left as written
+under witness semantics, wherever it stands: a negated subquery gives no witnesses, and the engine evaluates it.
+
 Refused, naming the row: a row holding a random draw (the EXISTS would draw it once per row of S), or reading an
 enclosing query's column (it would be read two levels down); one in a join's ON (an EXISTS there is not
-decorrelated), under NOT, in a comparison, a CASE, the SELECT list or HAVING (the IN's NULL is not FALSE there); S
+decorrelated), in a comparison, a CASE, the SELECT list or HAVING (the IN's NULL is not FALSE there); S
 holding a LIMIT or OFFSET (sqlglot decorrelates no EXISTS holding one); under control semantics (the
 control lineage of an uncorrelated IN is all of S, the EXISTS's only S's rows matching the outer row); a row
 compared otherwise than by IN / ``= ANY`` (``= ALL``, ``<> ANY``, ``=`` to a scalar subquery); a subquery of
@@ -42,7 +45,7 @@ from dltrace.rewriter.parse import compared_with_a_subquery, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import COMPARISONS, plain_filter_rows
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
-from dltrace.rewriter.shape import from_items, random_call
+from dltrace.rewriter.shape import from_items, negated, random_call
 
 ALIAS = "_dl_in"  # alias prefix of the derived table of an uncorrelated subquery (numbered: one per row rewritten)
 
@@ -52,7 +55,8 @@ def row_in_subqueries(expression: exp.Expression, context: PassContext, copy: bo
         return expression
     tree = exp.maybe_copy(expression, copy)
     # innermost first: a row test inside another's subquery is rewritten before that subquery is copied
-    rows = [t for t in tree.find_all(exp.Tuple) if compared_with_a_subquery(t)]
+    rows = [t for t in tree.find_all(exp.Tuple)
+            if compared_with_a_subquery(t) and not _evaluated_as_written(t, context)]
     for n, row in enumerate(reversed(rows), 1):
         holder = row.parent
         exists = exp.Exists(this=_matching_rows(row, holder, n, context))
@@ -77,8 +81,8 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
                                f"whole subquery, which no rewrite keeps), at {position(row)}")
     if not isinstance(_clause(holder), exp.Where):  # (a positive filter of a WHERE: correlation.positive_filter)
         raise UnsupportedQuery(f"{written} is supported only as a filter in a WHERE, through AND, OR and "
-                               f"parentheses (not in a join's ON, under NOT, in a CASE, a comparison, the SELECT "
-                               f"list or HAVING), at {position(row)}")
+                               f"parentheses (not in a join's ON, in a CASE, a comparison, the SELECT list or "
+                               f"HAVING; a negated one, NOT IN, runs anywhere), at {position(row)}")
     owner = holder.find_ancestor(exp.Select)
     own = {item.alias_or_name.lower() for item in from_items(owner)} if owner is not None else set()
     if any(c.table and c.table.lower() not in own for c in row.find_all(exp.Column)):
@@ -120,6 +124,15 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     body.set("expressions", [_one()])
     body.set("where", exp.Where(this=exp.and_(*([where.this] if where is not None else []), *tests, copy=False)))
     return body
+
+
+def _evaluated_as_written(row: exp.Tuple, context: PassContext) -> bool:
+    """Is ``row``'s IN / ``= ANY`` negated (``NOT IN``, ``NOT (... IN ...)``, ``IS NULL``...; shape.negated) under
+    witness semantics? A negated subquery gives no witnesses there, wherever it stands, and nothing reads it but the
+    engine, which evaluates it as written: no EXISTS is needed (nor exact for its NULL: the IN's NULL is not FALSE)."""
+    holder, owner = row.parent, row.find_ancestor(exp.Select)
+    compared = isinstance(holder, exp.In) or isinstance(holder, exp.EQ) and isinstance(holder.expression, exp.Any)
+    return not context.control and compared and owner is not None and negated(holder, owner)
 
 
 def _clause(node: exp.Expression) -> exp.Expression | None:
