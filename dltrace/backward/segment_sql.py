@@ -303,13 +303,59 @@ class SegmentSql:
         return out
 
     def groups_query(self, node: Node) -> exp.Select:
-        """An aggregation's groups with every group key beside the output (``_dl_g<j>``), no DISTINCT."""
+        """An aggregation's groups with every group key beside the output (``_dl_g<j>``), no DISTINCT; under a
+        LIMIT / OFFSET only the groups it may keep (:func:`_groups_a_cut_may_keep`)."""
         select, _ = self.select(node.query, node.env, prov=False)
+        order, limit, offset = (select.args.get(k) for k in ("order", "limit", "offset"))
+        fetch = select.args.get("fetch")
         for k in ("distinct", "order", "limit", "offset", "fetch", "sort", "distribute", "cluster"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
             select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)
+        if node.query.args.get("distinct") is None and fetch is None and (limit or offset) and order is not None:
+            return _groups_a_cut_may_keep(select, order, limit, offset)
         return select
+
+
+def _number(clause: exp.Expression | None) -> int | None:
+    value = clause.expression if clause is not None else None
+    return int(value.name) if isinstance(value, exp.Literal) and value.is_int else None
+
+
+def _groups_a_cut_may_keep(select: exp.Select, order: exp.Order, limit: exp.Expression | None,
+                           offset: exp.Expression | None) -> exp.Select:
+    """The groups of ``select`` (no ORDER BY / LIMIT left) that ``ORDER BY order LIMIT limit OFFSET offset`` may
+    keep: those whose run of peers in that order (from their ``rank()`` to the number of rows up to their last peer)
+    meets the kept positions. A row the cut kept is traced by its values to the groups giving them (an ORDER BY key
+    may be no output column); a group the cut drops whatever the tie-break is no derivation of it (a new user: the
+    top group by a hidden key got the rows of every other group with its total)."""
+    first, count = _number(offset) or 0, _number(limit)
+    if (offset is not None and _number(offset) is None) or (limit is not None and count is None):
+        return select  # (a cut not written as a number: refused by backward tracing before it gets here)
+    names = list(select.named_selects)
+    items = {item.alias_or_name: item.unalias() for item in select.expressions}
+    peers = []
+    for j, ordered in enumerate(order.expressions):
+        key = ordered.this
+        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(select.expressions):
+            key = select.expressions[int(key.name) - 1].unalias()  # ORDER BY 2
+        elif isinstance(key, exp.Column) and not key.table and key.name in items:
+            key = items[key.name]  # ORDER BY an output's alias
+        select.select(exp.alias_(key.copy(), f"_dl_o{j}", quoted=True), append=True, copy=False)
+        peer = ordered.copy()  # (its direction and NULLS order)
+        peer.set("this", col(f"_dl_o{j}", "s"))
+        peers.append(peer)
+    window = exp.Order(expressions=peers)
+    rank = exp.Window(this=exp.Anonymous(this="rank"), order=window.copy())
+    up_to_last_peer = exp.Window(this=exp.Count(this=exp.Star()), order=window.copy())  # (the default frame: peers)
+    ranked = exp.select(*[col(n, "s").as_(n, quoted=True) for n in names],
+                        exp.alias_(rank, "_dl_lo", quoted=True), exp.alias_(up_to_last_peer, "_dl_hi", quoted=True))
+    ranked = ranked.from_(exp.Subquery(this=select, alias=exp.TableAlias(this=ident("s"))))
+    kept = exp.GT(this=col("_dl_hi", "r"), expression=exp.Literal.number(first))
+    if count is not None:
+        kept = exp.and_(kept, exp.LTE(this=col("_dl_lo", "r"), expression=exp.Literal.number(first + count)))
+    return exp.select(*[col(n, "r").as_(n, quoted=True) for n in names]).from_(
+        exp.Subquery(this=ranked, alias=exp.TableAlias(this=ident("r")))).where(kept)
 
 
 def _env_cte(table: exp.Table, root: exp.Expression, env: dict):
