@@ -28,7 +28,7 @@ QUERIES = [
     "SELECT x.dept, x.name FROM (SELECT DISTINCT ON (dept) * FROM emp ORDER BY dept, salary NULLS FIRST, name) AS x "
     "ORDER BY 1, 2",
     "SELECT dept, count(*) AS n FROM (SELECT DISTINCT ON (dept, salary) dept, salary FROM emp "
-    "ORDER BY dept, salary) AS x GROUP BY dept ORDER BY dept",
+    "ORDER BY dept, salary, name) AS x GROUP BY dept ORDER BY dept",
 ]
 
 

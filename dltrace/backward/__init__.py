@@ -26,6 +26,7 @@ from dltrace.backward.exact import root_rows
 from dltrace.backward.execute import Run, Tracer
 from dltrace.backward.granularity import project_onto
 from dltrace.backward.segments import number_nodes
+from dltrace.backward.ties import check_window_ties
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, QueryError, RowOutOfRange, UnsupportedQuery, row_indexes
@@ -152,6 +153,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a set operation where a string collation may apply is not "
                                f"supported, at {position(setop)}: forward lineage (run) reads it")
     tables = list(prepared.tables)
+    check_window_ties(normal, lambda probe: catalog.engine.sql(generate(probe, catalog.dialect)).num_rows)
     _check_unread_lookups(catalog, tree, normal, context)
     number_nodes(normal)
 
