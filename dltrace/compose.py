@@ -24,7 +24,7 @@ from sqlglot import exp
 from dltrace.catalog import Catalog, TableState
 from dltrace.engines import BITS64
 from dltrace.engines.sources import LineageSource
-from dltrace.errors import DltraceError, ParseError, ReservedName, UnsupportedQuery
+from dltrace.errors import DltraceError, ParseError, ReservedName, StaleLineage, UnsupportedQuery
 from dltrace.lineage_data import LineageData, is_bitmap_type
 from dltrace.names import RID, reserved_prefix
 from dltrace.rewriter.grammar import parse, parse_plain
@@ -171,14 +171,35 @@ def snapshot_read(catalog: Catalog, reads: Iterable[str], lineage: Iterable[str]
     reads = list(reads)
     catalog.check_numbering(reads)
     steps = composed_sources(catalog)
-    names, inherited = [], {}
+    names, inherited, direct = [], {}, []
     for t in reads:
         if t in steps and end_to_end:
             names.extend(base for base, _ in steps[t].lineage)
             inherited.update(steps[t].based_on)
         else:
             names.append(t)
-    return {**catalog.snapshot(dict.fromkeys([*names, *lineage])), **inherited}
+            direct.append(t)
+    now = catalog.snapshot(dict.fromkeys([*names, *lineage]))
+    _check_one_version(steps if end_to_end else {}, reads, now, direct)
+    return {**now, **inherited}
+
+
+def _check_one_version(steps: dict, reads: list[str], now: dict[str, TableState], direct: list[str]) -> None:
+    """Raise :class:`StaleLineage` where one query would give ids of two versions of a base table: a step's
+    lineage names its rows as they were when the step ran, and the query reads the table itself as it is now (or
+    another step read another version). A new user: a step over a parquet file rewritten since, joined to that
+    file's table, gave a row ids of both versions, and forward tracing answered with the wrong rows."""
+    seen = {t: ("the query itself reads it as it is now", now[t]) for t in direct if t in now}
+    for step in reads:
+        if step not in steps:
+            continue
+        for base, state in steps[step].based_on:
+            other = seen.setdefault(base, (f"step {step!r}'s names them as they were when that step ran", state))
+            if other[1] != state:
+                raise StaleLineage(f"step {step!r}'s lineage names the rows of table {base!r} as they were when the "
+                                   f"step ran, and {other[0]} (its rows changed between: registered again, or its "
+                                   f"files rewritten): the query's ids would name rows of two versions of "
+                                   f"{base!r}; run the step again, or ask for one-step lineage (end_to_end=False)")
 
 
 # -- CREATE ... AS -------------------------------------------------------------------------------------------

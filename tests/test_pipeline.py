@@ -442,6 +442,26 @@ def test_stale_datasets_after_a_source_file_changes(tmp_path, tpch_folder):
         p.close()
 
 
+def test_a_rerun_over_a_csv_source_changed_since_it_was_registered_is_stale(tmp_path):
+    """A CSV file is read when it is registered: a run after the file changed reads the rows as registered, and its
+    stale() says so (a new user fixed a file, ran the pipeline again in the same session, and saw nothing stale)."""
+    csv = tmp_path / "c.csv"
+    csv.write_text("id,region\n1,north\n2,south\n")
+    (tmp_path / "p.sql").write_text("CREATE TABLE rep AS SELECT region, count(*) AS n FROM c GROUP BY region")
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("c", str(csv))
+        first = dltrace.pipeline(str(tmp_path / "p.sql"), session=s)
+        assert first.stale() == {}
+        csv.write_text("id,region\n1,south\n2,south\n")
+        again = dltrace.pipeline(str(tmp_path / "p.sql"), session=s)
+        assert sorted(again["rep"].table.to_pylist(), key=repr) == [{"region": "north", "n": 1},
+                                                                   {"region": "south", "n": 1}]
+        assert first.stale() == again.stale() == {"rep": ["c"]}
+    finally:
+        s.close()
+
+
 def test_example_backward_equals_forward(tpch_folder):
     p = dltrace.pipeline(EXAMPLE, tpch=0.01)
     try:

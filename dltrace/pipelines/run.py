@@ -139,8 +139,9 @@ class PipelineResult:
     # -- what changed downstream after a source changes (stale datasets) -----------------------------------
     def stale(self) -> dict[str, list[str]]:
         """``{dataset: [changed sources]}`` for every dataset that reads (through any step) a source whose
-        content changed since the run: its file(s) on disk for a table registered from a path, the registered
-        table otherwise. Datasets not listed are up to date."""
+        content is not what the run read: its file(s) on disk for a table registered from a path (a CSV file read
+        when it was registered, before it changed, counts), the registered table otherwise. Datasets not listed are
+        up to date."""
         changed = [t for t, fp in self.fingerprints.items() if source_fingerprint(self.session, t) != fp]
         out = {}
         for name in self.datasets:
@@ -176,10 +177,12 @@ def _value_rows(table: pa.Table):
     return zip(*[py_list(c) for c in table.columns])
 
 
-def source_fingerprint(session: Session, table: str) -> str:
+def source_fingerprint(session: Session, table: str, registered: bool = False) -> str:
     """A digest of source ``table``'s content now: of the files its path names today (a file rewritten or
-    added counts), else of the registered table."""
-    origin = session.origins.get(table)
+    added counts), else (or with ``registered``) of the registered table, what a run reads: a CSV file read when it
+    was registered, the files of a folder as then listed (a run over a CSV file changed since read the rows as
+    registered, which its fingerprint must say: a new user's rerun after fixing a file showed nothing stale)."""
+    origin = None if registered else session.origins.get(table)
     src = session.tables.get(table)
     if origin is not None:
         try:
@@ -254,7 +257,7 @@ def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str)
     for s in pipeline.steps:  # forget an earlier run's datasets, so no step reads a stale one
         session.tables.pop(s.name, None)
     result = PipelineResult(pipeline, session, lineage, method)
-    result.fingerprints = {t: source_fingerprint(session, t) for t in pipeline.sources}
+    result.fingerprints = {t: source_fingerprint(session, t, registered=True) for t in pipeline.sources}
     for step in pipeline.steps:
         try:
             if method == "backward" and lineage is not None:
