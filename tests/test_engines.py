@@ -290,6 +290,31 @@ def test_a_csv_is_read_by_the_delimiter_its_header_holds(fresh, tmp_path, text):
         == [(1, "x,y"), (2, None)]
 
 
+@pytest.mark.parametrize("text", [
+    "zip,city\n00123,Aguada\n04567,Bangor\n",                       # leading zeros: text, as DuckDB keeps them
+    "acct,amt\n12345678901234567890,10\n12345678901234567891,20\n",  # past BIGINT: exact
+    "id, name, region\n1, a, n\n2, b, s\n",                           # spaces after the delimiter: trimmed names
+    "a,a\n1,2\n",                                                     # a repeated name: a, a_1
+    "ok,flag\nyes,T\nno,F\n",                                         # booleans as DuckDB's sniffer takes them
+    "d,t\n2024-01-02,2024-01-02 10:00:00\n,\n",                       # dates, timestamps, empty fields NULL
+    "phone\n+15551234\n",
+])
+def test_a_csv_is_read_as_duckdbs_read_csv_reads_it(fresh, tmp_path, text):
+    """A CSV's rows, names and types are the ones DuckDB's read_csv gives: Arrow's reader took a ZIP code 00123 for
+    123 (a join with another file's '00123' matched 4567's row too), a 20-digit number for a DOUBLE (two accounts
+    one group), and kept ' name' untrimmed (a new user's probe)."""
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    fresh.register("csvr", str(path))
+    own = duckdb.connect().sql(f"SELECT * FROM read_csv('{path}')")
+    got = fresh.sql("SELECT * FROM csvr")
+    assert got.column_names == own.columns
+    assert [tuple(r.values()) for r in got.to_pylist()] == own.fetchall()
+    if fresh.engine.name == "duckdb":  # (as Arrow holds them: a HUGEINT is a DECIMAL(38,0), the same numbers)
+        types = {c: {"HUGEINT": "DECIMAL(38,0)"}.get(str(t), str(t)) for c, t in zip(own.columns, own.dtypes)}
+        assert fresh.schema("SELECT * FROM csvr")["csvr"] == types
+
+
 def test_a_dataframe_with_two_columns_of_one_name_is_refused_by_name(fresh):
     with pytest.raises(dltrace.SourceError, match="Duplicate column names"):
         fresh.register("dup", pd.DataFrame([[1, 2]], columns=["a", "a"]))

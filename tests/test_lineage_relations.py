@@ -147,13 +147,14 @@ def test_rids_outside_the_table(duck, q3):
         duck.impact(Q3, "orders", [10**9], saved=q3)
 
 
-def test_csv_with_only_a_header_is_refused(tmp_path):
+def test_csv_with_only_a_header_is_read_as_duckdb_reads_it(tmp_path):
+    # ("no returns today": DuckDB's read_csv gives VARCHAR columns and no rows, which a join matches nothing with)
     path = tmp_path / "empty.csv"
     path.write_text("a,b\n")
     with dltrace.connect("duckdb") as s:
-        with pytest.raises(dltrace.SourceError, match="header but no rows") as info:
-            s.register("empty", str(path))
-    assert "\n" not in str(info.value)
+        s.register("empty", str(path))
+        assert s.schema("SELECT * FROM empty") == {"empty": {"a": "VARCHAR", "b": "VARCHAR"}}
+        assert s.run("SELECT a, count(*) AS n FROM empty GROUP BY a").num_rows == 0
 
 
 def _relation_equals_rows(s, r) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dltrace.errors import ReservedName, SourceError
@@ -185,50 +184,29 @@ def resolve_source(source: Any) -> Source:
     )
 
 
-# An empty field, quoted or not, is NULL in every column and no other text is, as DuckDB's read_csv reads it (by
-# default Arrow read an empty string field as '' and took "NULL", "NA", "nan" ... for NULL in numeric columns)
-_CSV_NULLS = pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True)
-
-
 def _read_csv(paths: list[Path]) -> pa.Table:
     # CSV is read once in Python so both engines see the same rows in the same order (same rids).
     tables = [_read_one_csv(p) for p in paths]
     schema = tables[0].schema
     for p, table in zip(paths[1:], tables[1:]):
         schema = _one_schema(schema, paths[0], table.schema, p)
-    table = pa.concat_tables(tables, promote_options="permissive")
-    if table.num_rows == 0 and table.num_columns and all(pa.types.is_null(t) for t in table.schema.types):
-        # every column would be typed NULL: comparisons and joins with it would silently match nothing
-        where = f"CSV {str(paths[0])!r} has" if len(paths) == 1 else f"the CSV files {str(paths[0])!r} ... have"
-        raise SourceError(f"{where} a header but no rows: the column types cannot be inferred; register an empty "
-                          "pyarrow Table with the types instead")
-    return table
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 def _read_one_csv(path: Path) -> pa.Table:
-    opts = pacsv.ParseOptions(delimiter=_delimiter(path))
+    """The rows DuckDB's own ``read_csv`` gives the file, as Arrow: its sniffer's delimiter, header and types (a ZIP
+    code ``00123`` stays text, a 20-digit number an exact integer, names trimmed, a header without rows VARCHAR
+    columns), and its NULLs (an empty field). Arrow's reader inferred otherwise: ``00123`` was 123, and a join with
+    another file's ``'00123'`` matched ``4567``'s row too (a new user: the rows and lineage DuckDB does not give)."""
+    con = duckdb.connect()  # (a private in-memory database: the user's connection is not touched)
     try:
-        table = pacsv.read_csv(path, parse_options=opts, convert_options=_CSV_NULLS)
-    except (pa.ArrowInvalid, OSError) as e:
+        table = con.read_csv(str(path)).to_arrow_table()
+    except duckdb.Error as e:
         raise SourceError(f"cannot read CSV {str(path)!r}: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
     check_columns(table.column_names, f"CSV {str(path)!r}")
     return table
-
-
-def _delimiter(path: Path) -> str:
-    """The file's delimiter: its suffix's (a comma, a tab for .tsv) unless its header line holds none of that and
-    does hold a semicolon, a pipe, a tab or a comma (DuckDB's read_csv sniffs these; a `;` file read with a comma was
-    one column of 'a;b' text)."""
-    default = "\t" if path.suffix.lower() == ".tsv" else ","
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            header = f.readline(1 << 16)
-    except OSError:
-        return default  # (the reader says what is wrong)
-    header = re.sub(r'"(?:[^"]|"")*"', "", header)  # (a quoted name's own delimiters do not count: "a,x";b)
-    if default in header:
-        return default
-    return next((d for d in (";", "|", "\t", ",") if d in header), default)
 
 
 def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) -> pa.Schema:
