@@ -16,8 +16,8 @@ from dltrace.compose import definition, lineage_source
 from dltrace.engines import STRATEGIES, make_engine
 from dltrace.engines.sources import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.engines.guest import ClosedEngine, closed_error
-from dltrace.errors import (ArgumentError, DltraceError, ParseError, UnknownTable, UnsupportedQuery, check_choice,
-                             check_flag, check_text, got)
+from dltrace.errors import (ArgumentError, DltraceError, DuplicateTable, ParseError, UnknownTable, UnsupportedQuery,
+                             check_choice, check_flag, check_text, got)
 from dltrace.impact import Impact, impact
 from dltrace.names import unknown_table
 from dltrace.forward_plan import plain_text, rows_query
@@ -133,6 +133,10 @@ class Session(Catalog):
             self._check_name(made.name)
             if made.if_not_exists and self._exists(made.name):
                 return None
+            if not made.replace and made.name.lower() in self.tables:  # (replace=True is the API's, not SQL's)
+                kind = made.kind.upper()
+                raise DuplicateTable(f"table {made.name!r} is already registered: write CREATE OR REPLACE {kind} to "
+                                     f"replace it (or CREATE {kind} IF NOT EXISTS to keep it)")
             r = run_forward(self, made.query, lineage=lineage, dialect=made.dialect, semantics=semantics,
                             end_to_end=end_to_end)
             self.register(made.name, r if r.strategy is not None else _plain_rows(self, r), replace=made.replace)

@@ -199,6 +199,7 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: dltrace.rewrite("SELECT dept FROM emp"), "without schema="),
         (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),
         (lambda: dltrace.connect("duckdb", foo=1), "takes no option 'foo'"),
+        (lambda: dltrace.connect("spark", threads=2), "takes no option 'threads' \\(DuckDB's\\)"),
         (lambda: s.register("dups", pa.table([[1], [2]], names=["a", "a"])), "two columns named 'a'"),
         (lambda: s.run("SELECT a FROM gone"), "No files found"),
         (lambda: s.register("f16", pa.table({"h": pa.array([1.0], pa.float16())})), "cannot register|DuckDB"),
@@ -229,6 +230,8 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: s.sql("-- a comment\nCHECKPOINT"), "not 'CHECKPOINT'"),
         (lambda: s.sql("CREATE MACRO m(x) AS x + 1"), "not CREATE MACRO statements"),
         (lambda: s.sql("CREATE MACRO m2(x) AS TABLE SELECT 1"), "not CREATE MACRO statements"),
+        # CREATE over a registered name said "pass replace=True", the API's word, not SQL's (a new user)
+        (lambda: s.run("CREATE TABLE t AS SELECT 1 AS k"), "write CREATE OR REPLACE TABLE to replace it"),
         (lambda: s.run("CREATE TABLE lo AS SELECT k, count(*) AS n FROM t GROUP BY k LINEAGE ON (v)"),
          "a CREATE ... AS query cannot hold LINEAGE ON"),
         (lambda: s.run("SELECT union_value(num := k) AS u FROM t").to_pandas(),

@@ -47,6 +47,9 @@ def make_engine(kind: str, **options: Any) -> Engine:
         raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
     takes = _OPTIONS[kind]
     unknown = sorted(set(options) - set(takes)) if kind == "duckdb" else []  # (Spark takes any spark.* setting)
+    if kind == "spark" and "threads" in options:  # (spark.threads is no setting: Spark sets it and reads nothing)
+        raise ArgumentError("connect('spark') takes no option 'threads' (DuckDB's): a local Spark's threads are "
+                            "its master, master='local[4]'")
     if unknown:
         raise DltraceError(f"connect({kind!r}) takes no option {unknown[0]!r}: it takes {', '.join(takes)}")
     _check_numbers(kind, options)
