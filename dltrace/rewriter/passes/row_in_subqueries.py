@@ -79,7 +79,7 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     if context.control:
         raise UnsupportedQuery(f"{written} is not supported under control semantics (its control lineage is the "
                                f"whole subquery, which no rewrite keeps), at {position(row)}")
-    if not isinstance(_clause(holder), exp.Where):  # (a positive filter of a WHERE: correlation.positive_filter)
+    if not isinstance(filter_clause(holder), exp.Where):  # (a positive filter of a WHERE: correlation.positive_filter)
         raise UnsupportedQuery(f"{written} is supported only as a filter in a WHERE, through AND, OR and "
                                f"parentheses (not in a join's ON, in a CASE, a comparison, the SELECT list or "
                                f"HAVING; a negated one, NOT IN, runs anywhere), at {position(row)}")
@@ -106,7 +106,7 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
     if len(items) != len(row.expressions):
         raise UnsupportedQuery(f"{written} of {len(items)} column{'s' if len(items) != 1 else ''}: the row has "
                                f"{len(row.expressions)} values, at {position(row)}")
-    if not _plain_rows(query) or not _movable(row, query):
+    if not plain_rows(query) or not movable(row, query):
         names = query.named_selects
         if not all(names) or len({name.lower() for name in names}) != len(names):
             raise UnsupportedQuery(f"{written} is supported over a subquery whose columns have distinct names, at "
@@ -116,12 +116,12 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
         tests = [exp.EQ(this=exp.column(name, alias, quoted=True), expression=value.copy())
                  for name, value in zip(names, row.expressions)]
         derived = exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-        return exp.select(_one()).from_(derived, copy=False).where(exp.and_(*tests, copy=False), copy=False)
+        return exp.select(one_item()).from_(derived, copy=False).where(exp.and_(*tests, copy=False), copy=False)
     body = query.copy()
     tests = [exp.EQ(this=item.unalias().copy(), expression=value.copy())
              for item, value in zip(body.expressions, row.expressions)]
     where = body.args.get("where")
-    body.set("expressions", [_one()])
+    body.set("expressions", [one_item()])
     body.set("where", exp.Where(this=exp.and_(*([where.this] if where is not None else []), *tests, copy=False)))
     return body
 
@@ -135,7 +135,7 @@ def _evaluated_as_written(row: exp.Tuple, context: PassContext) -> bool:
     return not context.control and compared and owner is not None and negated(holder, owner)
 
 
-def _clause(node: exp.Expression) -> exp.Expression | None:
+def filter_clause(node: exp.Expression) -> exp.Expression | None:
     """The clause ``node`` is reached from through AND, OR and parentheses (a Where, a Join...)."""
     node = node.parent
     while isinstance(node, (exp.And, exp.Or, exp.Paren)):
@@ -150,12 +150,12 @@ def _items(query: exp.Expression) -> list[exp.Expression]:
     return query.expressions if isinstance(query, exp.Select) else []
 
 
-def _plain_rows(query: exp.Expression) -> bool:
+def plain_rows(query: exp.Expression) -> bool:
     """Is ``query`` a SELECT of rows of its FROM, each item a column (see the module docstring)?"""
     return plain_filter_rows(query) and all(isinstance(item.unalias(), exp.Column) for item in query.expressions)
 
 
-def _movable(row: exp.Tuple, query: exp.Select) -> bool:
+def movable(row: exp.Tuple, query: exp.Select) -> bool:
     """Can the row's values move into ``query``'s WHERE and read what they read outside it: no subquery in them,
     and no table they name that a FROM item of ``query`` names too (which would bind it there)?"""
     if row.find(exp.Query) is not None:
@@ -164,7 +164,7 @@ def _movable(row: exp.Tuple, query: exp.Select) -> bool:
     return not any(column.table.lower() in inner for column in row.find_all(exp.Column))
 
 
-def _one() -> exp.Expression:
+def one_item() -> exp.Expression:
     return exp.alias_(exp.Literal.number(1), "_dl_one", quoted=True)
 
 
