@@ -59,6 +59,18 @@ def test_the_clause_follows_group_by_all(before, after, clause):
                                                       "duckdb")[0], "duckdb")
 
 
+@pytest.mark.parametrize("rest,tail", [("HAVING sum(v) > 1", ""), ("WINDOW w AS (ORDER BY g)", ""),
+                                       ("QUALIFY row_number() OVER (ORDER BY g) = 1", ""),
+                                       ("HAVING sum(v) > 1", "ORDER BY 1")])
+def test_the_clause_before_having_window_or_qualify(rest, tail):
+    """The README shows the clause right after GROUP BY: a HAVING after it was "Unexpected token" (a new user). Written
+    there, it is the same clause."""
+    before = parse(f"SELECT g, sum(v) AS total FROM t GROUP BY g LINEAGE ON (v) {rest} {tail}", "duckdb")[0]
+    after = parse(f"SELECT g, sum(v) AS total FROM t GROUP BY g {rest} LINEAGE ON (v) {tail}", "duckdb")[0]
+    assert isinstance(before.args["lineage_on"], LineageOn)
+    assert generate(before, "duckdb") == generate(after, "duckdb")
+
+
 def test_group_by_all_runs_with_the_clause():
     s = dltrace.connect("duckdb")
     s.register("t", pa.table({"g": ["a", "b", "a"], "v": [1, 2, 3]}))

@@ -133,6 +133,8 @@ def test_parse_queries():
         parse_queries("0-3")
     with pytest.raises(Exception):
         parse_queries("x")
+    with pytest.raises(Exception, match="the range 3-1 runs backwards: write 1-3"):
+        parse_queries("3-1")
 
 
 def test_characteristics_follow_the_papers_definitions():

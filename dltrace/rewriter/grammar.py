@@ -4,6 +4,8 @@
         LINEAGE ON (expr, ...) | LINEAGE ON () | LINEAGE ON TABLES (table, ...)
         [ORDER BY ... | ORDER BY ALL] [LIMIT ...] [OFFSET ...]
 
+(also written before HAVING, WINDOW or QUALIFY: the same clause)
+
 The clause is parsed by a subclass of any sqlglot dialect (its parser and generator), into a :class:`LineageOn`
 node stored as the SELECT's ``lineage_on`` argument, and generated back in place. The generator of an engine's
 dialect also takes the transforms that engine adds (:func:`dltrace.engines.generator_transforms`).
@@ -43,8 +45,11 @@ class LineageOn(exp.Expression):
 # (`JOIN u lineage ON (t.a = lineage.a) WHERE ...`) is followed by anything else.
 #: the comparisons a quantifier (ANY / SOME / ALL) follows
 _COMPARING = {TokenType.EQ, TokenType.NEQ, TokenType.LT, TokenType.LTE, TokenType.GT, TokenType.GTE}
+# (HAVING, WINDOW, QUALIFY too: the clause written right after GROUP BY, before them, is the same clause -- a new
+# user followed the README's example with a HAVING and got "Unexpected token")
 _AFTER_CLAUSE = {TokenType.R_PAREN, TokenType.SEMICOLON, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.OFFSET,
-                 TokenType.UNION, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.FETCH}
+                 TokenType.UNION, TokenType.EXCEPT, TokenType.INTERSECT, TokenType.FETCH, TokenType.HAVING,
+                 TokenType.WINDOW, TokenType.QUALIFY}
 
 
 def _is_clause_start(parser) -> bool:

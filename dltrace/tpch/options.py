@@ -41,7 +41,10 @@ def parse_queries(text: str) -> list[int]:
                 continue
             if "-" in part:
                 a, b = part.split("-", 1)
-                out.update(range(int(a.strip().lower().removeprefix("q")), int(b.strip().lower().removeprefix("q")) + 1))
+                first, last = int(a.strip().lower().removeprefix("q")), int(b.strip().lower().removeprefix("q"))
+                if first > last:
+                    raise argparse.ArgumentTypeError(f"the range {part} runs backwards: write {last}-{first}")
+                out.update(range(first, last + 1))
             else:
                 out.add(int(part))
     except ValueError:
