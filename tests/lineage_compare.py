@@ -88,14 +88,14 @@ def rows_with_lineage(result) -> list[str]:
     return sorted(repr((row, result.lineage(i))) for i, row in enumerate(result.table.to_pylist()))
 
 
-def assert_engine_forward_backward(session, sql: str) -> None:
+def assert_engine_forward_backward(session, sql: str, semantics: str = "witness") -> None:
     """``sql``'s rows through backward tracing are the engine's, and each row's forward lineage (set and bitmap)
     is its backward lineage (for a query whose rows are distinct: backward tracing pools equal rows)."""
     engine = sorted(repr(r) for r in session.sql(sql).to_pylist())
-    backward = session.trace(sql)
+    backward = session.trace(sql, semantics=semantics)
     assert sorted(repr(r) for r in backward.table.to_pylist()) == engine
     for strategy in ("set", "bitmap"):
-        assert rows_with_lineage(session.run(sql, lineage=strategy)) == rows_with_lineage(backward)
+        assert rows_with_lineage(session.run(sql, lineage=strategy, semantics=semantics)) == rows_with_lineage(backward)
 
 
 def registered_fixture(tables: dict):
