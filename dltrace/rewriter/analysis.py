@@ -172,8 +172,8 @@ ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_lim
                    known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, row_in_subqueries,
                    null_safe_keys, nested_joins, lateral_views, group_by_all, lateral_joins, grouped_exists,
                    outer_join_filters, inner_join_lookups, having_to_where, union_by_name, quantified_types,
-                   ranged_in, exists_unions, or_correlations, uncorrelated_ors, decorrelate, mark_witness_uses, read_array_witnesses,
-                   explicit_cross_joins)
+                   ranged_in, exists_unions, or_correlations, uncorrelated_ors, decorrelate, mark_witness_uses,
+                   read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
