@@ -60,7 +60,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
             raise UnknownColumn(f"cannot resolve the query's columns: {text}: rowid is DuckDB's storage position, "
                                 f"which dltrace does not read; dl_rid is the row's id (its position in the source)") \
                 from None
-        raise UnknownColumn(_ambiguity(tree, schema, context.dialect, text)
+        raise UnknownColumn(_ambiguity(tree, schema, context.dialect, text) or _unknown_of_a_table(expression, text)
                             or f"cannot resolve the query's columns: {text}") from None
     except SqlglotError as e:
         raise UnsupportedQuery(f"cannot normalise the query: {str(e).splitlines()[0]}") from None
@@ -100,6 +100,20 @@ def _ambiguity(tree: exp.Expression, schema: dict | None, dialect: str, error: s
             return (f"column reference {name!r} is ambiguous: {where} each have a column {name!r}; qualify it "
                     f"({having[0]}.{name})" + (f", at line {at.group(1)}, col {at.group(2)}" if at else ""))
     return None
+
+
+def _unknown_of_a_table(tree: exp.Expression, error: str) -> str | None:
+    """The message for sqlglot's "Unknown column: x" (a qualified ``c.x`` its table lacks), which says neither the
+    table nor where: both, from the query as written (a new user's typo ``c.regoin``). None where not found."""
+    found = re.fullmatch(r"Unknown column: (.+)", error)
+    if found is None:
+        return None
+    name = found.group(1).lower()
+    column = next((c for c in tree.find_all(exp.Column) if c.table and c.name.lower() == name), None)
+    if column is None:
+        return None
+    at = next((f", at line {n.meta['line']}, col {n.meta['col']}" for n in column.walk() if "line" in n.meta), "")
+    return f"cannot resolve the query's columns: {column.table} has no column {column.name!r} ({column.sql()}){at}"
 
 
 def _source_columns(resolver: Resolver, source: str) -> list[str]:
