@@ -71,3 +71,14 @@ def test_a_typo_after_as_is_named_as_in_a_plain_query(s):
 def test_literals_are_read_as_duckdb_reads_them(s, sql):
     assert s.run(sql).table.to_pylist() == s.sql(sql).to_pylist()
     assert s.run(sql).table.schema == s.sql(sql).schema
+
+
+@pytest.mark.parametrize("dialect", ["spark", "duckdb"])
+def test_window_before_a_parenthesis_is_a_call(dialect):
+    """Spark's time buckets, `GROUP BY window(ts, '1 day')`: sqlglot took WINDOW for the clause after GROUP BY and
+    said "Expecting )" (a new user); the clause `WINDOW w AS (...)` reads as it did."""
+    from dltrace.rewriter.grammar import generate, parse
+    tree = parse("SELECT count(*) AS n FROM o GROUP BY window(ts, '1 day') ORDER BY 1", dialect)[0]
+    assert generate(tree.args["group"], dialect).upper() == "GROUP BY WINDOW(TS, '1 DAY')"
+    tree = parse("SELECT sum(x) OVER w AS s FROM t WINDOW w AS (ORDER BY y)", dialect)[0]
+    assert tree.args["windows"][0].name == "w"

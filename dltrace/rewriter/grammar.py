@@ -231,6 +231,10 @@ def _parse_tokens(sql: str, read: Dialect) -> list[exp.Expression | None]:
         if token.token_type == TokenType.SOME and before.token_type in _COMPARING \
                 and after.token_type == TokenType.L_PAREN:
             token.token_type, token.text = TokenType.ANY, "ANY"
+        # WINDOW right before `(` is a call (Spark's time buckets, `GROUP BY window(ts, '1 day')`), never the clause
+        # (`WINDOW w AS (...)`): sqlglot took it for the clause after GROUP BY, "Expecting )" (a new user)
+        if token.token_type == TokenType.WINDOW and after.token_type == TokenType.L_PAREN:
+            token.token_type = TokenType.VAR
     _check_no_empty_items(tokens, sql)
     with no_command_fallback_warning():
         trees = read.parser().parse(tokens, sql)
