@@ -69,7 +69,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
                       "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated",
-                      "quantified_some", "row_in", "or_correlation"})
+                      "quantified_some", "row_in", "or_correlation", "exists_union"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -634,6 +634,12 @@ class Gen:
             rows = self.correlated_rows(typ, outer, ctes)
         if kind == "exists" and self.often("exists_grouped", 6):
             p = Exists(self.grouped_exists_query(outer, ctes))
+        elif kind == "exists" and depth > 0 and outer and self.often("exists_union", 8):
+            # branches correlated each on its own (passes/exists_unions.py: one EXISTS per branch, OR-ed)
+            self.feat("exists_union")
+            left, lout = self.query(depth - 1, outer=outer, ctes=ctes, plain=True)
+            right, _ = self.query(depth - 1, want=[t for _, t in lout], outer=outer, ctes=ctes, plain=True)
+            p = Exists(SetOp("UNION", self.chance(2), left, right))
         elif kind == "exists":
             p = Exists(rows or _dodge_paren_bugs(self.query(depth, outer=outer, ctes=ctes)[0]))
         elif kind in ("in", "not_in"):
