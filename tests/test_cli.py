@@ -193,6 +193,17 @@ def test_run_json_and_csv(files):
     assert len(rows) == 5
 
 
+def test_json_rows_name_a_repeated_column_apart(tmp_path):
+    """`SELECT *` over a join gives two columns `amount`: a JSON object's reader keeps the last of two keys, so the
+    second is `amount_1`, as DuckDB names it in a table it makes (a new user lost a column)."""
+    (tmp_path / "a.csv").write_text("k,amount\n1,10\n")
+    (tmp_path / "b.csv").write_text("k,amount\n1,20\n")
+    (tmp_path / "q.sql").write_text("SELECT * FROM a JOIN b USING (k)")
+    out = json_lines(ok(cli("run", tmp_path / "q.sql", "--table", f"a={tmp_path / 'a.csv'}", "--table",
+                            f"b={tmp_path / 'b.csv'}", "--json")))
+    assert out[0]["row"] == {"k": 1, "amount": 10, "amount_1": 20}
+
+
 def test_limit(files, tpch_folder):
     big = files / "big.sql"
     text = ok(cli("run", big, "--tpch", SF))

@@ -302,7 +302,7 @@ class Printer:
 
     def _json(self, r, sh: Shape, shown: list[int], tuples, dataset: str | None, question: str | None) -> None:
         out = sys.stdout
-        names = r.table.column_names
+        names = unique_names(r.table.column_names)
         named = ([("dataset", dataset)] if dataset is not None else []) + \
             ([("question", question)] if question is not None else [])
         for start in range(0, len(shown), BATCH):
@@ -341,8 +341,27 @@ class Printer:
         g.print()
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` with a repeated one numbered as DuckDB numbers it in a table it makes (``amount``, ``amount_1``):
+    SQL allows two columns of one name (``SELECT *`` over a join), a JSON object's reader keeps the last of two keys
+    (a new user's rows lost a column)."""
+    taken = {n.lower() for n in names}
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        if name.lower() in seen:
+            k = 1
+            while f"{name}_{k}".lower() in taken:
+                k += 1
+            name = f"{name}_{k}"
+            taken.add(name.lower())
+        seen.add(name.lower())
+        out.append(name)
+    return out
+
+
 def table_json(table: pa.Table) -> str:
-    names = table.column_names
+    names = unique_names(table.column_names)
     return "[" + ",".join(values.to_json_object(zip(names, row)) for row in rows_of(table, list(range(table.num_rows)))) + "]"
 
 
