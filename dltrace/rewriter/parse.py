@@ -326,6 +326,12 @@ def _check_star_argument(star: exp.Star) -> None:
         return  # (a SELECT item, expanded by qualification; COUNT(*) counts rows)
     while isinstance(parent, exp.Distinct) and parent.parent is not None:  # count(DISTINCT *)
         parent = parent.parent
+    if isinstance(parent, (exp.Like, exp.ILike, exp.SimilarTo, exp.RegexpLike)) and holder is parent.this \
+            and isinstance(parent.parent, exp.Select):
+        # DuckDB's `SELECT * LIKE 'p%'` (the columns whose names match), which sqlglot reads as a LIKE of a star
+        word = {"similarto": "SIMILAR TO", "regexplike": "~"}.get(parent.key, parent.key.upper())
+        raise UnsupportedQuery(f"{holder.sql()} {word} ... (a star over the columns whose names "
+                               f"match) is not supported (list the columns), at {position(holder)}")
     inside = parent.name if isinstance(parent, exp.Anonymous) else parent.key.upper()
     raise UnsupportedQuery(f"{holder.sql()} inside {inside}(...) is not supported (list the columns), at "
                            f"{position(holder)}")
