@@ -35,6 +35,7 @@ from dltrace.rewriter.passes.exists_limit import exists_limit
 from dltrace.rewriter.passes.aggregate_limit import aggregate_limit
 from dltrace.rewriter.passes.group_by_all import group_by_all
 from dltrace.rewriter.passes.grouped_exists import grouped_exists
+from dltrace.rewriter.passes.bag_setops import bag_setops
 from dltrace.rewriter.passes.exists_unions import exists_unions
 from dltrace.rewriter.passes.ranged_in import ranged_in
 from dltrace.rewriter.passes.row_in_subqueries import row_in_subqueries
@@ -147,6 +148,7 @@ PASSES = {
     "row_in_subqueries.sql": (qualify, row_in_subqueries, "duckdb", "set"),
     "ranged_in.sql": (qualify, ranged_in, "duckdb", "set"),
     "exists_unions.sql": (qualify, exists_unions, "duckdb", "set"),
+    "bag_setops.sql": (qualify, bag_setops, "duckdb", "set"),
     "or_correlations.sql": (qualify, or_correlations, "duckdb", "set"),
     "uncorrelated_ors.sql": (qualify, uncorrelated_ors, "duckdb", "set"),
     "implicit_laterals.sql": (None, implicit_laterals, "duckdb", "set"),

@@ -72,6 +72,7 @@ from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
 from dltrace.rewriter.passes.row_generators import row_generators
+from dltrace.rewriter.passes.bag_setops import bag_setops
 from dltrace.rewriter.passes.exists_unions import exists_unions
 from dltrace.rewriter.passes.ranged_in import ranged_in
 from dltrace.rewriter.passes.row_in_subqueries import row_in_subqueries
@@ -172,8 +173,8 @@ ANALYSIS_PASSES = (parenthesised, column_lists, in_lists, semi_joins, exists_lim
                    known_aggregates, row_generators, unnest_columns, implicit_laterals, qualify, row_in_subqueries,
                    null_safe_keys, nested_joins, lateral_views, group_by_all, lateral_joins, grouped_exists,
                    outer_join_filters, inner_join_lookups, having_to_where, union_by_name, quantified_types,
-                   ranged_in, exists_unions, or_correlations, uncorrelated_ors, decorrelate, mark_witness_uses,
-                   read_array_witnesses, explicit_cross_joins)
+                   bag_setops, ranged_in, exists_unions, or_correlations, uncorrelated_ors, decorrelate,
+                   mark_witness_uses, read_array_witnesses, explicit_cross_joins)
 
 
 @dataclass(frozen=True)
