@@ -13,7 +13,8 @@ from lineage_compare import rows_in_order
 
 # k 1: d 0, 0 (tied), 1; k 2: d 5, 6; k 3: d NULL, NULL (tied: NULLs are peers)
 SRC = pa.table({"k": pa.array([1, 1, 1, 2, 2, 3, 3], pa.int64()), "d": pa.array([0, 0, 1, 5, 6, None, None], pa.int64()),
-                "v": pa.array([10, 11, 12, 20, 21, 30, 31], pa.int64())})
+                "v": pa.array([10, 11, 12, 20, 21, 30, 31], pa.int64()),
+                "f": pa.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7], pa.float64())})
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,12 @@ TIED = [
     "SELECT k, v, row_number() OVER w AS rn FROM src WINDOW w AS (PARTITION BY k ORDER BY d)",
     "SELECT k, list(v) OVER (PARTITION BY k) AS vs FROM src",
     "SELECT k, row_number() OVER (ORDER BY k) AS rn FROM src",
+    # (a review's finds) an aggregate's own ORDER BY tied; mode over equally frequent values; a DOUBLE sum over tied
+    # rows, whose last bits follow the order of its terms
+    "SELECT k, v, string_agg(CAST(v AS VARCHAR), ',' ORDER BY d) OVER (PARTITION BY k) AS vs FROM src",
+    "SELECT k, v, mode(v) OVER (PARTITION BY k ORDER BY d) AS m FROM src",
+    "SELECT k, v, sum(f) OVER (PARTITION BY k ORDER BY d) AS s FROM src",
+    "SELECT k, v, avg(f) OVER (PARTITION BY k) AS a FROM src",
     "WITH c AS (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY d) AS rn FROM src) SELECT k, v FROM c "
     "WHERE rn = 1",
 ]
@@ -57,6 +64,8 @@ TRACED = [
     "SELECT k, v, rank() OVER (PARTITION BY k ORDER BY d) AS r FROM src",
     "SELECT k, v, sum(v) OVER (PARTITION BY k ORDER BY d) AS running FROM src",
     "SELECT k, v, count(*) OVER (PARTITION BY k) AS n FROM src",
+    "SELECT k, v, avg(v) OVER (PARTITION BY k) AS a FROM src",
+    "SELECT k, v, sum(f) OVER (PARTITION BY k ORDER BY v) AS s FROM src",
     "SELECT k, v, string_agg(CAST(v AS VARCHAR), ',' ORDER BY v) OVER (PARTITION BY k) AS vs FROM src",
     # the window reads rows a WHERE keeps, where none tie
     "SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY d) AS rn FROM src WHERE d IS NOT NULL AND v <> 10",

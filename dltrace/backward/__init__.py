@@ -153,7 +153,8 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         raise UnsupportedQuery(f"backward tracing of a set operation where a string collation may apply is not "
                                f"supported, at {position(setop)}: forward lineage (run) reads it")
     tables = list(prepared.tables)
-    check_window_ties(normal, lambda probe: catalog.engine.sql(generate(probe, catalog.dialect)).num_rows)
+    check_window_ties(normal, lambda probe: catalog.engine.sql(generate(probe, catalog.dialect)).num_rows,
+                      context.schema, catalog.dialect)
     _check_unread_lookups(catalog, tree, normal, context)
     number_nodes(normal)
 

@@ -23,64 +23,80 @@ from sqlglot import exp
 from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.correlation import is_correlated
+from dltrace.rewriter.passes.key_types import typed_twins
 
 # ranks: tied rows get one value, whatever order the engine reads them in
 _PEER_FUNCTIONS = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
+_RANK_NAMES = {"rank", "dense_rank", "percent_rank", "cume_dist"}
 # a row's number, or another row's value: which row, among tied ones, is the engine's choice
 _ROW_FUNCTIONS = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
-# aggregates whose value follows the order they read their rows in (without an ORDER BY of their own)
-_ORDERED_AGGREGATES = (exp.ArrayAgg, exp.GroupConcat, exp.First, exp.Last, exp.AnyValue, exp.ArgMax, exp.ArgMin)
-_RANK_NAMES = {"rank", "dense_rank", "percent_rank", "cume_dist"}
+# aggregates whose value follows the order they read their rows in (or, for mode, which of equally frequent values
+# comes first; an approximate quantile's sketch, the order it was fed)
+_ORDERED_AGGREGATES = (exp.ArrayAgg, exp.GroupConcat, exp.First, exp.Last, exp.AnyValue, exp.ArgMax, exp.ArgMin,
+                       exp.Mode, exp.ApproxQuantile)
 _ORDERED_NAMES = {"list", "array_agg", "string_agg", "listagg", "group_concat", "collect_list", "first", "last",
                   "any_value", "arbitrary", "arg_max", "arg_min", "max_by", "min_by", "argmax", "argmin",
-                  "histogram", "json_group_array", "json_agg", "array_agg_distinct"}
+                  "histogram", "json_group_array", "json_agg", "mode", "approx_quantile", "reservoir_quantile",
+                  "approx_top_k", "approx_percentile", "percentile_approx"}
+# a floating-point sum depends on the order of its terms in its last bits, which a comparison of values sees
+_FLOATS = {exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE}
 
 
-def tie_sensitive(window: exp.Window) -> bool:
-    """Does ``window``'s value for a row depend on how the engine orders rows that tie in its ORDER BY?"""
+def tie_keys(window: exp.Window, floats: bool = False) -> list[list[exp.Expression]]:
+    """The lists of keys (expressions of ``window``'s input rows) within whose equal values the engine's order of
+    rows decides ``window``'s value: two rows equal in one list make it depend on that order. Empty: a value tied
+    rows share (a rank; an aggregate over whole runs of peers). ``floats``: its argument is floating point."""
     function = window.this
     while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
         function = function.this
+    partition = list(window.args.get("partition_by") or [])
+    order = window.args.get("order")
+    peers = partition + [o.this for o in (order.expressions if order is not None else [])]
     spec = window.args.get("spec")
     rows_frame = spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
-    if isinstance(function, exp.Anonymous):
-        name = function.name.lower()
-        if name in _RANK_NAMES:
-            return False
-        # (one sqlglot does not know may number or offset rows, as ntile does)
-        return name not in _ORDERED_NAMES or function.find(exp.Order) is None or rows_frame
-    if isinstance(function, _PEER_FUNCTIONS):
-        return False
-    if isinstance(function, _ROW_FUNCTIONS):
-        return True  # (sqlglot counts lag, lead, first_value ... among its aggregates)
-    if isinstance(function, _ORDERED_AGGREGATES):
-        return function.find(exp.Order) is None or rows_frame  # (string_agg(x ORDER BY y) orders its own rows)
-    if isinstance(function, exp.AggFunc):
-        return rows_frame
-    return True
+    name = function.name.lower() if isinstance(function, exp.Anonymous) else ""
+    if isinstance(function, _PEER_FUNCTIONS) or name in _RANK_NAMES:
+        return []
+    if isinstance(function, _ROW_FUNCTIONS) or isinstance(function, exp.Anonymous) and name not in _ORDERED_NAMES:
+        return [peers]  # (a function sqlglot does not know may number or offset rows, as ntile does)
+    own = function.find(exp.Order)  # string_agg(x ORDER BY y): it reads the frame's rows in its own order
+    if isinstance(function, _ORDERED_AGGREGATES) or name in _ORDERED_NAMES or floats:
+        read_in = [peers] if own is None else [partition + [o.this for o in own.expressions]]
+        return read_in + ([peers] if rows_frame and own is not None else [])
+    return [peers] if rows_frame else []
 
 
-def check_window_ties(tree: exp.Expression, run: Callable[[exp.Expression], int]) -> None:
+def check_window_ties(tree: exp.Expression, run: Callable[[exp.Expression], int], schema: dict | None = None,
+                      dialect: str = "duckdb") -> None:
     """Raise :class:`UnsupportedQuery` for a tie-sensitive window of ``tree`` (its normalised form) whose input
     rows tie in its ORDER BY within a partition; ``run`` counts the rows of a probe query."""
-    for call in list(tree.find_all(exp.Window)):
+    windows = [w for w in tree.find_all(exp.Window) if w.arg_key != "windows"]  # (a named window's definition)
+    if not windows:
+        return
+    twins = typed_twins(tree, schema, dialect) if schema is not None else None
+    for call in windows:
         select = call.find_ancestor(exp.Select)
-        if call.arg_key == "windows" or select is None:
-            continue  # (a named window's definition is read where a call names it)
-        window = _resolved(call, select)
-        if not tie_sensitive(window):
+        if select is None:
             continue
-        function = window.this.sql()
-        what = f"backward tracing of {function} OVER ({_spec_sql(window)})"
-        if is_correlated(select):
-            raise UnsupportedQuery(f"{what} in a correlated subquery is not supported (its value depends on the "
-                                   f"order the engine reads tied rows in, which tracing cannot check there), at "
-                                   f"{position(call)}: forward lineage (run) reads it")
-        if run(_tie_probe(select, window)):
-            raise UnsupportedQuery(f"{what} over rows that tie in its ORDER BY is not supported: two rows of one "
-                                   f"partition compare equal, and the engine orders them anew in each evaluation "
-                                   f"(tracing evaluates the query again), at {position(call)}; order by "
-                                   f"columns that tell the rows apart, or use forward lineage (run), which reads it")
+        window = _resolved(call, select)
+        function = call.this
+        while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
+            function = function.this
+        argument = function.this if isinstance(function.this, exp.Expression) else None  # (what it sums)
+        typed = twins.get(id(argument)) if twins is not None and argument is not None else None
+        floats = typed is not None and typed.type is not None and typed.type.this in _FLOATS
+        for keys in tie_keys(window, floats):
+            function = window.this.sql(dialect)
+            what = f"backward tracing of {function} OVER ({_spec_sql(window, dialect)})"
+            if is_correlated(select):
+                raise UnsupportedQuery(f"{what} in a correlated subquery is not supported (its value depends on the "
+                                       f"order the engine reads tied rows in, which tracing cannot check there), at "
+                                       f"{position(call)}: forward lineage (run) reads it")
+            if run(_tie_probe(select, keys)):
+                raise UnsupportedQuery(f"{what} over rows that tie in its ORDER BY is not supported: two rows of one "
+                                       f"partition compare equal, and the engine orders them anew in each evaluation "
+                                       f"(tracing evaluates the query again), at {position(call)}; order by "
+                                       f"columns that tell the rows apart, or use forward lineage (run), which reads it")
 
 
 def _resolved(call: exp.Window, select: exp.Select) -> exp.Window:
@@ -98,22 +114,20 @@ def _resolved(call: exp.Window, select: exp.Select) -> exp.Window:
     return window
 
 
-def _spec_sql(window: exp.Window) -> str:
+def _spec_sql(window: exp.Window, dialect: str) -> str:
     parts = []
     if window.args.get("partition_by"):
-        parts.append("PARTITION BY " + ", ".join(p.sql() for p in window.args["partition_by"]))
+        parts.append("PARTITION BY " + ", ".join(p.sql(dialect) for p in window.args["partition_by"]))
     if window.args.get("order"):
-        parts.append(window.args["order"].sql().strip())
+        parts.append(window.args["order"].sql(dialect).strip())
     return " ".join(parts)
 
 
-def _tie_probe(select: exp.Select, window: exp.Window) -> exp.Select:
-    """``SELECT 1`` where two input rows of ``select`` have the same partition and ORDER BY values of ``window``
-    (NULLs equal, as peers are): ``select`` itself, its items replaced by those values, without what comes after
-    its windows (QUALIFY, DISTINCT, ORDER BY, LIMIT), and the CTEs of the queries around it."""
-    keys = [p.copy() for p in window.args.get("partition_by") or []]
-    order = window.args.get("order")
-    keys += [o.this.copy() for o in (order.expressions if order is not None else [])]
+def _tie_probe(select: exp.Select, keys: list[exp.Expression]) -> exp.Select:
+    """``SELECT 1`` where two input rows of ``select`` have the same values of ``keys`` (NULLs equal, as peers are):
+    ``select`` itself, its items replaced by those values, without what comes after its windows (QUALIFY,
+    DISTINCT, ORDER BY, LIMIT), and the CTEs of the queries around it."""
+    keys = [k.copy() for k in keys]
     probe = select.copy()
     for k in ("qualify", "distinct", "order", "limit", "offset", "fetch", "with_"):
         probe.set(k, None)
