@@ -93,10 +93,11 @@ def check_window_ties(tree: exp.Expression, run: Callable[[exp.Expression], int]
                                        f"order the engine reads tied rows in, which tracing cannot check there), at "
                                        f"{position(call)}: forward lineage (run) reads it")
             if run(_tie_probe(select, keys)):
-                raise UnsupportedQuery(f"{what} over rows that tie in its ORDER BY is not supported: two rows of one "
-                                       f"partition compare equal, and the engine orders them anew in each evaluation "
-                                       f"(tracing evaluates the query again), at {position(call)}; order by "
-                                       f"columns that tell the rows apart, or use forward lineage (run), which reads it")
+                raise UnsupportedQuery(f"{what} over rows that tie in its ORDER BY is not supported: two rows of "
+                                       f"one partition compare equal, and the engine orders them anew in each "
+                                       f"evaluation (tracing evaluates the query again), at {position(call)}; order "
+                                       f"by columns that tell the rows apart, or use forward lineage (run), which "
+                                       f"reads it")
 
 
 def _resolved(call: exp.Window, select: exp.Select) -> exp.Window:
