@@ -307,7 +307,7 @@ class SegmentSql:
         LIMIT / OFFSET only the groups it may keep (:func:`_groups_a_cut_may_keep`)."""
         select, _ = self.select(node.query, node.env, prov=False)
         order, limit, offset = (select.args.get(k) for k in ("order", "limit", "offset"))
-        fetch = select.args.get("fetch")
+        fetch = select.args.get("fetch")  # (FETCH FIRST n ROWS is read into "limit")
         for k in ("distinct", "order", "limit", "offset", "fetch", "sort", "distribute", "cluster"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
@@ -318,7 +318,16 @@ class SegmentSql:
 
 
 def _number(clause: exp.Expression | None) -> int | None:
-    value = clause.expression if clause is not None else None
+    """The number of rows a LIMIT / OFFSET / FETCH clause names, or None: not a number as written, or in percent or
+    WITH TIES (a review: `LIMIT 1 PERCENT` was read as one row, and the rows it kept had no lineage)."""
+    if clause is None:
+        return None
+    options = clause.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        return None
+    value = clause.args.get("count") if isinstance(clause, exp.Fetch) else clause.expression
+    while isinstance(value, exp.Paren):
+        value = value.this
     return int(value.name) if isinstance(value, exp.Literal) and value.is_int else None
 
 
@@ -331,7 +340,7 @@ def _groups_a_cut_may_keep(select: exp.Select, order: exp.Order, limit: exp.Expr
     top group by a hidden key got the rows of every other group with its total)."""
     first, count = _number(offset) or 0, _number(limit)
     if (offset is not None and _number(offset) is None) or (limit is not None and count is None):
-        return select  # (a cut not written as a number: refused by backward tracing before it gets here)
+        return select  # (a cut not written as a number: every group may be kept, as far as tracing knows)
     names = list(select.named_selects)
     items = {item.alias_or_name: item.unalias() for item in select.expressions}
     peers = []
