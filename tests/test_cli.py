@@ -563,9 +563,9 @@ def test_a_folder_of_csv_files_is_one_table(tmp_path):
         [({"region": "n", "total": 10.0}, {"sales": [0]}), ({"region": "s", "total": 25.5}, {"sales": [1, 2]})]
     assert ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}/*/*.csv", "--json")) == \
         ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}", "--json"))
+    # (a file of text where the others hold numbers: the column is text, as DuckDB reads the files together)
     (sales / "03.csv").write_text("region,amount\nn,oops\n")
-    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), f"CSV {str(sales / '2024' / '01.csv')!r} "
-          f"cannot be read as one table with {str(sales / '03.csv')!r}", "incompatible types")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "No function matches", "sum(VARCHAR)")
     (sales / "03.csv").write_text("region,total\nn,1\n")
     fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "has columns region, amount where",
           "has region, total: CSV files read as one table must have the same columns")

@@ -186,11 +186,17 @@ def resolve_source(source: Any) -> Source:
 
 def _read_csv(paths: list[Path]) -> pa.Table:
     # CSV is read once in Python so both engines see the same rows in the same order (same rids).
-    tables = [_read_one_csv(p) for p in paths]
-    schema = tables[0].schema
-    for p, table in zip(paths[1:], tables[1:]):
-        schema = _one_schema(schema, paths[0], table.schema, p)
-    return pa.concat_tables(tables, promote_options="permissive")
+    if len(paths) == 1:
+        return _read_one_csv(paths[0])
+    first = _csv_columns(paths[0])
+    for path in paths[1:]:
+        names = _csv_columns(path)
+        if names != first:
+            raise SourceError(f"CSV {str(path)!r} has columns {', '.join(names)} where {str(paths[0])!r} has "
+                              f"{', '.join(first)}: CSV files read as one table must have the same columns")
+    # the files in one read_csv, as DuckDB reads a glob of them: one type a column's values in every file hold
+    # (integers in one file and decimals in another are DOUBLE, integers and text VARCHAR; a review)
+    return _duckdb_csv([str(p) for p in paths], repr(str(paths[0])) + " ...")
 
 
 def _read_one_csv(path: Path) -> pa.Table:
@@ -198,29 +204,29 @@ def _read_one_csv(path: Path) -> pa.Table:
     code ``00123`` stays text, a 20-digit number an exact integer, names trimmed, a header without rows VARCHAR
     columns), and its NULLs (an empty field). Arrow's reader inferred otherwise: ``00123`` was 123, and a join with
     another file's ``'00123'`` matched ``4567``'s row too (a new user: the rows and lineage DuckDB does not give)."""
-    con = duckdb.connect()  # (a private in-memory database: the user's connection is not touched)
+    return _duckdb_csv(str(path), repr(str(path)))
+
+
+def _csv_columns(path: Path) -> list[str]:
+    con = duckdb.connect()
     try:
-        table = con.read_csv(str(path)).to_arrow_table()
+        return list(con.read_csv(str(path)).columns)
     except duckdb.Error as e:
         raise SourceError(f"cannot read CSV {str(path)!r}: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    check_columns(table.column_names, f"CSV {str(path)!r}")
-    return table
 
 
-def _one_schema(schema: pa.Schema, first: Path, other: pa.Schema, path: Path) -> pa.Schema:
-    """The schema of CSV files read as one table (a folder, a glob), with one more file's: the same columns, a
-    type both read as (a column of integers in one file and decimals in another is DOUBLE; one of empty fields
-    only takes the others' type), or the error naming the file that does not fit."""
-    if other.names != schema.names:
-        raise SourceError(f"CSV {str(path)!r} has columns {', '.join(other.names)} where {str(first)!r} has "
-                          f"{', '.join(schema.names)}: CSV files read as one table must have the same columns")
+def _duckdb_csv(files: str | list[str], what: str) -> pa.Table:
+    con = duckdb.connect()  # (a private in-memory database: the user's connection is not touched)
     try:
-        return pa.unify_schemas([schema, other], promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise SourceError(f"CSV {str(path)!r} cannot be read as one table with {str(first)!r}: "
-                          f"{str(e).splitlines()[0]}") from None
+        table = con.read_csv(files).to_arrow_table()
+    except duckdb.Error as e:
+        raise SourceError(f"cannot read CSV {what}: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    check_columns(table.column_names, f"CSV {what}")
+    return table
 
 
 def _parquet_source(files: list[str]) -> ParquetSource:
