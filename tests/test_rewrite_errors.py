@@ -28,6 +28,11 @@ BAD = [
     ("SELECT DISTINCT ON (d) a, b + 1 AS d FROM t", dltrace.UnsupportedQuery, "DISTINCT ON"),
     ("SELECT a, b FROM t TABLESAMPLE (10 PERCENT)", dltrace.UnsupportedQuery, "TABLESAMPLE"),
     ("SELECT * FROM read_parquet('x.parquet')", dltrace.UnsupportedQuery, "table function"),
+    # a second clause replaced the first, silently (a review); a correlated INTERSECT was refused as "two levels up"
+    ("SELECT a, count(*) FROM t GROUP BY a LINEAGE ON (b) HAVING count(*) > 1 LINEAGE ON (b)", dltrace.ParseError,
+     "a second LINEAGE ON clause: a query takes one"),
+    ("SELECT a FROM t WHERE EXISTS (SELECT u.a FROM u WHERE u.a = t.a INTERSECT SELECT u.c FROM u WHERE u.c = t.b)",
+     dltrace.UnsupportedQuery, "it is a set operation whose branches read the outer query"),
     # DuckDB's star over the columns whose names match was refused as "`*` inside LIKE(...)"
     ("SELECT * LIKE 'a%' FROM t", dltrace.UnsupportedQuery, "* LIKE ... (a star over the columns whose names match)"),
     # a qualified column its table lacks: sqlglot says "Unknown column: zz", naming neither the table nor where

@@ -125,6 +125,11 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
         return ": it has a LIMIT or OFFSET, which is read only in a lookup of plain rows correlated by equalities " \
                "of its own columns with the outer query's alone and ordered by its own columns (for a LIMIT 1 " \
                "under a range correlation: compare with the max in a subquery of its own, or use arg_max)"
+    if isinstance(query, exp.SetOperation):
+        # (its branches read the outer query one level down, which reaches_past_itself takes for two: a review)
+        return ": it is a set operation whose branches read the outer query, which is not decorrelated (an EXISTS " \
+               "over a UNION [ALL] is, branch by branch); compute the set operation in a derived table and correlate " \
+               "the subquery reading it"
     if reaches_past_itself(query):
         inside_from = any(isinstance(a, (exp.From, exp.Join)) for c in outer_columns(query)
                           for a in _ancestors_upto(c, query))

@@ -106,6 +106,8 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
             this = super()._parse_query_modifiers(this)
             if isinstance(this, exp.Select) and _is_clause_start(self):
                 start = self._curr
+                if this.args.get("lineage_on") is not None:  # (the second one replaced the first: a review)
+                    self.raise_error("a second LINEAGE ON clause: a query takes one", token=start)
                 self._advance(2)
                 clause = self._parse_lineage_on()
                 clause.meta.update({"line": start.line, "col": start.col})
