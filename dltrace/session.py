@@ -48,6 +48,9 @@ class Session(Catalog):
         """
         _check_name_argument(name)
         if isinstance(source, LineageResult):
+            names = self.engine.table_column_names(source.table.column_names)
+            if names != source.table.column_names:  # (SELECT * over a join: amount, amount_1, as the engine's table)
+                source = replace_fields(source, table=source.table.rename_columns(names))
             source = replace_fields(lineage_source(source, self), typed_by=rows_query(self, source))
         super().register(name, source, replace=replace, storage=storage)
 

@@ -82,3 +82,24 @@ def test_window_before_a_parenthesis_is_a_call(dialect):
     assert generate(tree.args["group"], dialect).upper() == "GROUP BY WINDOW(TS, '1 DAY')"
     tree = parse("SELECT sum(x) OVER w AS s FROM t WINDOW w AS (ORDER BY y)", dialect)[0]
     assert tree.args["windows"][0].name == "w"
+
+
+def test_create_as_numbers_a_repeated_column_as_duckdb_does():
+    """`CREATE TABLE j AS SELECT * FROM a JOIN b USING (k)` over two tables with an `amount` was refused ("two columns
+    named 'amount'"), where DuckDB's table names the second amount_1 (a new user's pipeline step)."""
+    import duckdb
+    s = dltrace.connect("duckdb")
+    try:
+        s.register("a", pa.table({"k": [1, 2], "amount": [10, 20]}))
+        s.register("b", pa.table({"k": [1, 2], "amount": [5, 6]}))
+        s.run("CREATE TABLE j AS SELECT *, 0 AS a, 1 AS A FROM a JOIN b USING (k)")
+        r = s.run("SELECT * FROM j ORDER BY k")
+        con = duckdb.connect()
+        con.register("a", pa.table({"k": [1, 2], "amount": [10, 20]}))
+        con.register("b", pa.table({"k": [1, 2], "amount": [5, 6]}))
+        con.sql("CREATE TABLE j AS SELECT *, 0 AS a, 1 AS A FROM a JOIN b USING (k)")
+        assert r.table.column_names == con.sql("SELECT * FROM j").columns == ["k", "amount", "amount_1", "a", "A_1"]
+        assert [tuple(x.values()) for x in r.table.to_pylist()] == con.sql("SELECT * FROM j ORDER BY k").fetchall()
+        assert [r.lineage(i) for i in range(2)] == [{"a": [0], "b": [0]}, {"a": [1], "b": [1]}]
+    finally:
+        s.close()

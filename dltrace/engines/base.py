@@ -119,6 +119,10 @@ class Engine(Protocol):
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text``, without running it."""
 
+    def table_column_names(self, names: list[str]) -> list[str]:
+        """The names a table the engine makes of rows with columns ``names`` gives them (``CREATE TABLE ... AS``):
+        DuckDB numbers a repeated one (``amount``, ``amount_1``); one that keeps them refuses the table."""
+
     def column_types(self, text: str) -> list[str]:
         """The SQL types of the output columns of query ``text``, in the engine's spelling, without running it
         (backward tracing compares values in the types the engine compared them in)."""

@@ -282,6 +282,9 @@ class SparkEngine:
         out = self.sql(text)
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
+    def table_column_names(self, names: list[str]) -> list[str]:
+        return list(names)  # (Spark refuses a table with two columns of one name, and so does dltrace)
+
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (analysed, not run)."""
         self._check_parser_settings()
