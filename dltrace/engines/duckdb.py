@@ -181,7 +181,6 @@ class DuckDBEngine:
         out = self.sql(f"SELECT count(*) AS n, bit_xor(hash(t)) AS h FROM {source} AS t")
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
-    @engine_errors(QueryError)
     def table_column_names(self, names: list[str]) -> list[str]:
         # as DuckDB's CREATE TABLE ... AS names them: a repeated name (letter case aside) numbered by how many of it
         # came before, skipping a number taken (a, a, a, A, a_1 -> a, a_1, a_2, A_3, a_1_1)
@@ -200,6 +199,7 @@ class DuckDBEngine:
             out.append(made)
         return out
 
+    @engine_errors(QueryError)
     def column_names(self, text: str) -> list[str]:
         """The names the engine gives the output columns of query ``text`` (bound, not run: DESCRIBE; a
         relation from ``con.sql`` runs a query that calls a volatile function such as ``nextval`` at once)."""
