@@ -14,6 +14,25 @@ RESERVED_PREFIXES = (RESERVED_PREFIX, "_dl_", "_u_")
 RID = "dl_rid"  # the stable dense row id of a registered table: its position in the source
 
 
+def numbered_names(names: Iterable[str]) -> list[str]:
+    """``names`` with a repeated one (letter case aside) numbered as DuckDB numbers it in a table it makes: by how many
+    of it came before, skipping a number taken (``a, a, a, A, a_1`` -> ``a, a_1, a_2, A_3, a_1_1``)."""
+    taken: set[str] = set()
+    counts: dict[str, int] = {}
+    out = []
+    for name in names:
+        made = name
+        if made.lower() in taken:
+            k = counts.get(name.lower(), 0)
+            while made.lower() in taken:
+                k += 1
+                made = f"{name}_{k}"
+            counts[name.lower()] = k
+        taken.add(made.lower())
+        out.append(made)
+    return out
+
+
 def rows_relation(table: str) -> str:
     """The private relation holding ``table``'s rows with their row id ``dl_rid``.
 

@@ -28,7 +28,7 @@ from rich.text import Text
 from dltrace.cli import values
 from dltrace.errors import DltraceError
 from dltrace.lineage_data import decode_ids
-from dltrace.names import value_tuples
+from dltrace.names import numbered_names, value_tuples
 from dltrace.py_values import py_list
 from dltrace.rewriter.grammar import LineageOn
 from dltrace.rewriter.grammar import parse as parse_sql
@@ -302,7 +302,9 @@ class Printer:
 
     def _json(self, r, sh: Shape, shown: list[int], tuples, dataset: str | None, question: str | None) -> None:
         out = sys.stdout
-        names = unique_names(r.table.column_names)
+        # (SQL allows two columns of one name, SELECT * over a join; a JSON reader keeps the last of two keys, which
+        # lost a new user a column: numbered as DuckDB numbers them in a table, amount_1)
+        names = numbered_names(r.table.column_names)
         named = ([("dataset", dataset)] if dataset is not None else []) + \
             ([("question", question)] if question is not None else [])
         for start in range(0, len(shown), BATCH):
@@ -341,27 +343,8 @@ class Printer:
         g.print()
 
 
-def unique_names(names: list[str]) -> list[str]:
-    """``names`` with a repeated one numbered as DuckDB numbers it in a table it makes (``amount``, ``amount_1``):
-    SQL allows two columns of one name (``SELECT *`` over a join), a JSON object's reader keeps the last of two keys
-    (a new user's rows lost a column)."""
-    taken = {n.lower() for n in names}
-    seen: set[str] = set()
-    out = []
-    for name in names:
-        if name.lower() in seen:
-            k = 1
-            while f"{name}_{k}".lower() in taken:
-                k += 1
-            name = f"{name}_{k}"
-            taken.add(name.lower())
-        seen.add(name.lower())
-        out.append(name)
-    return out
-
-
 def table_json(table: pa.Table) -> str:
-    names = unique_names(table.column_names)
+    names = numbered_names(table.column_names)
     return "[" + ",".join(values.to_json_object(zip(names, row)) for row in rows_of(table, list(range(table.num_rows)))) + "]"
 
 

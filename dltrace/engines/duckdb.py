@@ -21,6 +21,7 @@ from dltrace.engines.duckdb_errors import engine_errors, one_line
 from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.engines.sources import RID, Source
 from dltrace.errors import QueryError, SourceError
+from dltrace.names import numbered_names
 
 
 def owns(obj: Any) -> bool:
@@ -182,22 +183,7 @@ class DuckDBEngine:
         return int(out.column(0)[0].as_py()), int(out.column(1)[0].as_py() or 0)
 
     def table_column_names(self, names: list[str]) -> list[str]:
-        # as DuckDB's CREATE TABLE ... AS names them: a repeated name (letter case aside) numbered by how many of it
-        # came before, skipping a number taken (a, a, a, A, a_1 -> a, a_1, a_2, A_3, a_1_1)
-        taken: set[str] = set()
-        counts: dict[str, int] = {}
-        out = []
-        for name in names:
-            made = name
-            if made.lower() in taken:
-                k = counts.get(name.lower(), 0)
-                while made.lower() in taken:
-                    k += 1
-                    made = f"{name}_{k}"
-                counts[name.lower()] = k
-            taken.add(made.lower())
-            out.append(made)
-        return out
+        return numbered_names(names)  # (as DuckDB's CREATE TABLE ... AS names them)
 
     @engine_errors(QueryError)
     def column_names(self, text: str) -> list[str]:
