@@ -307,12 +307,12 @@ class SegmentSql:
         LIMIT / OFFSET only the groups it may keep (:func:`_groups_a_cut_may_keep`)."""
         select, _ = self.select(node.query, node.env, prov=False)
         order, limit, offset = (select.args.get(k) for k in ("order", "limit", "offset"))
-        fetch = select.args.get("fetch")  # (FETCH FIRST n ROWS is read into "limit")
         for k in ("distinct", "order", "limit", "offset", "fetch", "sort", "distribute", "cluster"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
             select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)
-        if node.query.args.get("distinct") is None and fetch is None and (limit or offset) and order is not None:
+        # (sqlglot reads FETCH FIRST n ROWS into "limit": _number takes its count)
+        if node.query.args.get("distinct") is None and (limit or offset) and order is not None:
             return _groups_a_cut_may_keep(select, order, limit, offset)
         return select
 

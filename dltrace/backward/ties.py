@@ -46,9 +46,7 @@ def tie_keys(window: exp.Window, floats: bool = False) -> list[list[exp.Expressi
     """The lists of keys (expressions of ``window``'s input rows) within whose equal values the engine's order of
     rows decides ``window``'s value: two rows equal in one list make it depend on that order. Empty: a value tied
     rows share (a rank; an aggregate over whole runs of peers). ``floats``: its argument is floating point."""
-    function = window.this
-    while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
-        function = function.this
+    function = _called(window)
     partition = list(window.args.get("partition_by") or [])
     order = window.args.get("order")
     peers = partition + [o.this for o in (order.expressions if order is not None else [])]
@@ -73,21 +71,21 @@ def check_window_ties(tree: exp.Expression, run: Callable[[exp.Expression], int]
     windows = [w for w in tree.find_all(exp.Window) if w.arg_key != "windows"]  # (a named window's definition)
     if not windows:
         return
-    twins = typed_twins(tree, schema, dialect) if schema is not None else None
+    twins: dict | None = None  # (sqlglot's types, taken once and only for an aggregate's argument)
     for call in windows:
         select = call.find_ancestor(exp.Select)
         if select is None:
             continue
         window = _resolved(call, select)
-        function = call.this
-        while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
-            function = function.this
-        argument = function.this if isinstance(function.this, exp.Expression) else None  # (what it sums)
-        typed = twins.get(id(argument)) if twins is not None and argument is not None else None
-        floats = typed is not None and typed.type is not None and typed.type.this in _FLOATS
+        function = _called(call)
+        floats = False
+        if isinstance(function, exp.AggFunc) and isinstance(function.this, exp.Expression) and schema is not None:
+            if twins is None:
+                twins = typed_twins(tree, schema, dialect) or {}
+            typed = twins.get(id(function.this))  # (what it sums)
+            floats = typed is not None and typed.type is not None and typed.type.this in _FLOATS
         for keys in tie_keys(window, floats):
-            function = window.this.sql(dialect)
-            what = f"backward tracing of {function} OVER ({_spec_sql(window, dialect)})"
+            what = f"backward tracing of {window.this.sql(dialect)} OVER ({_spec_sql(window, dialect)})"
             if is_correlated(select):
                 raise UnsupportedQuery(f"{what} in a correlated subquery is not supported (its value depends on the "
                                        f"order the engine reads tied rows in, which tracing cannot check there), at "
@@ -98,6 +96,14 @@ def check_window_ties(tree: exp.Expression, run: Callable[[exp.Expression], int]
                                        f"evaluation (tracing evaluates the query again), at {position(call)}; order "
                                        f"by columns that tell the rows apart, or use forward lineage (run), which "
                                        f"reads it")
+
+
+def _called(window: exp.Window) -> exp.Expression:
+    """The function ``window`` calls, through IGNORE / RESPECT NULLS and FILTER."""
+    function = window.this
+    while isinstance(function, (exp.IgnoreNulls, exp.RespectNulls, exp.Filter)):
+        function = function.this
+    return function
 
 
 def _resolved(call: exp.Window, select: exp.Select) -> exp.Window:

@@ -12,7 +12,7 @@ import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -20,6 +20,8 @@ import pyarrow.parquet as pq
 
 from dltrace.errors import ReservedName, SourceError
 from dltrace.names import RID, reserved_prefix
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -208,25 +210,25 @@ def _read_one_csv(path: Path) -> pa.Table:
 
 
 def _csv_columns(path: Path) -> list[str]:
-    con = duckdb.connect()
-    try:
-        return list(con.read_csv(str(path)).columns)
-    except duckdb.Error as e:
-        raise SourceError(f"cannot read CSV {str(path)!r}: {str(e).splitlines()[0]}") from None
-    finally:
-        con.close()
+    return _read_csv_relation(str(path), repr(str(path)), lambda rel: list(rel.columns))  # (bound, not read)
 
 
 def _duckdb_csv(files: str | list[str], what: str) -> pa.Table:
-    con = duckdb.connect()  # (a private in-memory database: the user's connection is not touched)
+    table = _read_csv_relation(files, what, lambda rel: rel.to_arrow_table())
+    check_columns(table.column_names, f"CSV {what}")
+    return table
+
+
+def _read_csv_relation(files: str | list[str], what: str, take: Callable[[Any], T]) -> T:
+    """``take`` of DuckDB's ``read_csv`` relation of ``files``, in a private in-memory database (the user's
+    connection is not touched), its error a :class:`SourceError` naming ``what``."""
+    con = duckdb.connect()
     try:
-        table = con.read_csv(files).to_arrow_table()
+        return take(con.read_csv(files))
     except duckdb.Error as e:
         raise SourceError(f"cannot read CSV {what}: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    check_columns(table.column_names, f"CSV {what}")
-    return table
 
 
 def _parquet_source(files: list[str]) -> ParquetSource:

@@ -24,12 +24,12 @@ def bag_setops(expression: exp.Expression, context: PassContext, copy: bool = Tr
     if not bags:
         return expression
     twins = typed_twins(expression, context.schema, context.dialect) if context.schema is not None else None
+    identical = IDENTICAL_WHEN_GROUPED | (STRINGS if strings_identical(expression, context.collations) else set())
     for bag in bags:
         op = "INTERSECT ALL" if isinstance(bag, exp.Intersect) else "EXCEPT ALL"
         for side in (bag.this, bag.expression):
             select = _first_select(side)
             typed = twins.get(id(select)) if twins is not None and select is not None else None
-            identical = IDENTICAL_WHEN_GROUPED | (STRINGS if strings_identical(bag, context.collations) else set())
             for j, item in enumerate(select.expressions if select is not None else []):
                 kind = typed.expressions[j].type if typed is not None and j < len(typed.expressions) else None
                 if kind is None or kind.this not in identical or kind.args.get("collate"):

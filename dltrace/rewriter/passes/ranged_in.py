@@ -28,8 +28,8 @@ from sqlglot import exp
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import is_correlated, outer_columns, positive_filter, where_correlation
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
-from dltrace.rewriter.passes.row_in_subqueries import filter_clause, movable, one_item, plain_rows
-from dltrace.rewriter.shape import conjuncts, from_items, random_call
+from dltrace.rewriter.passes.row_in_subqueries import filter_clause, movable, plain_rows, rows_matching
+from dltrace.rewriter.shape import from_items, random_call
 
 
 def ranged_in(expression: exp.Expression, context: PassContext, copy: bool = True) -> exp.Expression:
@@ -60,10 +60,6 @@ def _ranged(holder: exp.In) -> bool:
 
 def _matching_row_exists(holder: exp.In) -> exp.Exists:
     query = holder.args["query"]
-    body = (query.this if isinstance(query, exp.Subquery) else query).copy()
-    test = exp.EQ(this=body.expressions[0].unalias().copy(), expression=holder.this.copy())
-    body.set("expressions", [one_item()])
-    body.set("where", exp.Where(this=exp.and_(*conjuncts(body.args.get("where")), test, copy=False)))
-    exists = exp.Exists(this=body)
+    exists = exp.Exists(this=rows_matching(query.this if isinstance(query, exp.Subquery) else query, [holder.this]))
     exists.meta[WRITTEN_AS] = query.copy()  # (what a refusal names: the user's subquery)
     return exists

@@ -45,7 +45,7 @@ from dltrace.rewriter.parse import compared_with_a_subquery, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.correlation import COMPARISONS, plain_filter_rows
 from dltrace.rewriter.passes.decorrelatable import WRITTEN_AS
-from dltrace.rewriter.shape import from_items, negated, random_call
+from dltrace.rewriter.shape import conjuncts, from_items, negated, random_call
 
 ALIAS = "_dl_in"  # alias prefix of the derived table of an uncorrelated subquery (numbered: one per row rewritten)
 
@@ -117,12 +117,17 @@ def _matching_rows(row: exp.Tuple, holder: exp.Expression, n: int, context: Pass
                  for name, value in zip(names, row.expressions)]
         derived = exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
         return exp.select(one_item()).from_(derived, copy=False).where(exp.and_(*tests, copy=False), copy=False)
+    return rows_matching(query, row.expressions)
+
+
+def rows_matching(query: exp.Select, values: list[exp.Expression]) -> exp.Select:
+    """``SELECT 1 FROM <query's FROM> WHERE <query's WHERE> AND item_1 = value_1 AND ...``: the rows of plain-rows
+    ``query`` whose items equal ``values`` (the query of an EXISTS of a matching row; ``passes/ranged_in.py`` too)."""
     body = query.copy()
     tests = [exp.EQ(this=item.unalias().copy(), expression=value.copy())
-             for item, value in zip(body.expressions, row.expressions)]
-    where = body.args.get("where")
+             for item, value in zip(body.expressions, values)]
     body.set("expressions", [one_item()])
-    body.set("where", exp.Where(this=exp.and_(*([where.this] if where is not None else []), *tests, copy=False)))
+    body.set("where", exp.Where(this=exp.and_(*conjuncts(body.args.get("where")), *tests, copy=False)))
     return body
 
 

@@ -11,7 +11,7 @@ from dltrace.errors import UnsupportedQuery
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.slots import Exported
 
-AFTER = ("order", "limit", "offset", "fetch")
+_AFTER = ("order", "limit", "offset", "fetch")
 
 
 def user_columns(query: exp.Query, exported: list[Exported]) -> list[str]:
@@ -25,7 +25,7 @@ def user_columns(query: exp.Query, exported: list[Exported]) -> list[str]:
 def group_all(inner: exp.Query, exported: list[Exported], holder: str) -> exp.Select:
     """``SELECT cols FROM (inner) AS holder GROUP BY cols``, taking ORDER BY/LIMIT from ``inner``."""
     cols = user_columns(inner, exported)
-    after = {k: inner.args.get(k) for k in AFTER if inner.args.get(k) is not None}
+    after = {k: inner.args.get(k) for k in _AFTER if inner.args.get(k) is not None}
     for k in after:
         inner.set(k, None)
     outer = exp.select(*[exp.column(c, table=holder, quoted=True).as_(c, quoted=True) for c in cols])

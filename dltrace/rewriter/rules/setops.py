@@ -17,7 +17,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.rewriter.rules.aggregate import aggregate
-from dltrace.rewriter.rules.distinct import AFTER, group_all, requalify_order, user_columns
+from dltrace.rewriter.rules.distinct import group_all, requalify_order, user_columns
 from dltrace.rewriter.rules.output import final_set
 from dltrace.rewriter.rules.subqueries import lineage_join
 from dltrace.rewriter.slots import Context, Exported, Slot, by_table
@@ -116,35 +116,30 @@ def instrument_setop(node: exp.SetOperation, ctx: Context, final: bool):
                  "set" if final and union_all else kinds[t], nullable=True)
         for t in tables
     ]
+    after = {k: node.args[k] for k in ("order", "limit", "offset") if node.args.get(k) is not None}
+    bag = not distinct and not union_all  # INTERSECT ALL / EXCEPT ALL: its ORDER BY / LIMIT apply to the copies
+    if not bag:  # (on the stacked rows: a UNION ALL's, or moved by group_all onto the distinct rows)
+        for k, v in after.items():
+            stacked.set(k, v)
     if union_all:
-        for k in ("order", "limit", "offset"):
-            if node.args.get(k) is not None:
-                stacked.set(k, node.args[k])
         return stacked, stacked_ex
-    for k in ("order", "limit", "offset"):
-        if node.args.get(k) is not None:
-            stacked.set(k, node.args[k])
-    bag = not distinct  # INTERSECT ALL / EXCEPT ALL: its ORDER BY / LIMIT apply to the copies
-    after = {k: stacked.args.get(k) for k in AFTER if bag and stacked.args.get(k) is not None}
-    for k in after:
-        stacked.set(k, None)
     holder = ctx.fresh("_dl_u")
     outer = group_all(stacked, stacked_ex + [Exported(SIDE, "", "rid")], holder)
     side_col = exp.column(SIDE, table=holder)
     slots = [e.via(holder) for e in stacked_ex]
+    left_rows, right_rows = _side_rows(side_col, 0), _side_rows(side_col, 1)  # (read under ALL)
     if isinstance(node, exp.Intersect):
         outer.set("having", exp.Having(this=exp.and_(
             exp.EQ(this=exp.Min(this=side_col.copy()), expression=exp.Literal.number(0)),
             exp.EQ(this=exp.Max(this=side_col.copy()), expression=exp.Literal.number(1)))))
     elif isinstance(node, exp.Except):
         # a value kept (l - r times under ALL) where its left rows outnumber its right ones (where it has none)
-        kept = exp.GT(this=_side_rows(side_col, 0), expression=_side_rows(side_col, 1)) if bag else \
+        kept = exp.GT(this=left_rows.copy(), expression=right_rows.copy()) if bag else \
             exp.EQ(this=exp.Max(this=side_col.copy()), expression=exp.Literal.number(0))
         outer.set("having", exp.Having(this=kept))
         if right_copy is not None:
             slots += lineage_join(outer, right_copy, ctx)
     if bag:
-        left_rows, right_rows = _side_rows(side_col, 0), _side_rows(side_col, 1)
         copies = exp.Sub(this=left_rows, expression=right_rows) if isinstance(node, exp.Except) else \
             exp.Case().when(exp.LTE(this=left_rows, expression=right_rows), left_rows.copy()).else_(right_rows.copy())
         outer.select(exp.alias_(copies, COPIES, quoted=True), append=True, copy=False)
