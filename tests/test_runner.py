@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from dltrace.cli import build_parser
 from dltrace.tpch import lineage_stats as ls
+from dltrace.tpch.options import add_arguments, worker_options
 from dltrace.tpch.runner import RECORD_KEYS, STATUSES, main, parse_queries
 from dltrace.tpch.worker import STRATEGIES, lineage_on_sql
 
@@ -135,6 +137,18 @@ def test_parse_queries():
         parse_queries("x")
     with pytest.raises(Exception, match="the range 3-1 runs backwards: write 1-3"):
         parse_queries("3-1")
+
+
+def test_spark_conf_is_checked_as_the_command_line_is_read():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--spark-conf", "sql.shuffle.partitions=4", "--spark-conf", "spark.x.y=a=b"])
+    assert worker_options(args, "spark", "memory")["connect"]["spark.sql.shuffle.partitions"] == "4"
+    assert worker_options(args, "spark", "memory")["connect"]["spark.x.y"] == "a=b"
+    assert worker_options(args, "duckdb", "memory")["connect"] == {}
+    for bad in ("foo", "=1"):
+        with pytest.raises(SystemExit):  # argparse's one-line usage error, before any worker starts
+            parser.parse_args(["--spark-conf", bad])
 
 
 def test_characteristics_follow_the_papers_definitions():

@@ -54,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parser(sub)
     lineage.add_parser(sub)
     pipeline.add_parser(sub)
-    p = sub.add_parser("tpch", help="the TPC-H comparison: original / set / bitmap / reverse-one / reverse-all")
+    p = sub.add_parser("tpch", help="the TPC-H comparison: original / set / bitmap / reverse-one / reverse-all",
+                       description="Run the TPC-H queries under each lineage strategy on each engine, check that the "
+                                   "strategies agree on the lineage, and write the timings, a report (report.md) "
+                                   "and plots to --out. The data is generated once per scale factor into a cache "
+                                   "folder.")
     tpch_runner.add_arguments(p)
     common.add_debug(p)
     p.set_defaults(func=cmd_tpch)

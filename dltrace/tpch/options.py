@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from dltrace.errors import DltraceError
 from dltrace.tpch import procmon
 from dltrace.tpch.worker import STRATEGIES
 
@@ -78,6 +77,16 @@ def _size(text: str) -> str:
     return text
 
 
+def _spark_setting(text: str) -> tuple[str, str]:
+    """One ``--spark-conf KEY=VALUE``, checked as the command line is read (not once Spark starts, minutes in):
+    the key as Spark names it (``spark.`` added when left out) and the value."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return (key if key.startswith("spark.") else "spark." + key), value
+
+
 def _default_driver_memory() -> str:
     total = procmon.total_memory_bytes() or (4 << 30)
     return f"{max(1, min(4, int(total * 0.3) >> 30))}g"
@@ -107,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="dltrace-report", metavar="DIR",
                    help="output folder (default ./dltrace-report)")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--spark-conf", type=_spark_setting, action="append", default=[], metavar="KEY=VALUE",
                    help=f"Spark setting, repeatable (default driver memory {_default_driver_memory()})")
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild report.md and the plots from the JSON files already in --out")
@@ -126,11 +135,7 @@ def debug_sleeps(specs: list[str]) -> dict[tuple[int, str], float]:
 
 def _spark_options(args: argparse.Namespace) -> dict[str, Any]:
     conf: dict[str, Any] = {"spark.driver.memory": _default_driver_memory()}
-    for spec in args.spark_conf:
-        k, sep, v = spec.partition("=")
-        if not sep or not k:
-            raise DltraceError(f"--spark-conf expects KEY=VALUE, got {spec!r}")
-        conf[k if k.startswith("spark.") else "spark." + k] = v
+    conf.update(args.spark_conf)
     return {"master": args.master, **conf}
 
 
