@@ -36,6 +36,7 @@ from dltrace.errors import (
     SessionClosed,
     SourceError,
     StaleLineage,
+    UnknownChoice,
     UnknownColumn,
     UnknownTable,
     UnsupportedQuery,
@@ -124,6 +125,7 @@ def add_rids(target: Any, table: str) -> None:
 
 __all__ = [
     "ArgumentError", "DltraceError", "DuplicateTable", "ParseError", "QueryError", "ReservedName", "RowOutOfRange",
-    "SessionClosed", "SourceError", "StaleLineage", "UnknownColumn", "UnknownTable", "UnsupportedQuery",
+    "SessionClosed", "SourceError", "StaleLineage", "UnknownChoice", "UnknownColumn", "UnknownTable",
+    "UnsupportedQuery",
     "PipelineError", "Session", "connect", "rewrite", "pipeline", "install", "add_rids", "load", "__version__",
 ]

@@ -57,6 +57,11 @@ class ArgumentError(DltraceError, TypeError):
     bool...): named with what it got, before any of it is used (a TypeError too, as Python's own would be)."""
 
 
+class UnknownChoice(DltraceError, ValueError):
+    """An argument names an option that does not exist (an engine, a lineage strategy, a semantics): named with
+    the choices (a ValueError too, as Python's own would be for a value of the right type that is no option)."""
+
+
 class RowOutOfRange(DltraceError, IndexError):
     """A row index the result (or the query's output) does not have."""
 
@@ -150,7 +155,7 @@ def check_choice(value: object, what: str, choices: Iterable[str], noun: str | N
     if not isinstance(value, str):
         raise ArgumentError(f"{what} must be one of {listed}, got {got(value)}")
     if value not in choices:
-        raise DltraceError(f"unknown {noun or what} {value!r}: choose one of {listed}")
+        raise UnknownChoice(f"unknown {noun or what} {value!r}: choose one of {listed}")
     return value
 
 

@@ -246,3 +246,20 @@ def test_a_source_column_of_any_reserved_prefix_is_refused_when_registered(colum
     with dltrace.connect("duckdb") as s:
         with pytest.raises(dltrace.ReservedName, match=f"'{column}' uses the reserved prefix"):
             s.register("t", pa.table({column: [1]}))
+
+
+def test_a_value_that_is_no_option_is_a_value_error_and_a_wrong_thing_passed_a_type_error():
+    """A user catching ValueError for `lineage="bitmaps"` (as Python's own functions raise for a bad value of the
+    right type) caught nothing: it was a bare DltraceError, as was `connection=` given a string."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"x": [1, 2]}))
+    for call, choices in ((lambda: s.run("SELECT x FROM t", lineage="bitmaps"), "set, bitmap or None"),
+                          (lambda: dltrace.connect("postgres"), "duckdb, spark")):
+        with pytest.raises(dltrace.UnknownChoice, match=f"choose one of {choices}") as raised:
+            call()
+        assert isinstance(raised.value, ValueError)
+    for call in (lambda: dltrace.connect("duckdb", connection="nope"), lambda: dltrace.connect("duckdb", foo=1),
+                 lambda: dltrace.install({})):
+        with pytest.raises(dltrace.ArgumentError):
+            call()
+    s.close()

@@ -31,7 +31,7 @@ from dltrace.engines.lineage_sql import (
 )
 from dltrace.engines.sources import RID, resolve_source
 from dltrace.engines.spark_sql import SparkFunctions
-from dltrace.errors import ArgumentError, DltraceError, check_count, got
+from dltrace.errors import ArgumentError, DltraceError, UnknownChoice, check_count, got
 
 ENGINES = ("duckdb", "spark")
 
@@ -44,23 +44,23 @@ _FUNCTIONS: dict[str, type[LineageFunctions]] = {
 def make_engine(kind: str, **options: Any) -> Engine:
     """Build the adapter for ``kind`` ("duckdb" or "spark"); options go to its constructor."""
     if kind not in ENGINES:
-        raise DltraceError(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
+        raise UnknownChoice(f"unknown engine {kind!r}: choose one of {', '.join(ENGINES)}")
     takes = _OPTIONS[kind]
     unknown = sorted(set(options) - set(takes)) if kind == "duckdb" else []  # (Spark takes any spark.* setting)
     if kind == "spark" and "threads" in options:  # (spark.threads is no setting: Spark sets it and reads nothing)
         raise ArgumentError("connect('spark') takes no option 'threads' (DuckDB's): a local Spark's threads are "
                             "its master, master='local[4]'")
     if unknown:
-        raise DltraceError(f"connect({kind!r}) takes no option {unknown[0]!r}: it takes {', '.join(takes)}")
+        raise ArgumentError(f"connect({kind!r}) takes no option {unknown[0]!r}: it takes {', '.join(takes)}")
     _check_numbers(kind, options)
     if kind == "duckdb":
         connection = options.get("connection")
         if connection is not None and not duckdb_adapter.owns(connection):
-            raise DltraceError(f"connection= must be a DuckDB connection, got {type(connection).__name__}")
+            raise ArgumentError(f"connection= must be a DuckDB connection, got {type(connection).__name__}")
         return duckdb_adapter.DuckDBEngine(**options)
     spark = options.get("spark")
     if spark is not None and not spark_adapter.owns(spark):
-        raise DltraceError(f"spark= must be a SparkSession, got {type(spark).__name__}")
+        raise ArgumentError(f"spark= must be a SparkSession, got {type(spark).__name__}")
     return spark_adapter.SparkEngine(**options)  # (pyspark itself is imported only when a session starts)
 
 
@@ -151,7 +151,8 @@ def install_functions_on(target: Any) -> None:
         if adapter.owns(target):
             adapter.install_functions_on(target)
             return
-    raise DltraceError(f"cannot install dl_* functions on a {type(target).__name__}")
+    raise ArgumentError(f"cannot install dl_* functions on a {type(target).__name__}: pass a DuckDB connection or "
+                        f"SparkSession")
 
 
 def add_rids_on(target: Any, table: str) -> None:
@@ -160,7 +161,7 @@ def add_rids_on(target: Any, table: str) -> None:
         if adapter.owns(target):
             adapter.add_rids(target, table)
             return
-    raise DltraceError(f"cannot add row ids on a {type(target).__name__}: pass a DuckDB connection or SparkSession")
+    raise ArgumentError(f"cannot add row ids on a {type(target).__name__}: pass a DuckDB connection or SparkSession")
 
 
 __all__ = [

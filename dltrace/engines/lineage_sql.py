@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar
 
 from sqlglot import exp
 
-from dltrace.errors import DltraceError
+from dltrace.errors import UnknownChoice
 
 STRATEGIES = ("set", "bitmap")
 BITS64 = 2**32  # tables with at least this many rows need 64-bit bitmaps
@@ -171,7 +171,7 @@ class LineageFunctions:
 
     def __init__(self, dialect: str, strategy: str, finish_on_read: bool = False) -> None:
         if strategy not in STRATEGIES:
-            raise DltraceError(f"unknown lineage strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+            raise UnknownChoice(f"unknown lineage strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
         self.dialect = dialect
         self.strategy = strategy
         #: a session's result finishes the final columns when first read: under "set", on an engine whose lineage
