@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dltrace.catalog import Catalog
 from dltrace.engines.sources import RID, ArrowSource, ParquetSource
-from dltrace.errors import ArgumentError, DltraceError, UnknownColumn, UnknownTable, got
+from dltrace.errors import ArgumentError, RowOutOfRange, UnknownColumn, UnknownTable, got
 from dltrace.names import unknown_table
 from dltrace.rowstore import RowStore, rowstore, thread_duckdb
 
@@ -53,7 +53,7 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
         if isinstance(rids, range):
             return as_sorted(np.arange(rids.start, rids.stop, rids.step, dtype=np.int64))
     except OverflowError:
-        raise DltraceError(f"rids must be 64-bit integers, got {rids!r:.60}") from None
+        raise RowOutOfRange(f"rids must be 64-bit integers, got {rids!r:.60}") from None
     if isinstance(rids, (pa.Array, pa.ChunkedArray)):
         rids = rids.to_numpy(zero_copy_only=False)
     if isinstance(rids, (str, bytes, float, bool)) or (
@@ -67,7 +67,7 @@ def as_rids(rids: int | Iterable[int] | np.ndarray) -> np.ndarray:
             raise TypeError
         arr = np.asarray(values, dtype=np.int64)
     except OverflowError:  # beyond int64: no table has such a row
-        raise DltraceError(f"rids must be 64-bit integers, got {rids!r:.60}") from None
+        raise RowOutOfRange(f"rids must be 64-bit integers, got {rids!r:.60}") from None
     except (TypeError, ValueError):
         raise ArgumentError(f"rids must be integers, got {got(rids)}") from None
     return as_sorted(arr)
@@ -87,7 +87,7 @@ def table_rids(rids: int | Iterable[int] | np.ndarray, table: str, n: int | None
 
 def _check_inside(lo: int, hi: int, table: str, n: int) -> None:
     if lo < 0 or hi >= n:
-        raise DltraceError(f"rid {lo if lo < 0 else hi} is outside table {table!r} (it has {n} rows)")
+        raise RowOutOfRange(f"rid {lo if lo < 0 else hi} is outside table {table!r} (it has {n} rows)")
 
 
 def as_sorted(arr: np.ndarray) -> np.ndarray:
