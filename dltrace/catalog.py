@@ -9,6 +9,7 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
@@ -42,6 +43,7 @@ class Catalog(StaleChecks):
         self._counts: dict[str, int] = {}  # row counts of engine-native sources (frozen when registered)
         self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
         self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
+        self._adopted_states: dict[str, Hashable] = {}  # the user's relation when adopted (Engine.adopted_state)
         self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
         self.view_groups: dict[str, tuple[str, ...]] = {}  # a result registered as views: name -> every view made
         self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
@@ -117,6 +119,7 @@ class Catalog(StaleChecks):
         self.storage[key] = "memory"  # the rows relation is a frozen copy in the engine
         self.adopted.add(key)
         self._forget(key)
+        self._adopted_states[key] = self.engine.adopted_state(key)
 
     def _check_name(self, name: str, adopting: bool = False) -> None:
         check_text(name, "a table name")
@@ -196,6 +199,7 @@ class Catalog(StaleChecks):
         self._counts.pop(key, None)
         self._columns_seen.pop(key, None)
         self._file_states.pop(key, None)
+        self._adopted_states.pop(key, None)
         self._derived.pop(key, None)
         self.origins.pop(key, None)
 

@@ -11,7 +11,7 @@ place still those files. Mixed into :class:`dltrace.catalog.Catalog`, whose regi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any, NamedTuple
 
 from sqlglot import exp
@@ -37,6 +37,9 @@ class StaleChecks:
     _file_states: dict[str, tuple | None]
     view_groups: dict[str, tuple[str, ...]]
     view_snapshots: dict[str, dict[str, TableState]]
+    adopted: set[str]
+    _adopted_states: dict[str, Hashable]
+    engine: Any
 
     def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
         """:class:`TableState` of the registered ``tables`` now: what a result's row ids name. ``files``: a
@@ -77,8 +80,11 @@ class StaleChecks:
         no longer hold the row counts its ids were numbered by. An id is its file's offset (the rows of the files
         before it, counted at registration) plus the row's position in the file: a file with more or fewer rows
         gives two rows one id, or ids past the table's count. A stat per file; a footer is read only for a file
-        whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions)."""
+        whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions).
+
+        An adopted relation the user changed since (:meth:`check_adopted_unchanged`) raises too."""
         for t in dict.fromkeys(tables):
+            self.check_adopted_unchanged(t)
             if not self._reads_files(t):
                 continue
             src, known = self.tables[t], self._file_states.get(t)
@@ -94,6 +100,21 @@ class StaleChecks:
                         f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
                         f"and would no longer name one row each; register it again")
             self._file_states[t] = now
+
+    def check_adopted_unchanged(self, name: str) -> None:
+        """Raise :class:`StaleLineage` when ``name`` is a relation of the user's, adopted, that changed on the
+        engine since as far as :meth:`Engine.adopted_state` tells, cheaply (DuckDB: a table's row count, a view's
+        definition; not an UPDATE). Queries with lineage read its rows as adopted (frozen, so that its ids stay
+        put): after the user's INSERT, ``s.run`` answered from the old rows, where the engine (and ``s.run`` with
+        ``lineage=None``) answered from the new ones -- a new user's sum that silently left out the new rows."""
+        then = self._adopted_states.get(name)
+        if then is None:
+            return
+        now = self.engine.adopted_state(name)
+        if now != then:
+            raise StaleLineage(f"table {name!r}, which you adopted, changed on the engine since ({_how(then, now)}): "
+                               f"queries with lineage read its rows as adopted and would answer otherwise than the "
+                               f"engine; adopt it again (s.adopt({name!r}, replace=True)) to trace it as it is now")
 
     def copy_changed(self, name: str) -> str | None:
         """Why the files a parquet table was copied into memory from no longer hold what was copied (a save
@@ -131,3 +152,12 @@ class StaleChecks:
             snapshot = self.view_snapshots.get(group, {})
             joined = {t: v for t, v in snapshot.items() if t in read or rows.get(t, "").lower() in read}
             self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
+
+
+def _how(then: Hashable, now: Hashable) -> str:
+    """How an adopted relation changed, from two :meth:`Engine.adopted_state` values."""
+    if now == "gone":
+        return "it is no longer there"
+    if isinstance(then, tuple) and isinstance(now, tuple) and then[0] == now[0] == "rows":
+        return f"it has {now[1]} rows, {then[1]} when adopted"
+    return "it was replaced or redefined"

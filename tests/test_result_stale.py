@@ -224,6 +224,51 @@ def test_adopted_relation_changed_behind_dltrace(tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def test_an_adopted_relation_changed_on_the_engine_asks_to_adopt_it_again(engine, request):
+    """A new query with lineage read the rows as adopted: after the user's INSERT into the adopted table, s.run
+    gave the old sum where the engine (and s.run with lineage=None) gave the new one. Now a change the engine tells
+    cheaply -- a table's row count (DuckDB), a view redefined (both), a temp view replaced (Spark) -- says to adopt
+    it again; an earlier result still reads the frozen rows its ids name."""
+    if engine == "duckdb":
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t AS SELECT * FROM (VALUES ('a', 1), ('b', 2), ('a', 3)) AS v(k, v)")
+        s = dltrace.connect("duckdb", connection=con)
+        changes = [(lambda: con.execute("INSERT INTO t VALUES ('c', 4)"), "it has 4 rows, 3 when adopted"),
+                   (lambda: con.execute("DELETE FROM t WHERE v < 3"), "it has 2 rows, 4 when adopted"),
+                   (lambda: con.execute("CREATE OR REPLACE TABLE t AS SELECT 'z' AS k, 9 AS v"),
+                    "it has 1 rows, 2 when adopted"),
+                   (lambda: con.execute("DROP TABLE t; CREATE VIEW t AS SELECT 'y' AS k, 8 AS v"),
+                    "it was replaced or redefined"),
+                   (lambda: con.execute("CREATE OR REPLACE VIEW t AS SELECT 'x' AS k, 7 AS v"),
+                    "it was replaced or redefined")]
+    else:
+        spark = request.getfixturevalue("spark_session").newSession()
+        spark.sql("SELECT * FROM VALUES ('a', 1), ('b', 2), ('a', 3) AS v(k, v)").createOrReplaceTempView("t")
+        s = dltrace.connect("spark", spark=spark)
+        changes = [(lambda: spark.sql("SELECT * FROM VALUES ('a', 1), ('b', 2), ('a', 3), ('c', 4) AS v(k, v)")
+                    .createOrReplaceTempView("t"), "it was replaced or redefined")]
+    sql = "SELECT k, sum(v) AS sv FROM t GROUP BY k ORDER BY k"
+    try:
+        s.adopt("t")
+        first = s.run(sql)
+        for change, how in changes:
+            before = s.run(sql)
+            change()
+            for call in (lambda: s.run(sql), lambda: s.trace(sql), lambda: s.run(sql, lineage="bitmap")):
+                with pytest.raises(dltrace.StaleLineage, match=rf"'t', which you adopted, changed on the engine "
+                                                               rf"since \({how}\): .*s.adopt\('t', replace=True\)"):
+                    call()
+            assert before.verify(0)  # (its ids name the frozen rows, which are still there)
+            s.adopt("t", replace=True)
+            expected = s.run(sql, lineage=None).table.to_pylist()  # the engine's answer over the relation now
+            assert s.run(sql).table.to_pylist() == expected
+        with pytest.raises(dltrace.StaleLineage, match="'t' was registered again"):
+            first.backward(0)  # (adopted again: its ids would name the new copy's rows)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("engine", ["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
 def test_an_adopted_relation_given_other_columns_asks_to_adopt_it_again(engine, request):
     """Queries with lineage read the frozen rows, and the engine names their columns by the user's relation: once
     the user gave it other columns, `SELECT *` gave the frozen rows under the new column list, or a raw error

@@ -9,7 +9,7 @@ sources an adapter registers are :mod:`dltrace.engines.sources`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -105,6 +105,11 @@ class Engine(Protocol):
     def adopt(self, name: str) -> None:
         """Give the user's existing relation ``name`` a rows relation with ``dl_rid`` (rows frozen once, in the
         relation's own order), leaving ``name`` itself as it is."""
+
+    def adopted_state(self, name: str) -> Hashable:
+        """What tells, cheaply (no scan of the rows), that the user's relation ``name`` changed after it was
+        adopted: two calls give unequal values when it did, as far as they can tell (DuckDB: a table's row count,
+        a view's definition; Spark: the relation's analysed plan), ``"gone"`` when it is no longer there."""
 
     def columns(self, name: str) -> dict[str, str]:
         """The table's own columns (without ``dl_rid``) and their SQL types, in order."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from typing import Any
 
 import pyarrow as pa
@@ -238,6 +238,18 @@ class SparkEngine:
             self._frames[rows] = df
             self._temp_view(rows, df)
             _unpersist(old)
+
+    def adopted_state(self, name: str) -> Hashable:
+        """The semantic hash of the relation's analysed plan (no job runs): a temp view replaced over other rows
+        (``createOrReplaceTempView``) changes it; an INSERT into a table, whose plan reads the same table, may
+        not."""
+        try:
+            with quiet():
+                return ("plan", self.spark.table(self.quote(name)).semanticHash())
+        except spark_errors():
+            if self.exists(name):
+                raise
+            return "gone"
 
     def columns(self, name: str) -> dict[str, str]:
         try:
