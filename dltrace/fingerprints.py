@@ -15,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dltrace.cache import cache_root
 
@@ -90,6 +92,38 @@ def file_hash(path: str) -> str:
     return digest
 
 
+def _defined(array: pa.Array) -> pa.Array:
+    """``array`` with every byte of its IPC form defined, the same values and nulls: Arrow leaves the bytes under a
+    null slot undefined, and DuckDB's export of a DOUBLE column fills them with whatever its memory held -- the
+    fingerprint of an unchanged CSV with empty numbers differed from one process to the next (a new user's saved
+    lineage then refused to load as stale). Null slots hold zero (a fixed-width or string column: what Arrow's
+    builders write, so a table pyarrow built hashes as before), the validity bits past the end are zero; other
+    types are rebuilt from Python values."""
+    n, t = len(array), array.type
+    present = array.drop_null()
+    if not len(present):
+        return pa.nulls(n, t)
+    validity = pa.py_buffer(np.packbits(array.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
+    flat = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_temporal(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_string(t) or pa.types.is_large_binary(t))
+    if flat:
+        filled = pc.fill_null(array, _zero(t))  # (a new array: the kernel writes every slot)
+        return pa.Array.from_buffers(t, n, [validity, *filled.buffers()[1:]], array.null_count)
+    return pa.array(array.to_pylist(), type=t)  # (a builder writes zeros under nulls, nested values included)
+
+
+def _zero(t: pa.DataType) -> pa.Scalar:
+    """The value of type ``t`` whose bytes are zeros (an empty string for a string)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.scalar(b"", t)
+    if pa.types.is_fixed_size_binary(t):
+        return pa.scalar(bytes(t.byte_width), t)
+    return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(bytes(t.bit_width // 8))])[0]
+
+
 def arrow_hash(table: pa.Table) -> str:
     """blake2b of the Arrow IPC serialisation of ``table`` (chunking normalised).
 
@@ -97,6 +131,8 @@ def arrow_hash(table: pa.Table) -> str:
     catalog does, per registered table).
     """
     t = table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
+    if any(c.null_count for c in t.columns):
+        t = pa.Table.from_arrays([_defined(c.chunk(0)) if c.null_count else c for c in t.columns], schema=t.schema)
     h = new_hash()
     h.update(t.schema.serialize())
     for batch in t.to_batches(max_chunksize=1 << 16):

@@ -386,3 +386,29 @@ def test_cli_save_and_lineage(sales, tmp_path, capsys):
     assert "stale" in capsys.readouterr().err
     assert main(["lineage", str(out), "--row", "0", "--allow-stale"]) == 0
     assert main(["lineage", str(out), "--forward", "sales:x"]) == 2
+
+
+def test_a_tables_fingerprint_ignores_the_bytes_under_its_nulls():
+    """Arrow leaves the bytes under a null slot undefined, and DuckDB's export of a DOUBLE column filled them with
+    whatever its memory held: the fingerprint of an unchanged CSV with empty numbers differed from one process to
+    the next, so a new user's saved lineage refused to load as stale. A table pyarrow built (zeros there) hashes
+    as it did before."""
+    import numpy as np
+
+    from dltrace.fingerprints import arrow_hash
+
+    def with_garbage(under_null: float) -> pa.Table:
+        valid = np.packbits(np.array([True, False, True] + [True] * 5), bitorder="little")  # (padding bits set too)
+        data = np.array([1.0, under_null, 3.0])
+        x = pa.Array.from_buffers(pa.float64(), 3, [pa.py_buffer(valid.tobytes()), pa.py_buffer(data.tobytes())], 1)
+        return pa.table({"x": x, "s": pa.array(["a", None, "c"])})
+
+    built = pa.table({"x": pa.array([1.0, None, 3.0]), "s": pa.array(["a", None, "c"])})
+    assert arrow_hash(with_garbage(7.0)) == arrow_hash(with_garbage(-1e300)) == arrow_hash(built)
+    assert arrow_hash(built) != arrow_hash(pa.table({"x": pa.array([1.0, 0.0, 3.0]), "s": pa.array(["a", None, "c"])}))
+    h = fingerprints.new_hash()  # the IPC bytes of a table without nulls, as before
+    no_nulls = pa.table({"x": [1.5, 2.5]})
+    h.update(no_nulls.schema.serialize())
+    for batch in no_nulls.to_batches():
+        h.update(batch.serialize())
+    assert arrow_hash(no_nulls) == h.hexdigest()
