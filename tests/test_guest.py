@@ -415,3 +415,33 @@ def test_a_relation_named_with_a_capital_outside_ascii_is_adopted_through_a_view
     assert s.run("SELECT x FROM zoe").lineage(0) == {"zoe": [0]}
     s.close()
     assert con.sql('SELECT x FROM "Zoë Ü"').fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize("setting", ["SET default_null_order = 'nulls_first'", "SET default_order = 'desc'",
+                                     "SET default_null_order = 'nulls_last_on_asc_first_on_desc'"])
+def test_the_users_ordering_settings_and_the_querys_own_words_both_hold(setting):
+    """sqlglot reads `NULLS LAST` as DuckDB's default placement and wrote it back so, which the connection reads by
+    its own default_null_order: a new user's ranking on a connection set to nulls_first put the NULLs first where
+    the query said last. An ORDER BY without words follows the setting, as the engine's own answer does."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 5, 'a'), (4, 5, NULL)) "
+                "AS v(id, amt, g)")
+    con.execute(setting)
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("t")
+    for sql in ("SELECT id, amt, rank() OVER (ORDER BY amt DESC NULLS LAST) AS rnk FROM t "
+                "ORDER BY amt ASC NULLS LAST, id ASC",
+                "SELECT id FROM t ORDER BY amt NULLS LAST, id ASC LIMIT 2",
+                "SELECT id FROM t ORDER BY amt, id LIMIT 2",
+                "SELECT g, string_agg(id::VARCHAR, ',' ORDER BY amt NULLS LAST, id ASC) AS s FROM t GROUP BY g "
+                "ORDER BY g ASC NULLS LAST",
+                "SELECT * FROM t ORDER BY ALL NULLS LAST LIMIT 3",
+                "SELECT id, row_number() OVER (ORDER BY amt NULLS LAST, id ASC) AS rn FROM t QUALIFY rn <= 2 "
+                "ORDER BY id ASC"):
+        r = s.run(sql)
+        assert [tuple(row.values()) for row in r.table.to_pylist()] == con.execute(sql).fetchall(), sql
+        traced = s.trace(sql)
+        for i in range(r.table.num_rows):
+            assert sorted(traced.lineage(i).get("t", [])) == sorted(r.lineage(i).get("t", [])), (sql, i)
+    s.close()
+    assert con.execute("SELECT current_setting('default_null_order'), current_setting('default_order')").fetchall()

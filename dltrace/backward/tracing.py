@@ -21,7 +21,7 @@ from sqlglot import exp
 from dltrace.backward.segment_sql import Prov, SegmentSql, col, subquery, table_ref
 from dltrace.backward.segments import Node, scope_env
 from dltrace.errors import UnsupportedQuery
-from dltrace.rewriter.build import add_join
+from dltrace.rewriter.build import add_join, ordered_like
 from dltrace.rewriter.parse import position
 
 TID = "_dl_tid"
@@ -118,8 +118,7 @@ class Builder(SegmentSql):
             outer = exp.select(*keys).from_(subquery(select, lim))
             return outer, len(names), self.expose(outer, provs)
         window_order = exp.Order(expressions=[
-            exp.Ordered(this=col(f"_dl_o{j}"), desc=o.args.get("desc"), nulls_first=o.args.get("nulls_first"))
-            for j, o in enumerate(order.expressions)])
+            ordered_like(col(f"_dl_o{j}"), o) for j, o in enumerate(order.expressions)])
         rank = exp.Window(this=exp.Anonymous(this="rank"), order=window_order)
         ties = exp.Window(this=exp.Count(this=exp.Star()),
                           partition_by=[col(f"_dl_o{j}") for j in range(len(order.expressions))])
@@ -166,8 +165,7 @@ def _without_order_by_all(order: exp.Order | None, select: exp.Select) -> exp.Or
     (ordered,) = order.expressions
     if not (isinstance(ordered.this, exp.Var) and ordered.this.name.upper() == "ALL"):
         return order
-    keys = [exp.Ordered(this=e.unalias().copy(), desc=ordered.args.get("desc"), nulls_first=ordered.args.get("nulls_first"))
-            for e in select.expressions]
+    keys = [ordered_like(e.unalias().copy(), ordered) for e in select.expressions]
     return exp.Order(expressions=keys)
 
 

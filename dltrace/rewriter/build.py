@@ -24,3 +24,17 @@ def add_join(select: exp.Select, item: exp.Expression, kind: str | None = None, 
         join.set("on", on)
     select.append("joins", join)
     return select
+
+
+#: meta key of an ORDER BY key the user wrote ``NULLS LAST`` on: sqlglot reads it as the dialect's default placement
+#: and writes it back so (DuckDB's), which the engine reads by its ``default_null_order`` setting; a query on a
+#: connection set to ``nulls_first`` put the NULLs first where its text said last (a new user's ranking)
+NULLS_LAST = "dl_nulls_last"
+
+
+def ordered_like(this: exp.Expression, like: exp.Ordered) -> exp.Ordered:
+    """The ORDER BY key ``this`` sorted as ``like`` is: its direction and its NULLS placement, as written."""
+    node = exp.Ordered(this=this, desc=like.args.get("desc"), nulls_first=like.args.get("nulls_first"))
+    if like.meta.get(NULLS_LAST):
+        node.meta[NULLS_LAST] = True
+    return node

@@ -29,6 +29,7 @@ from sqlglot.tokens import Token, TokenType
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
 from dltrace.engines.lineage_sql import NAMED_STRUCT
 from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.rewriter.build import NULLS_LAST
 
 
 class LineageOn(exp.Expression):
@@ -133,6 +134,15 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
                 return self._parse_query_modifiers(exp.select(exp.Star()).from_(exp.Subquery(this=pivot)))
             return pivot
 
+        def _parse_ordered(self, parse_method=None):
+            ordered = super()._parse_ordered(parse_method)
+            tokens, i = self._tokens, self._index
+            if (ordered is not None and i >= 2 and tokens[i - 1].text.upper() == "LAST"
+                    and tokens[i - 2].text.upper() == "NULLS"
+                    and TokenType.IDENTIFIER not in (tokens[i - 1].token_type, tokens[i - 2].token_type)):
+                ordered.meta[NULLS_LAST] = True  # (written back: see build.NULLS_LAST)
+            return ordered
+
         def _parse_lineage_on(self) -> LineageOn:
             tables = self._match_text_seq("TABLES")
             self._match_l_paren()
@@ -164,6 +174,12 @@ def _extend(base: type[Dialect], transforms: GeneratorTransforms,
             **base.Generator.AFTER_HAVING_MODIFIER_TRANSFORMS,
             "lineage_on": lambda self, e: self.sql(e, "lineage_on"),
         }
+
+        def ordered_sql(self, e: exp.Ordered) -> str:
+            text = super().ordered_sql(e)
+            if e.meta.get(NULLS_LAST) and not e.args.get("nulls_first") and not text.endswith(" NULLS LAST"):
+                text += " NULLS LAST"  # (what the user wrote, whatever the engine's default placement)
+            return text
 
         def log_sql(self, e: exp.Log) -> str:
             written = e.meta.get(WRITTEN_LOG)
