@@ -124,7 +124,7 @@ class Catalog(StaleChecks):
     def _check_name(self, name: str, adopting: bool = False) -> None:
         check_text(name, "a table name")
         if not name.strip():
-            raise DltraceError(f"a table name must be a non-empty string, got {name!r}")
+            raise ArgumentError(f"a table name must be a non-empty string, got {name!r}")
         if has_capital_outside_ascii(name):
             # dltrace keys names by Python's lower(), sqlglot and DuckDB fold ASCII letters only: `Émp` could not be
             # read under its own name (a review found "Column 'k' could not be resolved"). A relation of the user's
@@ -331,6 +331,13 @@ class Catalog(StaleChecks):
     def not_registered(self, name: str) -> str:
         """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
         it is the user's own relation on the engine, else register it (naming the tables there are)."""
+        rows_of = {rows.lower(): t for t, rows in self.rows_relations().items()}
+        if name.lower() in rows_of:  # (adopting it, as the message below said, is refused: a reserved name)
+            return f"{name!r} is dltrace's rows relation of table {rows_of[name.lower()]!r}: query " \
+                   f"{rows_of[name.lower()]!r} itself (each row's id is its dl_rid)"
+        if reserved_prefix(name):
+            return f"{unknown_table(name, self.tables)} (the name uses the reserved prefix " \
+                   f"{reserved_prefix(name)!r}: dltrace's own relations are not traced)"
         if self.engine.exists(name):
             return f"table {name!r} is on the engine but dltrace does not trace it yet: s.adopt({name!r}) it (or " \
                    "register it) first"

@@ -24,8 +24,8 @@ from dltrace.backward import trace as reverse_trace
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, compose_traced, snapshot_read
 from dltrace.engines import BITS64, lineage_functions
-from dltrace.errors import (ArgumentError, DltraceError, QueryError, UnknownTable, UnsupportedQuery, check_names,
-                             check_path, got)
+from dltrace.errors import (ArgumentError, DltraceError, QueryError, UnknownChoice, UnknownTable, UnsupportedQuery,
+                             check_names, check_path, got)
 from dltrace.forward_plan import counted_text, engine_names, make_plan, plain_text
 from dltrace.lineage_data import FinishedOnRead, LineageData
 from dltrace.names import one_zero
@@ -119,7 +119,7 @@ class LineageResult(LineageData):
             for t in self.lineage_columns:
                 frame[f"dl_{t}"] = [None if row is None else row[t] for row in every]
         elif lineage is not None:
-            raise DltraceError(f"to_pandas(lineage=...) takes 'count', 'ids' or None, not {lineage!r}")
+            raise UnknownChoice(f"to_pandas(lineage=...) takes 'count', 'ids' or None, not {lineage!r}")
         return frame
 
     def register(self, name: str, replace: bool = False) -> dict[str, str]:

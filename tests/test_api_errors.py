@@ -262,4 +262,15 @@ def test_a_value_that_is_no_option_is_a_value_error_and_a_wrong_thing_passed_a_t
                  lambda: dltrace.install({})):
         with pytest.raises(dltrace.ArgumentError):
             call()
+    r = s.run("SELECT x FROM t")
+    with pytest.raises(dltrace.UnknownChoice, match="takes 'count', 'ids' or None, not 'x'"):
+        r.to_pandas(lineage="x")
+    with pytest.raises(dltrace.ArgumentError, match="a table name must be a non-empty string"):
+        r.register("")
+    # a rows relation read by name was "on the engine but not traced yet: s.adopt it", which is refused
+    with pytest.raises(dltrace.UnknownTable, match="'_dl_rows_t' is dltrace's rows relation of table 't': query 't'"):
+        s.run("SELECT x FROM _dl_rows_t")
+    for rid in (-1, 2, 10**20):  # no row of t: an IndexError, as a row number out of range is
+        with pytest.raises(dltrace.RowOutOfRange):
+            r.forward("t", rid)
     s.close()
