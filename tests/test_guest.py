@@ -124,6 +124,15 @@ def test_add_rids_then_rewrite_on_the_users_connection(user_con):
         dltrace.add_rids(user_con, "sales")
     with pytest.raises(dltrace.SourceError, match="is a view, not a table"):
         dltrace.add_rids(user_con, "big_sales")
+    # the same table traced by a session: its message blamed the user's naming for the column add_rids added
+    s = dltrace.connect("duckdb", connection=user_con)
+    with pytest.raises(dltrace.ReservedName, match="'dl_rid' is dltrace's row id column, which dltrace.add_rids "
+                                                   "gives a table: register or adopt a view without it"):
+        s.adopt("sales")
+    user_con.execute("CREATE VIEW sales_rows AS SELECT * EXCLUDE (dl_rid) FROM sales")
+    s.adopt("sales_rows")
+    assert s.run(BY_REGION.format(t="sales_rows")).lineage(0) == {"sales_rows": WANT[0][2]}
+    s.close()
 
 
 # -- Spark ------------------------------------------------------------------------------------------------------
