@@ -126,8 +126,8 @@ def test_add_rids_then_rewrite_on_the_users_connection(user_con):
         dltrace.add_rids(user_con, "big_sales")
     # the same table traced by a session: its message blamed the user's naming for the column add_rids added
     s = dltrace.connect("duckdb", connection=user_con)
-    with pytest.raises(dltrace.ReservedName, match="'dl_rid' is dltrace's row id column, which dltrace.add_rids "
-                                                   "gives a table: register or adopt a view without it"):
+    with pytest.raises(dltrace.ReservedName, match="it is dltrace's row id column, which dltrace.add_rids gives a "
+                                                   "table; register or adopt a view without it"):
         s.adopt("sales")
     user_con.execute("CREATE VIEW sales_rows AS SELECT * EXCLUDE (dl_rid) FROM sales")
     s.adopt("sales_rows")

@@ -68,6 +68,10 @@ BAD = [
      "it stands inside an aggregate's argument"),
     ("SELECT a, (SELECT count(*) FROM u WHERE u.a = t.a HAVING count(*) > 1) AS n FROM t", dltrace.UnsupportedQuery,
      "it has a HAVING of its own"),
+    # a grouped query's subquery item stands in the aggregate a pass wraps it in: it was "inside an aggregate's
+    # argument" where the user's query has none (a new user's)
+    ("SELECT t.a, (SELECT count(*) FROM u WHERE EXISTS (SELECT 1 FROM t AS t2 WHERE t2.a = u.a AND t2.b = t.a)) AS n "
+     "FROM t GROUP BY t.a", dltrace.UnsupportedQuery, "correlated two levels up"),
     ("SELECT a, (SELECT count(*) FROM (SELECT DISTINCT c FROM u WHERE u.a = t.a) AS d) AS n FROM t",
      dltrace.UnsupportedQuery, "a derived table in its FROM reads the outer query"),
     # DuckDB's rowid pseudo-column: said only "could not be resolved", a column the engine has

@@ -288,9 +288,10 @@ def check_columns(names: list[str], where: str = "source") -> None:
     seen: dict[str, str] = {}
     for n in names:
         if n.lower() == RID:  # (a table dltrace.add_rids numbered for SQL run outside a session: a new user's)
-            raise ReservedName(f"{where} column {n!r} is dltrace's row id column, which dltrace.add_rids gives a "
-                               f"table: register or adopt a view without it (SELECT * EXCLUDE ({n}) on DuckDB, "
-                               f"EXCEPT ({n}) on Spark); a session numbers the rows itself")
+            raise ReservedName(f"{where} column {n!r} uses the reserved prefix 'dl_': it is dltrace's row id "
+                               f"column, which dltrace.add_rids gives a table; register or adopt a view without it "
+                               f"(SELECT * EXCLUDE ({n}) on DuckDB, EXCEPT ({n}) on Spark): a session numbers the "
+                               f"rows itself")
         if (prefix := reserved_prefix(n)) is not None:  # (a query naming it would be refused: refused here first)
             raise ReservedName(f"{where} column {n!r} uses the reserved prefix {prefix!r}; rename it before "
                                f"registering")

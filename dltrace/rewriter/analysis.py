@@ -106,6 +106,16 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
     ON read as an EXISTS), which sqlglot does not decorrelate, where it stands or what it holds that is not
     decorrelated, else nothing."""
     select = holder.find_ancestor(exp.Select) if holder is not None else None
+    if not isinstance(query, exp.SetOperation) and reaches_past_itself(query):
+        # (first: where it stands changes nothing then, and a grouped query's subquery item stands in the aggregate
+        # a pass wrapped it in, named as the user's: a new user's)
+        inside_from = any(isinstance(a, (exp.From, exp.Join)) for c in outer_columns(query)
+                          for a in _ancestors_upto(c, query))
+        if inside_from:
+            return ": a derived table in its FROM reads the outer query, which is not decorrelated; read the outer " \
+                   "query in the subquery's own WHERE (or join the derived table there)"
+        return ": a subquery inside it reads a query outside this one (correlated two levels up); correlate each " \
+               "subquery with the query just outside it"
     if select is not None and any(a.find_ancestor(exp.Select) is select for a in _ancestors_upto(holder, select)
                                   if isinstance(a, exp.AggFunc)):
         return ": it stands inside an aggregate's argument, which is not decorrelated; compute it in a derived " \
@@ -130,14 +140,6 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
         return ": it is a set operation whose branches read the outer query, which is not decorrelated (an EXISTS " \
                "over a UNION [ALL] is, branch by branch); compute the set operation in a derived table and correlate " \
                "the subquery reading it"
-    if reaches_past_itself(query):
-        inside_from = any(isinstance(a, (exp.From, exp.Join)) for c in outer_columns(query)
-                          for a in _ancestors_upto(c, query))
-        if inside_from:
-            return ": a derived table in its FROM reads the outer query, which is not decorrelated; read the outer " \
-                   "query in the subquery's own WHERE (or join the derived table there)"
-        return ": a subquery inside it reads a query outside this one (correlated two levels up); correlate each " \
-               "subquery with the query just outside it"
     if isinstance(query, exp.Select) and query.args.get("having") is not None:
         return ": it has a HAVING of its own, which is not decorrelated; filter its value in the outer query"
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.Or)):
