@@ -623,3 +623,11 @@ def test_rewrite_without_tables_says_only_tpch_is_known(tmp_path):
     (tmp_path / "q.sql").write_text("SELECT * FROM customers")
     fails(cli("rewrite", tmp_path / "q.sql"), "unknown table 'customers'",
           "only the TPC-H tables are known; name each table the query reads with --table")
+
+
+def test_an_option_before_any_command_is_named():
+    """`dltrace --bogus` said only that COMMAND is required: argparse checks that before the unknown option."""
+    fails(cli("--bogus"), "unrecognized arguments: --bogus; no command given: choose one of run, rewrite, trace")
+    fails(cli(), "no command given: choose one of run, rewrite, trace, lineage, pipeline, tpch")
+    fails(cli("runn"), "invalid choice: 'runn'")
+    fails(cli("run", "--bogus", "x.sql"), "unrecognized arguments: --bogus")

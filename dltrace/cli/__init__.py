@@ -34,6 +34,17 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse prints usage and exits; here it is one line like other errors
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # `dltrace --bogus` said only that COMMAND is required: argparse checks that before it reports an unknown
+        # option, so a misspelt option before the command was never named
+        argv = list(sys.argv[1:] if args is None else args)
+        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands and all(a.startswith("-") for a in argv) and not {"-h", "--help", "--version"} & set(argv):
+            unknown = [a for a in argv if a != "--debug"]  # (a word that is no command: argparse names it)
+            raise UsageError(f"{'unrecognized arguments: ' + ' '.join(unknown) + '; ' if unknown else ''}no command "
+                             f"given: choose one of {', '.join(commands)} (see: {self.prog} --help)")
+        return super().parse_args(args, namespace)
+
 
 def cmd_tpch(args: argparse.Namespace) -> int:
     return tpch_runner.main(args)
