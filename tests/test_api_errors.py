@@ -203,6 +203,8 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
         ("CREATE TABLE zz AS SELEC a FROM t", dltrace.ParseError, "SQL does not parse: `SELEC` at line 1, col 20 "
          "begins no SQL statement"),
         ("CREATE TABLE zz AS SELECT a FROM t WHERE", dltrace.ParseError, "WHERE with nothing after it at line 1, col 40"),
+        # a call without its argument was "SUBSTRING with nothing after it"
+        ("SELECT substr() FROM t", dltrace.ParseError, "a call of SUBSTRING / SUBSTR without its first argument at line 1"),
         ("EXPLAIN SELECT a FROM t", dltrace.UnsupportedQuery, "EXPLAIN is not a query dltrace traces"),
         ("PIVOT t ON b USING count(*) GROUP BY a", dltrace.UnsupportedQuery, "a PIVOT is supported ON one column IN "
          r"\(a list of values\).*, at"),

@@ -63,6 +63,10 @@ def _incomplete(class_name: str, part: str) -> str:
         operator = _operator(cls)
         side = "right" if part == "expression" else "left"
         return f"`{operator}` without its {side} operand" if operator else f"an operator without its {side} operand"
+    if isinstance(cls, type) and issubclass(cls, exp.Func):
+        # (a call: `substr()` was "SUBSTRING with nothing after it"; its names as sqlglot knows them)
+        names = " / ".join(cls.sql_names()[:3])
+        return f"a call of {names} without its {'first argument' if part == 'this' else part + ' argument'}"
     words = _CLAUSES.get(class_name) or re.sub(r"(?<=[a-z])(?=[A-Z])", " ", class_name).upper()
     return f"{words} with nothing after it" if part in ("this", "expressions") else f"{words} without its {part}"
 
