@@ -478,11 +478,15 @@ def test_fetch_first_is_a_limit(sql):
     # tied at the cut: pid 2 or NULL (both 7) may be kept second; the two rows kept are equal (7), so they share the
     # pool of every group that may give them; pid 3 (1), after both, is no derivation
     ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY count(*) DESC, q DESC LIMIT 2", [[0, 1, 2, 3]] * 2),
-    # FETCH FIRST is a LIMIT; a cut in percent (or not a number as written) may keep any group, as far as the trace
-    # knows: the pool of every group giving the values (a review: LIMIT 25 PERCENT was read as one row, and the
-    # row kept had no lineage)
+    # FETCH FIRST is a LIMIT; a cut in percent (or not a number as written) keeps the rows the query with it gives,
+    # counted (a review: LIMIT 25 PERCENT was read as one row, and the row kept had no lineage; then it pooled every
+    # group giving the value, pid 2 and NULL that the cut dropped too)
     ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid NULLS LAST FETCH FIRST 1 ROWS ONLY", [[0, 1]]),
-    ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid NULLS LAST LIMIT 25 PERCENT", [[0, 1, 2, 3]]),
+    ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid NULLS LAST LIMIT 25 PERCENT", [[0, 1]]),
+    ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid NULLS LAST LIMIT (0 + 1)", [[0, 1]]),
+    ("SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid DESC NULLS FIRST LIMIT 1 OFFSET (3 - 1)", [[2]]),
+    ("SELECT * FROM (SELECT sum(qty) AS q FROM sales GROUP BY pid ORDER BY pid NULLS LAST LIMIT 50 PERCENT) AS x "
+     "WHERE q > 1", [[0, 1, 2], [0, 1, 2]]),
 ])
 def test_groups_a_limit_cuts_off_are_no_derivation(sql, expected):
     """A limited aggregation traced by its output values (an ORDER BY key is no output column) got the rows of

@@ -307,13 +307,14 @@ class SegmentSql:
         LIMIT / OFFSET only the groups it may keep (:func:`_groups_a_cut_may_keep`)."""
         select, _ = self.select(node.query, node.env, prov=False)
         order, limit, offset = (select.args.get(k) for k in ("order", "limit", "offset"))
+        with_cut = select.copy() if limit or offset else None
         for k in ("distinct", "order", "limit", "offset", "fetch", "sort", "distribute", "cluster"):
             select.set(k, None)
         for j, key in enumerate(select.args["group"].expressions if select.args.get("group") else []):
             select.select(exp.alias_(key.copy(), f"_dl_g{j}", quoted=True), append=True, copy=False)
         # (sqlglot reads FETCH FIRST n ROWS into "limit": _number takes its count)
         if node.query.args.get("distinct") is None and (limit or offset) and order is not None:
-            return _groups_a_cut_may_keep(select, order, limit, offset)
+            return _groups_a_cut_may_keep(select, order, limit, offset, with_cut)
         return select
 
 
@@ -332,15 +333,26 @@ def _number(clause: exp.Expression | None) -> int | None:
 
 
 def _groups_a_cut_may_keep(select: exp.Select, order: exp.Order, limit: exp.Expression | None,
-                           offset: exp.Expression | None) -> exp.Select:
+                           offset: exp.Expression | None, with_cut: exp.Select) -> exp.Select:
     """The groups of ``select`` (no ORDER BY / LIMIT left) that ``ORDER BY order LIMIT limit OFFSET offset`` may
     keep: those whose run of peers in that order (from their ``rank()`` to the number of rows up to their last peer)
     meets the kept positions. A row the cut kept is traced by its values to the groups giving them (an ORDER BY key
     may be no output column); a group the cut drops whatever the tie-break is no derivation of it (a new user: the
-    top group by a hidden key got the rows of every other group with its total)."""
-    first, count = _number(offset) or 0, _number(limit)
-    if (offset is not None and _number(offset) is None) or (limit is not None and count is None):
-        return select  # (a cut not written as a number: every group may be kept, as far as tracing knows)
+    top group by a hidden key got the rows of every other group with its total).
+
+    The kept positions are from the OFFSET on, as many as the cut kept: its number as written, else (a count in
+    percent, WITH TIES, an expression) the rows ``with_cut`` -- the query with its cut -- gives, counted; an OFFSET
+    not written as a number is its expression (a constant: SQL allows no column there). Those pooled every group,
+    groups the cut dropped too."""
+    count: exp.Expression | None = None
+    if limit is not None:
+        number = _number(limit)
+        count = exp.Literal.number(number) if number is not None else exp.Subquery(this=exp.select(
+            exp.Count(this=exp.Star())).from_(exp.Subquery(this=with_cut, alias=exp.TableAlias(this=ident("_dl_cut")))))
+    first: exp.Expression = exp.Literal.number(0)
+    if offset is not None:
+        number = _number(offset)
+        first = exp.Literal.number(number) if number is not None else exp.Paren(this=offset.expression.copy())
     names = list(select.named_selects)
     items = {item.alias_or_name: item.unalias() for item in select.expressions}
     peers = []
@@ -360,9 +372,9 @@ def _groups_a_cut_may_keep(select: exp.Select, order: exp.Order, limit: exp.Expr
     ranked = exp.select(*[col(n, "s").as_(n, quoted=True) for n in names],
                         exp.alias_(rank, "_dl_lo", quoted=True), exp.alias_(up_to_last_peer, "_dl_hi", quoted=True))
     ranked = ranked.from_(exp.Subquery(this=select, alias=exp.TableAlias(this=ident("s"))))
-    kept = exp.GT(this=col("_dl_hi", "r"), expression=exp.Literal.number(first))
+    kept = exp.GT(this=col("_dl_hi", "r"), expression=first)
     if count is not None:
-        kept = exp.and_(kept, exp.LTE(this=col("_dl_lo", "r"), expression=exp.Literal.number(first + count)))
+        kept = exp.and_(kept, exp.LTE(this=col("_dl_lo", "r"), expression=exp.Add(this=first.copy(), expression=count)))
     return exp.select(*[col(n, "r").as_(n, quoted=True) for n in names]).from_(
         exp.Subquery(this=ranked, alias=exp.TableAlias(this=ident("r")))).where(kept)
 
