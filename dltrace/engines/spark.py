@@ -25,7 +25,7 @@ from dltrace.engines.base import release_target
 from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
 from dltrace.engines.sources import RID, ArrowSource, NativeSource, ParquetSource, Source, check_storage
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
-from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame, typed_frame
+from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame, release, typed_frame
 from dltrace.errors import QueryError, SourceError
 
 
@@ -405,7 +405,4 @@ def add_rids(spark: Any, table: str) -> None:
 
 def _unpersist(df: Any) -> None:
     if df is not None:
-        try:
-            df.unpersist()
-        except Exception:  # noqa: BLE001 - the session may be gone already
-            pass
+        release(df)

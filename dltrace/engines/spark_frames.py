@@ -117,9 +117,10 @@ def native_frame(spark: Any, name: str, df: Any) -> Any:
     if not hasattr(df, "schema") or not hasattr(df, "createOrReplaceTempView"):
         raise SourceError(f"cannot register a {type(df).__name__} on Spark: pass a DataFrame")
     check_columns(df.columns)
+    passed = None
     try:
         if not _same_session(df.sparkSession, spark):
-            df = _into_session(spark, name, df)
+            df = passed = _into_session(spark, name, df)
         cols = [F.col(_quote(c)) for c in df.columns]
         tag = next(n for n in (f"_dl_mid{i or ''}" for i in range(len(df.columns) + 1))
                    if n.lower() not in {c.lower() for c in df.columns})
@@ -135,7 +136,15 @@ def native_frame(spark: Any, name: str, df: Any) -> Any:
         out = numbered.select(*cols, (first + mid.bitwiseAND(F.lit((1 << 33) - 1))).cast("bigint").alias(RID))
     except spark_errors() as e:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
+    finally:
+        if passed is not None:
+            release(passed)  # (numbered from it, and frozen again: its own frozen rows are read no more)
+    setattr(out, FROZE, (numbered,))
     return out
+
+
+#: attribute of a DataFrame dltrace made over rows it froze: those frozen DataFrames, released with it
+FROZE = "_dl_froze"
 
 
 def _frozen(df: Any) -> Any:
@@ -146,6 +155,21 @@ def _frozen(df: Any) -> Any:
         df = df.cache()
         df.count()
         return df
+
+
+def release(df: Any) -> None:
+    """Free what dltrace keeps for ``df``: its cache, and the rows it froze for it (:data:`FROZE`). A local
+    checkpoint's rows are held by its RDD, which ``DataFrame.unpersist`` leaves alone: a guest session's adopted
+    and registered DataFrames stayed in the user's SparkContext after ``close()`` (9 MB for 100k rows, a new user
+    found). Spark Connect's checkpoint is released by the server when its DataFrame goes."""
+    for frame in [df, *getattr(df, FROZE, ())]:
+        try:
+            frame.unpersist()
+            plan = frame._jdf.queryExecution().analyzed()  # (classic Spark only: AttributeError on Connect)
+            if plan.getClass().getSimpleName() == "LogicalRDD":  # (the checkpoint's own plan: its RDD holds the rows)
+                plan.rdd().unpersist(False)
+        except Exception:  # noqa: BLE001 - the session may be gone already; releasing never raises
+            pass
 
 
 def _into_session(spark: Any, name: str, df: Any) -> Any:
