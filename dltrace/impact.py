@@ -26,6 +26,7 @@ from dltrace.fetch import table_rids
 from dltrace.result import LineageResult, run_forward
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.parse import parse_query
+from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.shape import engine_reads
 from dltrace.rewriter.slots import KeptRids
 from dltrace.store import load
@@ -114,6 +115,9 @@ def _impact_run(catalog: Catalog, sql: str, name: str, q: np.ndarray, lineage: s
         raise UnsupportedQuery("impact chooses the lineage itself: leave LINEAGE ON out of the query")
     catalog.check_numbering([name])  # (the ids asked for are rows of the table as its files are now)
     q = table_rids(q, name, catalog.num_rows(name))
+    # the tables it reads as the run reads them: Spark's FROM IDENTIFIER('t') reads t (it was "does not read
+    # table 't'" where s.run traced it; on DuckDB the run raises the engine's error for the call)
+    tree = identifier_tables(tree)
     steps = _steps_read(catalog, tree)
     if steps:
         # the query reads an earlier step's rows, whose lineage is stored: the run with every row's lineage

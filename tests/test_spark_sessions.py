@@ -222,6 +222,8 @@ def test_identifier_clause_reads_the_registered_table(s):
     assert sorted(map(repr, (r.lineage(i) for i in range(r.num_rows)))) == \
         sorted(map(repr, (plain.lineage(i) for i in range(plain.num_rows))))
     assert s.trace(sql).num_rows == r.num_rows
+    # impact read the tables itself and said "the query does not read table 'h_t'" (a new user's)
+    assert s.impact(sql, "h_t", [0]).rows == r.forward("h_t", [0])
 
 
 @pytest.mark.parametrize("clause", ["SORT BY x", "DISTRIBUTE BY x", "CLUSTER BY x"])
