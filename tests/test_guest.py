@@ -460,6 +460,12 @@ def test_the_users_ordering_settings_and_the_querys_own_words_both_hold(setting)
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 5, 'a'), (4, 5, NULL)) "
                 "AS v(id, amt, g)")
     con.execute(setting)
+    outside = duckdb.connect()  # (dltrace.rewrite's SQL run outside a session, on the same rows and setting)
+    outside.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 5, 'a'), (4, 5, NULL)) "
+                    "AS v(id, amt, g)")
+    outside.execute(setting)
+    dltrace.add_rids(outside, "t")
+    dltrace.install(outside)
     s = dltrace.connect("duckdb", connection=con)
     s.adopt("t")
     for sql in ("SELECT id, amt, rank() OVER (ORDER BY amt DESC NULLS LAST) AS rnk FROM t "
@@ -470,9 +476,19 @@ def test_the_users_ordering_settings_and_the_querys_own_words_both_hold(setting)
                 "ORDER BY g ASC NULLS LAST",
                 "SELECT * FROM t ORDER BY ALL NULLS LAST LIMIT 3",
                 "SELECT id, row_number() OVER (ORDER BY amt NULLS LAST, id ASC) AS rn FROM t QUALIFY rn <= 2 "
-                "ORDER BY id ASC"):
+                "ORDER BY id ASC",
+                # passes that rebuild an ORDER BY key (a review): ORDER BY ALL, a HAVING's late lineage, an
+                # aggregation's late witnesses, the bitmaps built after the LIMIT
+                "SELECT amt, id FROM t ORDER BY ALL NULLS LAST LIMIT 3",
+                "SELECT g, max(amt) AS m FROM t GROUP BY g HAVING count(*) > 0 ORDER BY m NULLS LAST, g ASC NULLS LAST",
+                "SELECT g, max(amt) AS m FROM t WHERE EXISTS (SELECT 1 FROM t AS u WHERE u.g = t.g AND u.id <> t.id) "
+                "GROUP BY g ORDER BY m NULLS LAST, g ASC NULLS LAST",
+                "SELECT id, amt FROM t ORDER BY amt NULLS LAST, id ASC LIMIT 3"):
         r = s.run(sql)
         assert [tuple(row.values()) for row in r.table.to_pylist()] == con.execute(sql).fetchall(), sql
+        bitmap = dltrace.rewrite(sql, strategy="bitmap", schema={"t": {"id": "INT", "amt": "INT", "g": "VARCHAR"}})
+        assert [row[:r.table.num_columns] for row in outside.execute(bitmap).fetchall()] == \
+            con.execute(sql).fetchall(), sql
         traced = s.trace(sql)
         for i in range(r.table.num_rows):
             assert sorted(traced.lineage(i).get("t", [])) == sorted(r.lineage(i).get("t", [])), (sql, i)

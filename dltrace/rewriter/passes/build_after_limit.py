@@ -28,6 +28,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dltrace.engines.lineage_sql import is_bitmap_build
+from dltrace.rewriter.build import ordered_like
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.instrument import LINEAGE_COLUMNS
 from dltrace.rewriter.shape import order_by_outputs
@@ -68,6 +69,6 @@ def build_after_limit(expression: exp.Expression, context: PassContext, copy: bo
         exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(top))), copy=False)
     if outer_order is not None:
         outer.set("order", exp.Order(expressions=[
-            o.__class__(**{**o.args, "this": exp.column(n.copy(), table=top)}) for o, n in outer_order]))
+            ordered_like(exp.column(n.copy(), table=top), o) for o, n in outer_order]))
     outer.meta.update(meta)
     return outer

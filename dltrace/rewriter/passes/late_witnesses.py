@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.build import add_join
+from dltrace.rewriter.build import add_join, ordered_like
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.decorrelate import REDUCTION
 from dltrace.rewriter.passes.late_witness_exists import LATE_WITNESS
@@ -146,7 +146,7 @@ def _rebuilt(select: exp.Select, taken: set[str], outermost: bool) -> tuple[exp.
             add_join(out, item, kind="CROSS")
     if sorted_by is not None:
         out.set("order", exp.Order(expressions=[
-            o.__class__(**{**o.args, "this": exp.column(name.copy())}) for o, name in sorted_by]))
+            ordered_like(exp.column(name.copy()), o) for o, name in sorted_by]))
     if select.args.get("with_"):  # (the outermost query's own CTEs, which the rebuilt one keeps)
         out.set("with_", select.args["with_"])
         select.set("with_", None)

@@ -35,6 +35,7 @@ from sqlglot.schema import Schema
 
 from dltrace.engines import LineageFunctions
 from dltrace.errors import UnknownColumn, UnsupportedQuery
+from dltrace.rewriter.build import ordered_like
 from dltrace.rewriter.parse import position
 from dltrace.rewriter.passes.written_names import written_alias
 
@@ -48,7 +49,7 @@ def every_column(order: exp.Order, count: int) -> list[exp.Ordered]:
     """``ORDER BY ALL`` (``order``) as one key per output column, the positions 1..``count``, each with its
     direction and NULLS order."""
     ordered = order.expressions[0]
-    return [ordered.__class__(**{**ordered.args, "this": exp.Literal.number(i)}) for i in range(1, count + 1)]
+    return [ordered_like(exp.Literal.number(i), ordered) for i in range(1, count + 1)]
 
 
 def bind_order_by(tree: exp.Expression, fns: LineageFunctions, schema: Schema | None) -> None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dltrace.rewriter.build import add_join
+from dltrace.rewriter.build import add_join, ordered_like
 from dltrace.rewriter.passes.key_types import may_hold_maps
 from dltrace.rewriter.shape import NONDETERMINISTIC, one_row_aggregate, order_by_outputs
 from dltrace.rewriter.slots import Context, Slot
@@ -109,7 +109,7 @@ def regrouped(select: exp.Select, keys: list[exp.Expression], g: str, rows: exp.
         out.set("with_", select.args["with_"].copy())
     if sorted_by is not None:  # the outermost query's order, by the output columns it names
         out.set("order", exp.Order(expressions=[
-            o.__class__(**{**o.args, "this": exp.column(n.copy())}) for o, n in sorted_by]))
+            ordered_like(exp.column(n.copy()), o) for o, n in sorted_by]))
     return out
 
 
