@@ -155,9 +155,11 @@ class StaleChecks:
 
 
 def _how(then: Hashable, now: Hashable) -> str:
-    """How an adopted relation changed, from two :meth:`Engine.adopted_state` values."""
+    """How an adopted relation changed, from two :meth:`Engine.adopted_state` values (DuckDB's: the kind, the
+    database, schema and oid it resolves to, then a table's row count or a view's definition)."""
     if now == "gone":
         return "it is no longer there"
-    if isinstance(then, tuple) and isinstance(now, tuple) and then[0] == now[0] == "rows":
-        return f"it has {now[1]} rows, {then[1]} when adopted"
+    if isinstance(then, tuple) and isinstance(now, tuple) and len(then) == len(now) == 5 \
+            and then[:4] == now[:4] and then[0] == "rows":
+        return f"it has {now[4]} rows, {then[4]} when adopted"
     return "it was replaced or redefined"

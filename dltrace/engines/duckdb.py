@@ -137,17 +137,25 @@ class DuckDBEngine:
 
     @engine_errors(QueryError)
     def adopted_state(self, name: str) -> Hashable:
-        """A view's definition (a registered Arrow object or DataFrame is a view, redefined when registered
-        again), else the table's row count: an INSERT or a DELETE changes it, an UPDATE does not. A count over a
-        table reads no rows (0.7 ms at 6M rows); over a view it would run the view, and a hash of the rows would
-        read them all at every query (a full scan where TPC-H Q6 scans two columns)."""
-        if not self.exists(name):
+        """The relation ``name`` resolves to (its database, schema and oid: a table made again has another) and a
+        view's definition (a registered Arrow object or DataFrame is a view, made anew when registered again), or
+        a table's row count: an INSERT or a DELETE changes it, an UPDATE does not. A count over a table reads no
+        rows (0.3 ms at 5M rows); over a view it would run the view, and a hash of the rows would read them all at
+        every query (a full scan where TPC-H Q6 scans two columns). Only the relation the name resolves to: a view
+        of that name in another schema or attached database said a table had changed (a review)."""
+        found = self.con.execute(_RELATIONS_NAMED, [name]).fetchall()
+        database, schema, path = self.con.execute(
+            "SELECT current_database(), current_schema(), current_setting('search_path')").fetchall()[0]
+        order = _search_order(database, schema, path)
+        ranked = sorted((order.index((d.lower(), s.lower())), kind, d, s, n, oid, sql)
+                        for kind, d, s, n, oid, sql in found if (d.lower(), s.lower()) in order)
+        if not ranked:
             return "gone"
-        views = self.con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND lower(view_name) = lower(?) "
-                                 "ORDER BY sql", [name]).fetchall()
-        if views:
-            return ("view", tuple(sql for (sql,) in views))
-        return ("rows", self.con.execute(f"SELECT count(*) FROM {self.quote(name)}").fetchall()[0][0])
+        _, kind, d, s, n, oid, sql = ranked[0]
+        if kind == "view":
+            return ("view", d, s, oid, sql)
+        relation = ".".join(self.quote(part) for part in (d, s, n))
+        return ("rows", d, s, oid, self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0])
 
     @engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:
@@ -381,3 +389,26 @@ def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:
         con.execute(update.sql("duckdb"))
     except duckdb.Error as e:
         raise QueryError(f"DuckDB: {one_line(e)}") from None
+
+
+#: the tables and views a name may read (`kind, database, schema, name, oid, definition`), any case
+_RELATIONS_NAMED = (
+    "SELECT 'table', database_name, schema_name, table_name, table_oid, NULL FROM duckdb_tables() "
+    "WHERE lower(table_name) = lower($1) "
+    "UNION ALL SELECT 'view', database_name, schema_name, view_name, view_oid, sql FROM duckdb_views() "
+    "WHERE NOT internal AND lower(view_name) = lower($1)")
+
+
+def _search_order(database: str, schema: str, path: str) -> list[tuple[str, str]]:
+    """The (database, schema) pairs DuckDB reads an unqualified name in, first first: the temporary objects, then
+    the search_path's entries (``db.schema``, or one word: a schema of the current database or a database's
+    ``main``), then the current schema."""
+    order = [("temp", "main")]
+    for entry in (e.strip() for e in (path or "").split(",")):
+        parts = [p.strip().strip('"').lower() for p in entry.split(".")] if entry else []
+        if len(parts) == 2:
+            order.append((parts[0], parts[1]))
+        elif len(parts) == 1:
+            order += [(database.lower(), parts[0]), (parts[0], "main")]
+    order.append((database.lower(), schema.lower()))
+    return order
