@@ -100,17 +100,37 @@ def _defined(array: pa.Array) -> pa.Array:
     builders write, so a table pyarrow built hashes as before), the validity bits past the end are zero; other
     types are rebuilt from Python values."""
     n, t = len(array), array.type
-    present = array.drop_null()
-    if not len(present):
+    if array.null_count == n:
         return pa.nulls(n, t)
-    validity = pa.py_buffer(np.packbits(array.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
     flat = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_temporal(t)
             or pa.types.is_fixed_size_binary(t) or pa.types.is_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_string(t) or pa.types.is_large_binary(t))
     if flat:
+        validity = pa.py_buffer(np.packbits(array.is_valid().to_numpy(zero_copy_only=False), bitorder="little"))
         filled = pc.fill_null(array, _zero(t))  # (a new array: the kernel writes every slot)
         return pa.Array.from_buffers(t, n, [validity, *filled.buffers()[1:]], array.null_count)
-    return pa.array(array.to_pylist(), type=t)  # (a builder writes zeros under nulls, nested values included)
+    try:  # (a builder writes zeros under nulls, nested values included)
+        return pa.array(array.to_pylist(), type=t)
+    except (pa.ArrowException, TypeError, ValueError):  # a type pyarrow builds no array of from Python values
+        return array
+
+
+def _holds_nulls(array: pa.Array) -> bool:
+    """Has ``array`` a null anywhere: in its own slots, or in a list's values or a struct's fields (DuckDB's export
+    leaves memory under a NULL list element too, whose column has no null of its own: a review)?"""
+    if array.null_count:
+        return True
+    t = array.type
+    try:
+        if pa.types.is_struct(t):
+            return any(_holds_nulls(array.field(i)) for i in range(t.num_fields))
+        if pa.types.is_map(t):
+            return _holds_nulls(array.keys) or _holds_nulls(array.items)
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return _holds_nulls(array.flatten())
+    except (pa.ArrowException, AttributeError):
+        return True  # (another nesting: rebuilt, as one with nulls is)
+    return False
 
 
 def _zero(t: pa.DataType) -> pa.Scalar:
@@ -131,8 +151,9 @@ def arrow_hash(table: pa.Table) -> str:
     catalog does, per registered table).
     """
     t = table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
-    if any(c.null_count for c in t.columns):
-        t = pa.Table.from_arrays([_defined(c.chunk(0)) if c.null_count else c for c in t.columns], schema=t.schema)
+    if any(c.num_chunks == 1 and _holds_nulls(c.chunk(0)) for c in t.columns):
+        t = pa.Table.from_arrays([_defined(c.chunk(0)) if c.num_chunks == 1 and _holds_nulls(c.chunk(0)) else c
+                                  for c in t.columns], schema=t.schema)
     h = new_hash()
     h.update(t.schema.serialize())
     for batch in t.to_batches(max_chunksize=1 << 16):

@@ -412,3 +412,12 @@ def test_a_tables_fingerprint_ignores_the_bytes_under_its_nulls():
     for batch in no_nulls.to_batches():
         h.update(batch.serialize())
     assert arrow_hash(no_nulls) == h.hexdigest()
+    # a NULL inside a list whose column has no null of its own (DuckDB's export leaves memory there too), and types
+    # whose nulls Arrow cannot drop (a review: string_view crashed the hash, so r.save)
+    as_list = [pa.ListArray.from_arrays(pa.array([0, 2], pa.int32()), pa.Array.from_buffers(
+        pa.float64(), 2, [pa.py_buffer(bytes([0b01])), pa.py_buffer(np.array([1.5, under]).tobytes())]))
+        for under in (7.0, 9.0)]
+    assert arrow_hash(pa.table({"l": as_list[0]})) == arrow_hash(pa.table({"l": as_list[1]})) == \
+        arrow_hash(pa.table({"l": pa.array([[1.5, None]])}))
+    assert arrow_hash(pa.table({"s": pa.array(["a", None], pa.string_view())})) != \
+        arrow_hash(pa.table({"s": pa.array(["a", ""], pa.string_view())}))
