@@ -631,3 +631,5 @@ def test_an_option_before_any_command_is_named():
     fails(cli(), "no command given: choose one of run, rewrite, trace, lineage, pipeline, tpch")
     fails(cli("runn"), "invalid choice: 'runn'")
     fails(cli("run", "--bogus", "x.sql"), "unrecognized arguments: --bogus")
+    version = cli("--vers")  # (argparse's prefix of --version still prints it: a review)
+    assert version.returncode == 0 and version.stdout.startswith("dltrace ")

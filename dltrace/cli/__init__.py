@@ -37,13 +37,16 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
         # `dltrace --bogus` said only that COMMAND is required: argparse checks that before it reports an unknown
         # option, so a misspelt option before the command was never named
-        argv = list(sys.argv[1:] if args is None else args)
-        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
-        if commands and all(a.startswith("-") for a in argv) and not {"-h", "--help", "--version"} & set(argv):
-            unknown = [a for a in argv if a != "--debug"]  # (a word that is no command: argparse names it)
+        try:
+            return super().parse_args(args, namespace)
+        except UsageError as e:
+            commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if not commands or "the following arguments are required: COMMAND" not in str(e):
+                raise
+            argv = list(sys.argv[1:] if args is None else args)
+            unknown = [a for a in argv if a.startswith("-") and a != "--debug"]
             raise UsageError(f"{'unrecognized arguments: ' + ' '.join(unknown) + '; ' if unknown else ''}no command "
-                             f"given: choose one of {', '.join(commands)} (see: {self.prog} --help)")
-        return super().parse_args(args, namespace)
+                             f"given: choose one of {', '.join(commands)} (see: {self.prog} --help)") from None
 
 
 def cmd_tpch(args: argparse.Namespace) -> int:
