@@ -144,11 +144,11 @@ class DuckDBEngine:
         every query (a full scan where TPC-H Q6 scans two columns). Only the relation the name resolves to: a view
         of that name in another schema or attached database said a table had changed (a review)."""
         found = self.con.execute(_RELATIONS_NAMED, [name]).fetchall()
-        database, schema, path = self.con.execute(
-            "SELECT current_database(), current_schema(), current_setting('search_path')").fetchall()[0]
-        order = _search_order(database, schema, path)
+        if not found:
+            return "gone"
+        order = _search_order(*found[0][6:])
         ranked = sorted((order.index((d.lower(), s.lower())), kind, d, s, n, oid, sql)
-                        for kind, d, s, n, oid, sql in found if (d.lower(), s.lower()) in order)
+                        for kind, d, s, n, oid, sql, *_ in found if (d.lower(), s.lower()) in order)
         if not ranked:
             return "gone"
         _, kind, d, s, n, oid, sql = ranked[0]
@@ -391,12 +391,14 @@ def add_rids(con: duckdb.DuckDBPyConnection, table: str) -> None:
         raise QueryError(f"DuckDB: {one_line(e)}") from None
 
 
-#: the tables and views a name may read (`kind, database, schema, name, oid, definition`), any case
+#: the tables and views a name may read (`kind, database, schema, name, oid, definition`), any case, each with
+#: where a name is looked for (`current database, current schema, search_path`: one round trip)
 _RELATIONS_NAMED = (
+    "SELECT *, current_database(), current_schema(), current_setting('search_path') FROM ("
     "SELECT 'table', database_name, schema_name, table_name, table_oid, NULL FROM duckdb_tables() "
     "WHERE lower(table_name) = lower($1) "
     "UNION ALL SELECT 'view', database_name, schema_name, view_name, view_oid, sql FROM duckdb_views() "
-    "WHERE NOT internal AND lower(view_name) = lower($1)")
+    "WHERE NOT internal AND lower(view_name) = lower($1))")
 
 
 def _search_order(database: str, schema: str, path: str) -> list[tuple[str, str]]:
