@@ -627,8 +627,8 @@ def test_rewrite_without_tables_says_only_tpch_is_known(tmp_path):
 
 def test_an_option_before_any_command_is_named():
     """`dltrace --bogus` said only that COMMAND is required: argparse checks that before the unknown option."""
-    fails(cli("--bogus"), "unrecognized arguments: --bogus; no command given: choose one of run, rewrite, trace")
-    fails(cli(), "no command given: choose one of run, rewrite, trace, lineage, pipeline, tpch")
+    fails(cli("--bogus"), "unrecognized arguments: --bogus; a command is required: choose one of run, rewrite, trace")
+    fails(cli(), "a command is required: choose one of run, rewrite, trace, lineage, pipeline, tpch")
     fails(cli("runn"), "invalid choice: 'runn'")
     fails(cli("run", "--bogus", "x.sql"), "unrecognized arguments: --bogus")
     version = cli("--vers")  # (argparse's prefix of --version still prints it: a review)

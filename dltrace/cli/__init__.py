@@ -45,8 +45,8 @@ class Parser(argparse.ArgumentParser):
                 raise
             argv = list(sys.argv[1:] if args is None else args)
             unknown = [a for a in argv if a.startswith("-") and a != "--debug"]
-            raise UsageError(f"{'unrecognized arguments: ' + ' '.join(unknown) + '; ' if unknown else ''}no command "
-                             f"given: choose one of {', '.join(commands)} (see: {self.prog} --help)") from None
+            raise UsageError(f"{'unrecognized arguments: ' + ' '.join(unknown) + '; ' if unknown else ''}a command is "
+                             f"required: choose one of {', '.join(commands)} (see: {self.prog} --help)") from None
 
 
 def cmd_tpch(args: argparse.Namespace) -> int:
