@@ -162,7 +162,11 @@ def release(df: Any) -> None:
     checkpoint's rows are held by its RDD, which ``DataFrame.unpersist`` leaves alone: a guest session's adopted
     and registered DataFrames stayed in the user's SparkContext after ``close()`` (9 MB for 100k rows, a new user
     found). Spark Connect's checkpoint is released by the server when its DataFrame goes."""
-    for frame in [df, *getattr(df, FROZE, ())]:
+    try:  # (the instance's own attribute: getattr on a Connect DataFrame without it gives a Column of that name)
+        froze = tuple(vars(df).get(FROZE, ()))
+    except TypeError:
+        froze = ()
+    for frame in [df, *froze]:
         try:
             frame.unpersist()
             plan = frame._jdf.queryExecution().analyzed()  # (classic Spark only: AttributeError on Connect)
