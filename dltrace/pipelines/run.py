@@ -55,9 +55,10 @@ class PipelineResult:
     datasets: dict[str, LineageResult] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)  # source table -> its content when the run began
     owns_session: bool = False
-    # step -> the source the run registered for its result: a trace reads the step's inputs from the session, which
-    # another run of the pipeline registers again
-    registered: dict[str, Any] = field(default_factory=dict)
+    # step -> the registration (Catalog.versions) the run made for its result: a trace reads the step's inputs from
+    # the session, which another run of the pipeline registers again (a source converted to another lineage form
+    # when read keeps its registration: on Spark every bitmap step was read so, and every trace refused)
+    registered: dict[str, int] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> LineageResult:
         key = check_text(name, "a dataset name").lower()
@@ -97,7 +98,7 @@ class PipelineResult:
             raise StaleLineage(f"trace of {dataset!r}: the pipeline's sources changed since it ran: {why}; the ids "
                                "it stored name other rows now: run the pipeline again")
         replaced = sorted(n for n in self.pipeline.upstream(dataset)
-                          if n in self.registered and self.session.tables.get(n) is not self.registered[n])
+                          if n in self.registered and self.session.versions.get(n) != self.registered[n])
         if replaced:
             raise PipelineError(f"trace of {dataset!r}: {', '.join(map(repr, replaced))}, which it reads, "
                                 f"{'was' if len(replaced) == 1 else 'were'} registered again since this run (by "
@@ -269,5 +270,5 @@ def _run(pipeline: Pipeline, session: Session, lineage: str | None, method: str)
             text = " ".join(str(e).split())
             raise PipelineError(f"{step.where} failed: {text}") from None
         result.datasets[step.name] = r
-        result.registered[step.name] = session.tables.get(step.name)
+        result.registered[step.name] = session.versions.get(step.name)
     return result
