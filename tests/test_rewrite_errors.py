@@ -213,6 +213,10 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),
         (lambda: dltrace.connect("duckdb", foo=1), "takes no option 'foo'"),
         (lambda: dltrace.connect("spark", threads=2), "takes no option 'threads' \\(DuckDB's\\)"),
+        # Spark said only JAVA_GATEWAY_EXITED for these, its reason in Java's log lines (a new user's); refused
+        # before a JVM starts, and where a running session would be taken, which ignored the master
+        (lambda: dltrace.connect("spark", master="sc://127.0.0.1:1"), "is a Spark Connect address: .*remote"),
+        (lambda: dltrace.connect("spark", master="spork://x"), "'spork://x' is no Spark master: local, local\\[N\\]"),
         (lambda: s.register("dups", pa.table([[1], [2]], names=["a", "a"])), "two columns named 'a'"),
         (lambda: s.run("SELECT a FROM gone"), "No files found"),
         (lambda: s.register("f16", pa.table({"h": pa.array([1.0], pa.float16())})), "cannot register|DuckDB"),

@@ -26,7 +26,7 @@ from dltrace.engines.guest import Made, Settings, installed_by_user, release_fun
 from dltrace.engines.sources import RID, ArrowSource, NativeSource, ParquetSource, Source, check_storage
 from dltrace.engines.spark_errors import one_line, quiet, spark_errors
 from dltrace.engines.spark_frames import arrow_frame, native_frame, parquet_frame, release, typed_frame
-from dltrace.errors import QueryError, SourceError
+from dltrace.errors import ArgumentError, QueryError, SourceError
 
 
 def owns(obj: Any) -> bool:
@@ -57,6 +57,22 @@ _PARSER_SETTINGS = (
 )
 
 
+#: the masters Spark takes (the local ones with their thread and failure counts, a standalone cluster, YARN, K8s)
+_MASTER = re.compile(r"local(\[[0-9*]+(,[0-9]+)?\])?|local-cluster\[[0-9, ]+\]|spark://.+|yarn|k8s://.+",
+                     re.IGNORECASE)
+
+
+def _check_master(master: Any) -> None:
+    """Refuse a master Spark does not take, before a JVM starts: Spark said only JAVA_GATEWAY_EXITED, its reason in
+    the Java log lines (a new user's ``sc://`` address and ``spork://x``)."""
+    if isinstance(master, str) and master.startswith("sc://"):
+        raise ArgumentError(f"master {master!r} is a Spark Connect address: connect to it yourself and pass the "
+                            f"session, connect('spark', spark=SparkSession.builder.remote({master!r}).getOrCreate())")
+    if not isinstance(master, str) or not _MASTER.fullmatch(master):
+        raise ArgumentError(f"master {master!r} is no Spark master: local, local[N], local[*], spark://HOST:PORT, "
+                            f"yarn or k8s://URL")
+
+
 def _conf_key(key: str) -> str:
     """``driver_memory`` -> ``spark.driver.memory``; keys already starting with ``spark.`` stay as they are."""
     return key if key.startswith("spark.") else "spark." + key.replace("_", ".")
@@ -72,6 +88,7 @@ class SparkEngine:
         self._owned = False
         self._settings = Settings()  # what dltrace set on a session it did not build, put back at close
         if spark is None:
+            _check_master(master)  # (also where a running session is taken: a master it ignores is no typo's cover)
             from pyspark.sql import SparkSession
 
             spark = SparkSession.getActiveSession()
@@ -123,7 +140,11 @@ class SparkEngine:
         builder = SparkSession.builder.master(master).appName("dltrace")
         for k, v in settings.items():
             builder = builder.config(k, v)
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except spark_errors() as e:  # (a raw Py4JJavaError or JAVA_GATEWAY_EXITED, a Java stack in its text)
+            hint = "; the JVM's own reason is in the lines Spark printed before" if "GATEWAY" in str(e) else ""
+            raise QueryError(f"Spark did not start (master {master!r}): {one_line(e)}{hint}") from None
         try:
             spark.sparkContext.setLogLevel("ERROR")
         except Exception:  # noqa: BLE001 - a Spark Connect session (SPARK_REMOTE) has no SparkContext
