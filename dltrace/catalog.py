@@ -43,7 +43,8 @@ class Catalog(StaleChecks):
         self._counts: dict[str, int] = {}  # row counts of engine-native sources (frozen when registered)
         self._derived: dict[str, dict[str, Any]] = {}  # name -> values computed from its source, by kind
         self.adopted: set[str] = set()  # tables that are the user's own relations (dltrace made only their rows)
-        self._adopted_states: dict[str, Hashable] = {}  # the user's relation when adopted (Engine.adopted_state)
+        # the user's relation when adopted (Engine.adopted_state)
+        self._adopted_states: dict[str, tuple[Hashable, int | None] | None] = {}
         self.views: set[str] = set()  # relations dltrace made for plain SQL (lineage views): no rows relation
         self.view_groups: dict[str, tuple[str, ...]] = {}  # a result registered as views: name -> every view made
         self.storage: dict[str, str] = {}  # name -> where its rows live while queries run ("source", "memory")
@@ -331,13 +332,14 @@ class Catalog(StaleChecks):
     def not_registered(self, name: str) -> str:
         """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
         it is the user's own relation on the engine, else register it (naming the tables there are)."""
-        rows_of = {rows.lower(): t for t, rows in self.rows_relations().items()}
-        if name.lower() in rows_of:  # (adopting it, as the message below said, is refused: a reserved name)
-            return f"{name!r} is dltrace's rows relation of table {rows_of[name.lower()]!r}: query " \
-                   f"{rows_of[name.lower()]!r} itself (each row's id is its dl_rid)"
-        if reserved_prefix(name):
-            return f"{unknown_table(name, self.tables)} (the name uses the reserved prefix " \
-                   f"{reserved_prefix(name)!r}: dltrace's own relations are not traced)"
+        table = next((t for t, rows in self.rows_relations().items() if rows.lower() == name.lower()), None)
+        if table is not None:  # (adopting it, as the message below said, is refused: a reserved name)
+            return f"{name!r} is dltrace's rows relation of table {table!r}: query {table!r} itself (each row's id " \
+                   f"is its dl_rid)"
+        prefix = reserved_prefix(name)
+        if prefix:
+            return f"{unknown_table(name, self.tables)} (the name uses the reserved prefix {prefix!r}: dltrace's own " \
+                   f"relations are not traced)"
         if self.engine.exists(name):
             return f"table {name!r} is on the engine but dltrace does not trace it yet: s.adopt({name!r}) it (or " \
                    "register it) first"

@@ -37,8 +37,7 @@ class StaleChecks:
     _file_states: dict[str, tuple | None]
     view_groups: dict[str, tuple[str, ...]]
     view_snapshots: dict[str, dict[str, TableState]]
-    adopted: set[str]
-    _adopted_states: dict[str, Hashable]
+    _adopted_states: dict[str, tuple[Hashable, int | None] | None]
     engine: Any
 
     def snapshot(self, tables: Iterable[str]) -> dict[str, TableState]:
@@ -103,14 +102,13 @@ class StaleChecks:
 
     def check_adopted_unchanged(self, name: str) -> None:
         """Raise :class:`StaleLineage` when ``name`` is a relation of the user's, adopted, that changed on the
-        engine since as far as :meth:`Engine.adopted_state` tells, cheaply (DuckDB: a table's row count, a view's
-        definition; not an UPDATE). Queries with lineage read its rows as adopted (frozen, so that its ids stay
+        engine since as far as :meth:`Engine.adopted_state` tells, cheaply (not an UPDATE keeping the row count).
+        Queries with lineage read its rows as adopted (frozen, so that its ids stay
         put): after the user's INSERT, ``s.run`` answered from the old rows, where the engine (and ``s.run`` with
         ``lineage=None``) answered from the new ones -- a new user's sum that silently left out the new rows."""
-        then = self._adopted_states.get(name)
-        if then is None:
+        if name not in self._adopted_states:
             return
-        now = self.engine.adopted_state(name)
+        then, now = self._adopted_states[name], self.engine.adopted_state(name)
         if now != then:
             raise StaleLineage(f"table {name!r}, which you adopted, changed on the engine since ({_how(then, now)}): "
                                f"queries with lineage read its rows as adopted and would answer otherwise than the "
@@ -154,12 +152,10 @@ class StaleChecks:
             self.check_fresh(joined, f"a query joining lineage views {group!r}* to their base tables")
 
 
-def _how(then: Hashable, now: Hashable) -> str:
-    """How an adopted relation changed, from two :meth:`Engine.adopted_state` values (DuckDB's: the kind, the
-    database, schema and oid it resolves to, then a table's row count or a view's definition)."""
-    if now == "gone":
+def _how(then: tuple[Hashable, int | None] | None, now: tuple[Hashable, int | None] | None) -> str:
+    """How an adopted relation changed, from two :meth:`Engine.adopted_state` values."""
+    if now is None:
         return "it is no longer there"
-    if isinstance(then, tuple) and isinstance(now, tuple) and len(then) == len(now) == 5 \
-            and then[:4] == now[:4] and then[0] == "rows":
-        return f"it has {now[4]} rows, {then[4]} when adopted"
+    if then is not None and then[0] == now[0]:
+        return f"it has {now[1]} rows, {then[1]} when adopted"
     return "it was replaced or redefined"

@@ -151,9 +151,10 @@ def arrow_hash(table: pa.Table) -> str:
     catalog does, per registered table).
     """
     t = table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
-    if any(c.num_chunks == 1 and _holds_nulls(c.chunk(0)) for c in t.columns):
-        t = pa.Table.from_arrays([_defined(c.chunk(0)) if c.num_chunks == 1 and _holds_nulls(c.chunk(0)) else c
-                                  for c in t.columns], schema=t.schema)
+    with_nulls = [c.num_chunks == 1 and _holds_nulls(c.chunk(0)) for c in t.columns]
+    if any(with_nulls):
+        t = pa.Table.from_arrays([_defined(c.chunk(0)) if nulls else c for c, nulls in zip(t.columns, with_nulls)],
+                                 schema=t.schema)
     h = new_hash()
     h.update(t.schema.serialize())
     for batch in t.to_batches(max_chunksize=1 << 16):

@@ -106,10 +106,11 @@ class Engine(Protocol):
         """Give the user's existing relation ``name`` a rows relation with ``dl_rid`` (rows frozen once, in the
         relation's own order), leaving ``name`` itself as it is."""
 
-    def adopted_state(self, name: str) -> Hashable:
+    def adopted_state(self, name: str) -> tuple[Hashable, int | None] | None:
         """What tells, cheaply (no scan of the rows), that the user's relation ``name`` changed after it was
-        adopted: two calls give unequal values when it did, as far as they can tell (DuckDB: a table's row count,
-        a view's definition; Spark: the relation's analysed plan), ``"gone"`` when it is no longer there."""
+        adopted: ``(identity, row count or None)``, unequal between two calls when it did, as far as they can tell
+        (DuckDB: the relation the name resolves to with a view's definition, and a table's row count; Spark: the
+        relation's analysed plan); None when it is no longer there."""
 
     def columns(self, name: str) -> dict[str, str]:
         """The table's own columns (without ``dl_rid``) and their SQL types, in order."""

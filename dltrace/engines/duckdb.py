@@ -136,7 +136,7 @@ class DuckDBEngine:
         duckdb_sources.adopt(self, name)
 
     @engine_errors(QueryError)
-    def adopted_state(self, name: str) -> Hashable:
+    def adopted_state(self, name: str) -> tuple[Hashable, int | None] | None:
         """The relation ``name`` resolves to (its database, schema and oid: a table made again has another) and a
         view's definition (a registered Arrow object or DataFrame is a view, made anew when registered again), or
         a table's row count: an INSERT or a DELETE changes it, an UPDATE does not. A count over a table reads no
@@ -144,18 +144,15 @@ class DuckDBEngine:
         every query (a full scan where TPC-H Q6 scans two columns). Only the relation the name resolves to: a view
         of that name in another schema or attached database said a table had changed (a review)."""
         found = self.con.execute(_RELATIONS_NAMED, [name]).fetchall()
-        if not found:
-            return "gone"
-        order = _search_order(*found[0][6:])
-        ranked = sorted((order.index((d.lower(), s.lower())), kind, d, s, n, oid, sql)
-                        for kind, d, s, n, oid, sql, *_ in found if (d.lower(), s.lower()) in order)
-        if not ranked:
-            return "gone"
-        _, kind, d, s, n, oid, sql = ranked[0]
+        order = _search_order(*found[0][6:]) if found else []
+        candidates = [row for row in found if (row[1].lower(), row[2].lower()) in order]
+        if not candidates:
+            return None
+        kind, d, s, n, oid, sql, *_ = min(candidates, key=lambda row: order.index((row[1].lower(), row[2].lower())))
         if kind == "view":
-            return ("view", d, s, oid, sql)
+            return (kind, d, s, oid, sql), None
         relation = ".".join(self.quote(part) for part in (d, s, n))
-        return ("rows", d, s, oid, self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0])
+        return (kind, d, s, oid), self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]
 
     @engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:

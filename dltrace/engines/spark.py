@@ -260,17 +260,17 @@ class SparkEngine:
             self._temp_view(rows, df)
             _unpersist(old)
 
-    def adopted_state(self, name: str) -> Hashable:
+    def adopted_state(self, name: str) -> tuple[Hashable, int | None] | None:
         """The semantic hash of the relation's analysed plan (no job runs): a temp view replaced over other rows
         (``createOrReplaceTempView``) changes it; an INSERT into a table, whose plan reads the same table, may
         not."""
         try:
             with quiet():
-                return ("plan", self.spark.table(self.quote(name)).semanticHash())
+                return self.spark.table(self.quote(name)).semanticHash(), None
         except spark_errors():
             if self.exists(name):
                 raise
-            return "gone"
+            return None
 
     def columns(self, name: str) -> dict[str, str]:
         try:
