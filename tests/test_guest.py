@@ -460,6 +460,8 @@ def test_the_users_ordering_settings_and_the_querys_own_words_both_hold(setting)
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 5, 'a'), (4, 5, NULL)) "
                 "AS v(id, amt, g)")
     con.execute(setting)
+    settings = "SELECT current_setting('default_null_order'), current_setting('default_order')"
+    users = con.execute(settings).fetchall()
     outside = duckdb.connect()  # (dltrace.rewrite's SQL run outside a session, on the same rows and setting)
     outside.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 10, 'a'), (2, NULL, 'b'), (3, 5, 'a'), (4, 5, NULL)) "
                     "AS v(id, amt, g)")
@@ -493,4 +495,4 @@ def test_the_users_ordering_settings_and_the_querys_own_words_both_hold(setting)
         for i in range(r.table.num_rows):
             assert sorted(traced.lineage(i).get("t", [])) == sorted(r.lineage(i).get("t", [])), (sql, i)
     s.close()
-    assert con.execute("SELECT current_setting('default_null_order'), current_setting('default_order')").fetchall()
+    assert con.execute(settings).fetchall() == users  # (the user's setting, as they left it)
