@@ -129,6 +129,10 @@ def main():
     ap.add_argument("--allow", default=None, help="comma-separated optional features to allow (default: all)")
     ap.add_argument("--out", default=None, help="write every non-ok outcome as JSON lines here")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--setting", action="append", default=[],
+                    help="a DuckDB SET statement for the traced connection (repeatable), e.g. "
+                         "\"SET default_null_order = 'nulls_first'\": the oracles' own DuckDB keeps the defaults, "
+                         "so a rewrite that leans on a default the query did not write shows as a failure")
     ap.add_argument("--boost", default=None, help="comma-separated optional features to draw far more often")
     ap.add_argument("--minimize", default=None, help="KIND[:message substring]: find and shrink one example")
     ap.add_argument("--regroup", action="store_true",
@@ -150,7 +154,14 @@ def main():
     if args.boost:
         import querygen_rich
         querygen_rich.BOOST = frozenset(args.boost.split(","))
-    session = dltrace.connect("duckdb")
+    if args.setting:
+        import duckdb
+        con = duckdb.connect()
+        for statement in args.setting:
+            con.execute(statement)
+        session = dltrace.connect("duckdb", connection=con)
+    else:
+        session = dltrace.connect("duckdb")
     outcomes, by_feature, samples = Counter(), defaultdict(Counter), defaultdict(list)
     out = open(args.out, "w") if args.out else None
 

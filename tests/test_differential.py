@@ -20,6 +20,8 @@ nested set operations, windows, grouping sets, odd names...) feeds two more orac
      lineage of all equal rows;
   7. TLP (SQLancer's ternary logic partitioning): Q == Q WHERE p + Q WHERE NOT p + Q WHERE p IS NULL through
      dltrace, with and without lineage, each against DuckDB's own rows.
+Each rich example runs under a drawn ``default_null_order`` on the traced connection (the oracles' DuckDB keeps
+the default): a rewrite that loses a written NULLS LAST, or orders by a default, fails there.
 dltrace's ``UnsupportedQuery`` (a clear refusal) is accepted; a failure message names the query's features.
 Profiles: ``ci`` (default, 150 examples per test, derandomised) and ``long`` (``pytest
 --hypothesis-profile=long tests/test_differential.py``: 10,000 per test); ``-m slow`` adds 1,000 on Spark.
@@ -32,7 +34,9 @@ from collections import Counter
 import pytest
 import os
 
+import duckdb
 from hypothesis import Phase, given, reject, settings
+from hypothesis import strategies as st
 
 import dltrace
 from dltrace.oracle import verify_row
@@ -42,10 +46,18 @@ from oracles import (Ambiguous, Duck, EngineBug, EngineRaises, EngineRejects, Or
 from querygen import queries, tables
 from querygen_rich import SPARK_FEATURES, rich_queries, rich_tables
 
-_duck = dltrace.connect("duckdb")
+# The traced connection is the test's own (dltrace a guest on it), so that each rich example can run under another
+# ``default_null_order``: the generator writes NULLS FIRST / LAST on every key, so the answer never depends on the
+# setting, but a rewrite that dropped the words (sqlglot drops DuckDB's default ``NULLS LAST``) or that builds an
+# ORDER BY of its own without them changes rows under a non-default setting. The oracles' own DuckDB keeps the
+# defaults.
+_connection = duckdb.connect()
+_duck = dltrace.connect("duckdb", connection=_connection)
+NULL_ORDERS = ("nulls_last", "nulls_first", "nulls_last_on_asc_first_on_desc", "nulls_first_on_asc_last_on_desc")
 
 
 def _session(data):
+    _connection.execute("SET default_null_order = 'nulls_last'")
     storage = storage_for(data)
     for name, table in data.items():
         _duck.register(name, table, replace=True, storage=storage)
@@ -127,7 +139,8 @@ def test_random_queries_duckdb_equals_spark(sparks, data, q):
 _plain_duck = Duck()
 
 
-def _rich_session(data):
+def _rich_session(data, null_order="nulls_last"):
+    _connection.execute(f"SET default_null_order = '{null_order}'")
     for name, table in data.items():
         _duck.register(name, table, replace=True)
     _plain_duck.load(data)
@@ -182,18 +195,18 @@ def regroup_nested_aggregates():
 
 
 @_rich
-@given(data=rich_tables(), g=rich_queries())
-def test_reference_evaluator(regroup_nested_aggregates, data, g):
-    session = _rich_session(data)
+@given(data=rich_tables(), g=rich_queries(), null_order=st.sampled_from(NULL_ORDERS))
+def test_reference_evaluator(regroup_nested_aggregates, data, g, null_order):
+    session = _rich_session(data, null_order)
     _named(g, check_reference, session, _plain_duck, data, g)
 
 
 @_rich
-@given(data=rich_tables(), g=rich_queries())
-def test_tlp(regroup_nested_aggregates, data, g):
+@given(data=rich_tables(), g=rich_queries(), null_order=st.sampled_from(NULL_ORDERS))
+def test_tlp(regroup_nested_aggregates, data, g, null_order):
     if not tlp_applies(g.query):
         return
-    _named(g, check_tlp, _rich_session(data), _plain_duck, g)
+    _named(g, check_tlp, _rich_session(data, null_order), _plain_duck, g)
 
 
 @pytest.mark.spark
