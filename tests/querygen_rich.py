@@ -69,7 +69,7 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
                       "other_aggregate", "order_by_alias", "in_list_scalar", "control", "lookup_limit",
                       "aggregate_limit", "lateral", "exists_grouped", "series", "paren_join", "pivot", "unpivot",
                       "group_by_empty", "unnest_in_from", "null_safe_correlation", "in_correlated",
-                      "quantified_some", "row_in", "or_correlation", "exists_union"})
+                      "quantified_some", "row_in", "or_correlation", "exists_union", "extra_parens"})
 # what Spark SQL has too, with DuckDB's answers (the reference evaluator's): DuckDB-only syntax and functions left
 # out; Spark has no `x op ANY/ALL (subquery)` (its parser rejects the query as written), and its ROLLUP / GROUPING
 # SETS over an empty input give no grand-total row where DuckDB gives one (dltrace returns each engine's own rows)
@@ -83,14 +83,15 @@ OPTIONAL = frozenset({"odd_alias", "odd_column", "odd_table", "subquery_in_on", 
 # checked on Spark; range / generate_series in FROM are drawn in DuckDB's form: Spark has range alone, and names its
 # column id; parenthesised joins are not yet run on Spark; PIVOT ... ON ... USING and UNPIVOT ... ON are DuckDB's;
 # GROUP BY () is drawn as grouping sets are, on DuckDB; unnest([...]) in FROM is DuckDB's, and names its column
-# after the alias; a row value IN a subquery, and a subquery correlated under OR, are not yet run on Spark)
+# after the alias; a row value IN a subquery, a subquery correlated under OR, and a FROM subquery in two
+# parentheses, are not yet run on Spark)
 SPARK_FEATURES = OPTIONAL - {"unknown_function", "unknown_aggregate", "exclude", "by_name", "odd_table",
                              "quantified", "grouping_sets", "semi_join", "paren_order", "column_list",
                              "star_replace", "qualify_in_subquery", "unnest_in_subquery", "shadowed_alias",
                              "join_positional", "subquery_in_aggregate", "other_aggregate", "order_by_alias",
                              "in_list_scalar", "control", "lateral", "series", "paren_join", "pivot", "unpivot",
                              "group_by_empty", "unnest_in_from", "quantified_some", "row_in",
-                             "or_correlation"}
+                             "or_correlation", "extra_parens"}
 
 
 # shapes the generator leaves out (to put one back, drop the guard named here). Found by these tests and fixed:
@@ -172,7 +173,11 @@ class Gen:
                     self.feat("shadowed_alias", "derived_takes_inner_alias")
             alias = alias or self.alias()
             self.feat("from_subquery")
-            item, cols, star = Derived(q, alias), [(alias, n, t) for n, t in out], out
+            parens = 1
+            if self.often("extra_parens", 10):  # `((q)) AS x`: sqlglot keeps both parentheses
+                self.feat("extra_parens")
+                parens = self.pick([2, 3])
+            item, cols, star = Derived(q, alias, parens=parens), [(alias, n, t) for n, t in out], out
         if self.chance(2):
             return self.join(item, cols, star, depth, ctes, outer)
         return item, cols, star

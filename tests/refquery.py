@@ -193,6 +193,7 @@ class Derived:
     alias: str
     lateral: tuple | None = None  # `LATERAL (query) AS alias`, joined after the items it reads: its output names
     implicit: bool = False  # a LATERAL one written without the keyword (DuckDB reads it as LATERAL)
+    parens: int = 1  # `((query)) AS alias`: parentheses around the query that only repeat its own
 
 
 @dataclass(frozen=True, eq=False)
@@ -420,7 +421,7 @@ def _from(f) -> str:
                     + f" FOR {ident(q.on)} IN ({', '.join(literal(v) for v in q.values)}) GROUP BY "
                     + f"{', '.join(ident(g) for g in q.group)}) AS {ident(f.alias)}")
         keyword = "LATERAL " if f.lateral is not None and not f.implicit else ""
-        return f"{keyword}({render(f.query)}) AS {ident(f.alias)}"
+        return f"{keyword}{'(' * f.parens}{render(f.query)}{')' * f.parens} AS {ident(f.alias)}"
     left, right = _from(f.left), _from(f.right)
     if isinstance(f.right, Join):
         right = f"({right})"

@@ -50,6 +50,7 @@ from dltrace.rewriter.passes.parenthesised_joins import parenthesised_joins
 from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
 from dltrace.rewriter.passes.identifier_tables import identifier_tables
+from dltrace.rewriter.passes.redundant_parentheses import redundant_parentheses
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.unnest_columns import unnest_columns
@@ -124,6 +125,7 @@ DENSE_ROWS = {"t": 100_000, "s": 100, "u": 2**30}
 
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
+    "redundant_parentheses.sql": (None, redundant_parentheses, "duckdb", "set"),
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "pivots.sql": (None, pivots, "duckdb", "set"),
     "unpivots.sql": (None, pivots, "duckdb", "set"),

@@ -103,6 +103,8 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
     if not isinstance(tree, exp.Query) and not is_pivot_statement(tree) and not is_unpivot_statement(tree):
         # (passes/pivots.py, passes/unpivots.py: a grouped query, a UNION ALL)
         raise not_a_query(tree, sql, dialect)
+    if isinstance(tree, exp.Subquery) and isinstance(tree.unnest(), exp.Values):
+        raise not_a_query(tree.unnest(), sql, dialect)  # ((VALUES ...)) ORDER BY 1: a VALUES statement all the same
     return tree
 
 
@@ -174,6 +176,10 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
     if isinstance(tree, exp.Values):  # DuckDB runs it; it reads no table, so there is no lineage to trace
         return UnsupportedQuery("a VALUES statement is not a query dltrace traces (it reads no table); select from "
                                 "it if it is part of one: SELECT ... FROM (VALUES ...) AS v(c, ...)")
+    body = tree.expression.unnest() if isinstance(tree, exp.Create) and tree.expression is not None else None
+    if isinstance(body, exp.Values):  # (a CTAS's query is one)
+        return UnsupportedQuery("CREATE ... AS VALUES is not a query dltrace traces (VALUES reads no table); write "
+                                "its query as one: CREATE ... AS SELECT ... FROM (VALUES ...) AS v(c, ...)")
     if isinstance(tree, exp.Create) and tree.expression is not None and tree.expression.find(LineageOn):
         return UnsupportedQuery("a CREATE ... AS query cannot hold LINEAGE ON: a result whose lineage is values "
                                 "rather than rows cannot be a source of the next step; run the query alone with it")
