@@ -311,6 +311,12 @@ def test_rewrite(files):
     assert "dl_sales" in text and text.lstrip().upper().startswith("SELECT")
     text = ok(cli("rewrite", files / "on.sql", "--to", "spark", "--strategy", "bitmap"))
     assert "_dl_on_dict" in text
+    # --to alone reads the input in the default dialect, duckdb: "n_name" is a column there, a string in Spark's
+    query = files / "quoted.sql"
+    query.write_text('SELECT "n_name" AS "Nation" FROM nation')
+    for args in [("--to", "spark"), ("--dialect", "duckdb", "--to", "spark")]:
+        text = ok(cli("rewrite", query, *args))
+        assert "`nation`.`n_name` AS `Nation`" in text and "'n_name'" not in text, text
 
 
 # -- LINEAGE ON on every subcommand -----------------------------------------------------------------------------

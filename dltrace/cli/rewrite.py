@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
         schema = TPCH_SCHEMA
     try:
         text = dltrace.rewrite(sql, dialect=args.to or args.dialect or "duckdb", strategy=args.strategy,
-                               semantics=args.semantics, schema=schema, read=args.dialect, pretty=True)
+                               semantics=args.semantics, schema=schema, read=args.dialect or "duckdb", pretty=True)
     except dltrace.UnknownTable as e:
         if schema is not TPCH_SCHEMA:
             raise
