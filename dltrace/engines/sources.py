@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -167,8 +168,8 @@ def resolve_source(source: Any) -> Source:
         return ArrowSource(with_rid(source.to_arrow_table()))  # a DuckDB relation: its rows, as it gives them
     if isinstance(source, (str, os.PathLike)):
         text = str(source)
-        if any(ch in text for ch in "*?["):
-            matches = sorted(glob.glob(text))
+        if any(ch in text for ch in "*?[") and not os.path.exists(text):  # (a file named `sales [2024].csv` is one)
+            matches = sorted(glob.glob(text, **GLOB_AS_DUCKDB))
             if not matches:
                 raise SourceError(f"no file matches {text!r}")
             paths = [Path(m) for m in matches]
@@ -184,6 +185,11 @@ def resolve_source(source: Any) -> Source:
         f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table or "
         "RecordBatchReader, a pandas DataFrame, a DuckDB relation or a Spark DataFrame"
     )
+
+
+#: a pattern's files as DuckDB's read_parquet lists them: ``**`` any number of folders deep (the files beside it
+#: too), and hidden files and folders matched by ``*`` (Python 3.11+; 3.10's glob skips those)
+GLOB_AS_DUCKDB = {"recursive": True, **({"include_hidden": True} if sys.version_info >= (3, 11) else {})}
 
 
 def _read_csv(paths: list[Path]) -> pa.Table:

@@ -9,6 +9,7 @@ the JVM (no RDD API is required, so Spark Connect works too, and no value goes t
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -36,7 +37,7 @@ def parquet_frame(spark: Any, name: str, source: ParquetSource) -> Any:
     try:
         for path, offset in zip(source.files, source.offsets):
             base = _partition_base(path)
-            df = (spark.read.option("basePath", base) if base else spark.read).parquet(path)
+            df = (spark.read.option("basePath", base) if base else spark.read).parquet(_literal_path(path))
             check_columns(df.columns)
             # row_index is the row's position within its file, whatever the splits and pushed filters. Read
             # through metadataColumn: a data column named _metadata shadows the name (its values were ids)
@@ -49,6 +50,12 @@ def parquet_frame(spark: Any, name: str, source: ParquetSource) -> Any:
     except spark_errors() as e:
         raise SourceError(f"cannot register {name!r}: {one_line(e)}") from None
     return df
+
+
+def _literal_path(path: str) -> str:
+    """``path`` as Spark's reader takes it for that one file: Hadoop reads every path as a glob, and a file named
+    ``s [2024].parquet`` was not found (its characters ``[]{}*?`` and backslash escaped)."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
 def _partition_base(path: str) -> str | None:
