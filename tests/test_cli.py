@@ -260,6 +260,7 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli("run", groups, "--tpch", "0"), "--tpch", "scale factor")
     fails(real_cli(), "required")
     fails(cli("tpch", "--memory-limit", "lots"), "--memory-limit", "expected a size such as 75%, 8G")
+    fails(cli("tpch", "--warmup", "-1"), "--warmup", "must be >= 0")  # (every run failed; it exited 0)
     fails(cli("frobnicate"), "invalid choice")
     fails(cli("lineage", files / "nowhere"), "no saved lineage")
     fails(cli("run", groups, "--table", t, "--save", files / "bad.sql" / "saved"), "cannot save lineage to",

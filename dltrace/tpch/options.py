@@ -54,14 +54,15 @@ def parse_queries(text: str) -> list[int]:
     return sorted(out)
 
 
-def _positive(kind: type) -> Callable[[str], Any]:
+def _positive(kind: type, zero: bool = False) -> Callable[[str], Any]:
+    """A parser of numbers of ``kind`` above 0 (from 0 with ``zero``)."""
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        if v < 0 or (v == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}" if zero else f"must be > 0, got {text!r}")
         return v
     return parse
 
@@ -108,7 +109,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=_positive(int), default=None, metavar="N",
                    help="DuckDB threads (default: DuckDB's own, one per core)")
     p.add_argument("--repeat", type=_positive(int), default=3, help="timed runs after the warm-up (default 3)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs (default 1)")
+    p.add_argument("--warmup", type=_positive(int, zero=True), default=1, help="untimed warm-up runs (default 1)")
     p.add_argument("--timeout", type=_positive(float), default=300.0,
                    help="seconds one run may take before it is stopped and recorded as timeout (default 300)")
     p.add_argument("--memory-limit", type=_size, default="75%", metavar="SIZE",

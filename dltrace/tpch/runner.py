@@ -195,7 +195,13 @@ def main(args: argparse.Namespace) -> int:
     path = _write_report(out)
     report.print_summary(output.records, console, output.meta)
     console.print(f"\n{len(output.records)} runs in {output.meta['wall_seconds']:.0f} s · report: {path}")
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    if output.records and not any(r["status"] == "ok" for r in output.records):
+        # (a run where every query failed is no comparison: a script running it must not take it for one)
+        console.print("[red]every run failed: see the report's errors[/red]")
+        return 1
+    return 0
 
 
 def _out_folder(path: str, made: bool) -> Path:
