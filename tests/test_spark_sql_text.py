@@ -140,3 +140,20 @@ def test_structs_and_null_safe_keys_as_spark_reads_them(s, spark_session):
         assert sorted(map(repr, r.table.to_pylist())) == sorted(map(repr, spark_session.sql(sql).toArrow().to_pylist()))
     with pytest.raises(dltrace.UnsupportedQuery, match="correlated through IS NOT DISTINCT FROM"):
         s.run("SELECT x FROM q_o AS o WHERE EXISTS (SELECT 1 FROM q_i AS i WHERE i.d + 0 <=> o.d)")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT k, count(*) AS n, grouping(k) AS g FROM q_t GROUP BY ROLLUP (k) ORDER BY grouping(k), k",
+    "SELECT k, count(*) AS n, grouping_id(k) AS g FROM q_t GROUP BY CUBE (k) ORDER BY grouping_id(k) DESC, k",
+])
+def test_an_order_by_grouping_call_the_query_selects_is_its_position(s, spark_session, sql):
+    """Spark fails on ``ORDER BY grouping(k)`` once the item of ``k`` has an alias (GROUPING_COLUMN_MISMATCH), and
+    qualification names every item: a key that is a selected call orders by its position (a new user's)."""
+    got = s.run(sql)
+    assert got.table.to_pylist() == [r.asDict() for r in spark_session.sql(sql).collect()]
+
+
+def test_an_order_by_grouping_call_not_selected_is_refused_with_the_way_round(s):
+    with pytest.raises(dltrace.UnsupportedQuery, match=r"grouping\(\) of a column in ORDER BY is not supported on this "
+                                                       r"engine .* select it with a name and order by that name"):
+        s.run("SELECT k, count(*) AS n FROM q_t GROUP BY ROLLUP (k) ORDER BY grouping(k), k")

@@ -126,6 +126,11 @@ class LineageFunctions:
     #: SELECT the last item the query aliased so (the input column when none is), in a set operation the first
     #: column of the name; false: such a query is refused (:mod:`dltrace.rewriter.passes.order_by`)
     binds_repeated_order_by_names: ClassVar[bool] = False
+    #: ``ORDER BY grouping(x)`` (or ``grouping_id(x, ...)``) runs once the SELECT item of ``x`` has an alias, as
+    #: dltrace's names every item; false (Spark: ``GROUPING_COLUMN_MISMATCH``, the alias taken for ``x``): such a
+    #: key is written as the position of a SELECT item that is the same call, else refused
+    #: (:mod:`dltrace.rewriter.passes.order_by`)
+    orders_by_grouping_of_aliased_columns: ClassVar[bool] = True
     #: a bare name inside an ORDER BY expression (``ORDER BY -v``) reads the input column of that name before an
     #: output alias; false: the alias first
     order_by_expressions_read_columns: ClassVar[bool] = False

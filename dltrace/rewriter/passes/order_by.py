@@ -65,12 +65,31 @@ def bind_order_by(tree: exp.Expression, fns: LineageFunctions, schema: Schema | 
             continue
         for ordered in order.expressions:
             key = ordered.this
+            if not fns.orders_by_grouping_of_aliased_columns and isinstance(owner, exp.Select):
+                _grouping_by_position(ordered, items)
+                key = ordered.this
             if isinstance(key, exp.Column) and not key.table and isinstance(key.this, exp.Identifier):
                 target = _bound_item(owner, items, key, fns)
                 if target is not None:
                     ordered.set("this", exp.Literal.number(target + 1))
     if fns.order_by_expressions_read_columns and schema is not None:
         _read_columns_first(tree, schema)
+
+
+def _grouping_by_position(ordered: exp.Ordered, items: list[exp.Expression]) -> None:
+    """A key calling ``grouping(x)`` / ``grouping_id(x, ...)`` as the position of the SELECT item that is the same
+    expression (the engine runs that), else refused: the engine fails on the call once the item of ``x`` has an
+    alias, and qualification names every item."""
+    calls = [c for c in ordered.this.find_all(exp.Grouping, exp.GroupingId) if c.expressions]
+    if not calls:
+        return
+    same = [i for i, item in enumerate(items) if item.unalias() == ordered.this]
+    if not same:
+        call = "grouping_id" if isinstance(calls[0], exp.GroupingId) else "grouping"
+        raise UnsupportedQuery(f"{call}() of a column in ORDER BY is not supported on this engine (it fails once "
+                               f"the grouped column's SELECT item has a name, as dltrace gives every item): select it "
+                               f"with a name and order by that name, at {position(calls[0])}")
+    ordered.set("this", exp.Literal.number(same[0] + 1))
 
 
 def _items(owner: exp.Expression) -> list[exp.Expression]:
