@@ -213,6 +213,8 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),
         (lambda: dltrace.connect("duckdb", foo=1), "takes no option 'foo'"),
         (lambda: dltrace.connect("spark", threads=2), "takes no option 'threads' \\(DuckDB's\\)"),
+        # (any other name was a Spark setting: session=spark was set as spark.session on the user's session)
+        (lambda: dltrace.connect("spark", session=s), "takes no option 'session': it takes spark= \\(your"),
         # Spark said only JAVA_GATEWAY_EXITED for these, its reason in Java's log lines (a new user's); refused
         # before a JVM starts, and where a running session would be taken, which ignored the master
         (lambda: dltrace.connect("spark", master="sc://127.0.0.1:1"), "is a Spark Connect address: .*remote"),

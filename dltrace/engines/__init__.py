@@ -75,6 +75,14 @@ def _check_numbers(kind: str, options: dict[str, Any]) -> None:
         check_count(options["threads"], "threads", least=1)
     if kind == "spark" and not isinstance(options.get("master", ""), str):
         raise ArgumentError(f"master must be a string such as 'local[2]', got {got(options['master'])}")
+    if kind == "spark":
+        # a Spark setting's value is text or a number: anything else is an option misspelt (session=spark was
+        # set as spark.session on the user's session, and dltrace went on on the active one)
+        for key, value in options.items():
+            if key not in _OPTIONS["spark"] and not isinstance(value, (str, int, float, bool)):
+                raise ArgumentError(f"connect('spark') takes no option {key!r}: it takes spark= (your SparkSession), "
+                                    f"master= and Spark settings (spark.* names, or driver_memory=...) whose values "
+                                    f"are text or numbers, got {got(value)}")
 
 
 # What a command line may set when it opens each engine, and which engines take long enough to start that a
