@@ -13,7 +13,6 @@ import pytest
 
 import dltrace
 from dltrace.cli import build_parser
-from dltrace.errors import SourceError
 from dltrace.names import rows_relation
 from dltrace.tpch.queries import query_sql
 from dltrace.tpch.runner import main
@@ -160,10 +159,12 @@ def test_register_again_in_the_other_storage(tpch_folder):
 
 def test_unknown_storage_is_refused(tpch_folder):
     with dltrace.connect("duckdb") as s:
-        with pytest.raises(SourceError, match="unknown storage 'disk'.*source, memory"):
+        with pytest.raises(dltrace.UnknownChoice, match="unknown storage 'disk'.*source, memory"):
             s.register("nation", str(tpch_folder / "nation.parquet"), storage="disk")
-        with pytest.raises(SourceError, match="unknown storage"):
+        with pytest.raises(dltrace.UnknownChoice, match="unknown storage"):
             s.load_tpch(SF, storage="parquet")  # the library's names: source, memory
+        with pytest.raises(dltrace.ArgumentError, match="storage must be one of source, memory, got int 3"):
+            s.register("nation", str(tpch_folder / "nation.parquet"), storage=3)
         assert not s.tables
 
 

@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dltrace.errors import ReservedName, SourceError
+from dltrace.errors import ReservedName, SourceError, check_choice
 from dltrace.names import RID, reserved_prefix
 
 T = TypeVar("T")
@@ -111,10 +111,9 @@ STORAGES = ("source", "memory")
 
 
 def check_storage(storage: str) -> str:
-    """``storage`` if it is one of :data:`STORAGES`, else a :class:`SourceError` naming the choices."""
-    if storage not in STORAGES:
-        raise SourceError(f"unknown storage {storage!r}: choose one of {', '.join(STORAGES)}")
-    return storage
+    """``storage`` if it is one of :data:`STORAGES`, else the error naming the choices (``UnknownChoice``, as for
+    every other option; ``ArgumentError`` for a value that is not text)."""
+    return check_choice(storage, "storage", STORAGES)
 
 
 CSV_SUFFIXES = (".csv", ".tsv")

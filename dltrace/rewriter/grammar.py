@@ -28,7 +28,7 @@ from sqlglot.tokens import Token, TokenType
 
 from dltrace.engines import GeneratorTransforms, generator_transforms, string_agg_separator, string_escapes
 from dltrace.engines.lineage_sql import NAMED_STRUCT
-from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.errors import UnknownChoice, UnsupportedQuery
 from dltrace.rewriter.build import NULLS_LAST
 
 
@@ -199,7 +199,7 @@ def dialect(name: str) -> Dialect:
     try:
         base = type(Dialect.get_or_raise(name))
     except ValueError:
-        raise DltraceError(f"unknown SQL dialect {name!r} (sqlglot's names: duckdb, spark, postgres, ...)") from None
+        raise UnknownChoice(f"unknown SQL dialect {name!r} (sqlglot's names: duckdb, spark, postgres, ...)") from None
     return _extend(base, generator_transforms(name), string_escapes(name))()
 
 
