@@ -136,6 +136,9 @@ class Session(Catalog):
             self._check_name(made.name)
             if made.if_not_exists and self._exists(made.name):
                 return None
+            if made.name.lower() in self.adopted:  # (the hint below led to the refusal of OR REPLACE: a review's)
+                raise DuplicateTable(f"table {made.name!r} is your own relation (adopted): dltrace does not replace "
+                                     f"it; create the result under another name")
             if not made.replace and made.name.lower() in self.tables:  # (replace=True is the API's, not SQL's)
                 kind = made.kind.upper()
                 raise DuplicateTable(f"table {made.name!r} is already registered: write CREATE OR REPLACE {kind} to "

@@ -91,6 +91,19 @@ def test_duckdb_relations_and_readers_are_sources(user_con):
         "sales", "big_sales", "arrow_sales", "user_stream"}
 
 
+def test_create_as_over_an_adopted_name_says_it_is_the_users(user_con):
+    """CREATE ... AS over an adopted relation's name said to write CREATE OR REPLACE, which is then refused: it
+    names the relation as the user's, and the user's table stays as it was (a new user's)."""
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        s.adopt("sales")
+        before = user_con.sql("SELECT * FROM sales ORDER BY ALL").fetchall()
+        for sql in ("CREATE TABLE sales AS SELECT 1 AS x", "CREATE OR REPLACE TABLE sales AS SELECT 1 AS x"):
+            with pytest.raises(dltrace.DuplicateTable, match="'sales' is your own relation \\(adopted\\).*another name"):
+                s.run(sql)
+        assert s.run("CREATE TABLE IF NOT EXISTS sales AS SELECT 1 AS x") is None
+        assert user_con.sql("SELECT * FROM sales ORDER BY ALL").fetchall() == before
+
+
 def test_adopt_unknown_and_reserved(user_con):
     s = dltrace.connect("duckdb", connection=user_con)
     with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'nope'"):

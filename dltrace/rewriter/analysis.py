@@ -124,9 +124,12 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
     if select is not None and any(isinstance(a, exp.Join) for a in _ancestors_upto(holder, select)):
         return ": it stands in a join's ON condition, which is not decorrelated (an inner join's moves to WHERE " \
                "unless a RIGHT, FULL or POSITIONAL join follows it)"
+    if coarse and "collation" in coarse:  # (a cast or a COLLATE on both sides is a collated string equality still)
+        return f": it is correlated through {coarse}; join the subquery's rows in FROM instead (a derived table " \
+               f"grouped by its key), where the engine's own equality decides"
     if coarse:
-        return f": it is correlated through {coarse}; cast both sides to one type, or compare with a COLLATE both " \
-               f"sides share"
+        return f": it is correlated through {coarse}; cast both sides to one type (a COLLATE leaves a side's type " \
+               f"unknown)"
     outer = {id(c) for c in outer_columns(query)}
     if any(outer & {id(c) for c in test.find_all(exp.Column)} for test in query.find_all(exp.NullSafeEQ)):
         return ": it is correlated through IS NOT DISTINCT FROM (<=>), which is decorrelated only in the subquery's " \
