@@ -42,14 +42,14 @@ class UnsupportedQuery(DltraceError):
     """The query uses a construct that dltrace cannot give exact lineage for."""
 
     @classmethod
-    def expanded_columns(cls, items: int, columns: int) -> UnsupportedQuery:
+    def expanded_columns(cls, items: int, columns: int, where: str | None = None) -> UnsupportedQuery:
         """The engine expanded one SELECT item into more columns than dltrace's rewrite lists (DuckDB's unnest of
         a struct; a ``*`` over a USING join and a later source with a column of the USING column's name, which
         sqlglot's expansion lists once where the engine lists both): known from the engine's names for the query,
-        or once it ran, from the count of columns it returned."""
+        or once it ran, from the count of columns it returned; ``where``: the position of the item that may."""
         return cls(f"a SELECT item that gives several columns (an unnest of a struct, a * over a USING join and a "
                    f"later join with a column of the same name, ...) is not supported: the query's {items} items "
-                   f"gave {columns} columns; name each column")
+                   f"gave {columns} columns; name each column" + (f", at {where}" if where else ""))
 
 
 class ArgumentError(DltraceError, TypeError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlglot import exp
+
 from dltrace.catalog import Catalog
 from dltrace.compose import check_semantics, composed_sources, converted
 from dltrace.engines import lineage_functions
@@ -20,7 +22,7 @@ from dltrace.rewriter import base_tables, counted_query, plain_query, rewrite_tr
 from dltrace.rewriter.grammar import LineageOn, generate
 from dltrace.rewriter.lineage_on import take_clause
 from dltrace.rewriter.output_names import spell_output_names
-from dltrace.rewriter.parse import mentions_rid, parse_query
+from dltrace.rewriter.parse import mentions_rid, parse_query, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.scalar_lookups import unguarded_lookup
 from dltrace.rewriter.slots import KeptRids
@@ -57,7 +59,7 @@ def make_plan(catalog: Catalog, tree: Any, sql: str, read: str, lineage: str, se
     # LINEAGE ON (): the query runs as written, every column it returns its own; its written items are no count
     # of them (a star expands, an expression without an alias is in no item's name), so the engine's count is
     if not off and len(names) != len(rewritten.columns):  # the engine lists columns the rewrite's items do not
-        raise UnsupportedQuery.expanded_columns(len(rewritten.columns), len(names))
+        raise UnsupportedQuery.expanded_columns(len(rewritten.columns), len(names), _expanding_item(tree))
     plan = ForwardPlan(
         text=rewritten.sql(),
         shared_text=rewritten.shared_sql(),
@@ -136,6 +138,24 @@ def rows_query(catalog: Catalog, result: LineageData) -> str:
     tree = parse_query(result.sql, result.dialect)
     take_clause(tree)
     return plain_text(catalog, tree)
+
+
+#: SELECT items an engine may expand into several columns: unnests and generators (a struct's fields, a map's key
+#: and value, posexplode's position; Spark's inline / stack / json_tuple are plain calls to sqlglot) and stars
+_EXPANDING = (exp.Explode, exp.Unnest, exp.Inline, exp.Stack, exp.Star)
+_EXPANDING_NAMES = ("inline", "inline_outer", "json_tuple", "stack")
+
+
+def _expanding_item(tree: Any) -> str | None:
+    """The position of the first SELECT item of ``tree`` (its leftmost SELECT's) that may give several columns, or
+    None where none is one."""
+    for item in tree.selects if isinstance(tree, exp.Query) else []:
+        node = item.unalias()
+        if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+            node = node.this
+        if isinstance(node, _EXPANDING) or (isinstance(node, exp.Anonymous) and node.name.lower() in _EXPANDING_NAMES):
+            return position(item)
+    return None
 
 
 def engine_names(catalog: Catalog, sql: str, read: str, parsed: Any = None) -> list[str]:

@@ -204,6 +204,7 @@ def dialect(name: str) -> Dialect:
 
 
 WRITTEN_IN = "dl_written_in"  # meta key of a parsed statement: the dialect its text is written in
+WRITTEN_TEXT = "dl_written_text"  # and the text it was parsed from (where its words' offsets point)
 
 
 def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
@@ -212,6 +213,7 @@ def parse(sql: str, dialect_name: str) -> list[exp.Expression | None]:
     for tree in trees:
         if tree is not None:  # (an error quotes the user's construct in the user's dialect: parse.position)
             tree.meta[WRITTEN_IN] = dialect_name
+            tree.meta[WRITTEN_TEXT] = sql
             # sqlglot reads `x = SOME (SELECT ...)` as ANY over the bare query, where `x = ANY (SELECT ...)` is ANY
             # over a subquery: the rules took a SOME for no subquery (NOT (b = SOME (...)) answered otherwise than
             # the engine; found by a review), so it is read in ANY's form

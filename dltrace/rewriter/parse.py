@@ -10,19 +10,30 @@ from sqlglot.tokens import TokenType
 
 from dltrace.errors import ParseError, ReservedName, UnsupportedQuery
 from dltrace.names import RESERVED_PREFIXES, RID, reserved_prefix
-from dltrace.rewriter.grammar import WRITTEN_IN, LineageOn, generate
+from dltrace.rewriter.grammar import WRITTEN_IN, WRITTEN_TEXT, LineageOn, generate
 from dltrace.rewriter.grammar import parse as grammar_parse
 from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.shape import is_paren, is_pivot_statement, is_unpivot_statement, item_names
 
 
 def position(node: exp.Expression) -> str:
-    """``line L, col C (`snippet`)`` for ``node``, from the first token position sqlglot recorded in it; the
-    snippet in the dialect the query was written in (Spark's ``LATERAL VIEW`` was quoted as DuckDB's ``CROSS JOIN
-    UNNEST``), DuckDB's where the node's tree no longer says."""
-    snippet = generate(node, node.root().meta.get(WRITTEN_IN, "duckdb"))
-    if len(snippet) > 60:
-        snippet = snippet[:57] + "..."
+    """``line L, col C (`snippet`)`` for ``node``: where its first word the query wrote starts (sqlglot records
+    where each name, literal and call name ends: the column pointed past the construct's start), and the snippet --
+    a subquery's as the query wrote it (the passes before a refusal decorrelate and alias it: a new user read
+    ``"_col_0"`` and a ``SELECT DISTINCT`` of dltrace's), another construct's in the dialect the query was written
+    in (Spark's ``LATERAL VIEW`` was quoted as DuckDB's ``CROSS JOIN UNNEST``), DuckDB's where the tree no longer
+    says."""
+    root = node.root()
+    snippet = _short(generate(node, root.meta.get(WRITTEN_IN, "duckdb")))
+    text = root.meta.get(WRITTEN_TEXT)
+    if text is not None and isinstance(node, _QUERIES):  # (its span as parsed: passes move words into it)
+        spanned = next((n for n in node.bfs() if isinstance(n, _QUERIES) and WRITTEN_SPAN in n.meta), None)
+        if spanned is not None:
+            start, end = spanned.meta[WRITTEN_SPAN]
+            return f"{_line_col(text, start)} (`{_short(' '.join(text[start:end].split()))}`)"
+    span = _written_span(node, text, len(snippet))
+    if span is not None:
+        return f"{_line_col(text, span[0])} (`{snippet}`)"
     for n in node.walk():
         meta = n.meta if hasattr(n, "meta") else None
         if meta and "line" in meta:
@@ -36,6 +47,92 @@ def position(node: exp.Expression) -> str:
             return f"line {line}, col {col} (`{snippet}`, in the expression starting there)"
         parent = parent.parent
     return f"`{snippet}`"
+
+
+#: the nodes whose text as written a refusal quotes (a subquery is decorrelated, aliased and moved before some are)
+_QUERIES = (exp.Query, exp.Subquery, exp.Exists)
+WRITTEN_SPAN = "dl_written_span"  # meta of such a node as parsed: (start, end) of its text
+
+
+def mark_written_spans(tree: exp.Expression, text: str) -> None:
+    """Mark each query, subquery and EXISTS of ``tree`` (just parsed from ``text``) with where its text is: a
+    subquery's from its ``(`` to its ``)``."""
+    for node in tree.find_all(*_QUERIES):
+        words = [(n.meta["start"], n.meta["end"] + 1) for n in node.walk() if hasattr(n, "meta") and "start" in n.meta]
+        if words:
+            start, end = min(s for s, _ in words), max(e for _, e in words)
+            if isinstance(node, (exp.Subquery, exp.Exists)) or isinstance(node.parent, exp.Subquery):
+                start, end = _in_parentheses(text, start, end)
+            node.meta[WRITTEN_SPAN] = (start, end)
+
+
+def marked_by_passes(node: exp.Expression) -> bool:
+    """Does ``node`` carry meta a pass put there (a decorrelated subquery, a key list, LINEAGE ON's table), beyond
+    where its text is, which every parsed query has?"""
+    return bool(set(node.meta) - {WRITTEN_SPAN})
+
+
+def _short(snippet: str) -> str:
+    return snippet if len(snippet) <= 60 else snippet[:57] + "..."
+
+
+def _line_col(text: str, offset: int) -> str:
+    line = text.count("\n", 0, offset) + 1
+    return f"line {line}, col {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
+
+
+def _written_span(node: exp.Expression, text: str | None, generated: int) -> tuple[int, int] | None:
+    """(start, end) in ``text`` of the words of ``node`` the query wrote, or None where they are not known: a node
+    made by a pass, or one holding a word of another text (each word is checked against the text at its offsets),
+    or words moved far apart (more text between them than the node's own SQL would take)."""
+    if text is None:
+        return None
+    spans = []
+    for n in node.walk():
+        meta = n.meta if hasattr(n, "meta") else None
+        if meta and "start" in meta:
+            start, end = meta["start"], meta["end"] + 1
+            if not _spelled_at(n, text[start:end]):
+                return None
+            spans.append((start, end))
+    if not spans:
+        return None
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return (start, end) if end - start <= 2 * generated + 20 else None
+
+
+def _spelled_at(n: exp.Expression, word: str) -> bool:
+    """Is ``word`` (the text at ``n``'s recorded offsets) what ``n`` reads as?"""
+    if isinstance(n, exp.Identifier):
+        return word.strip('"`[]').replace('""', '"').replace("``", "`").lower() == n.name.lower()
+    if isinstance(n, exp.Literal):
+        return n.this in word
+    return word.replace("_", "a").isalnum() or word == "*"
+
+
+def _in_parentheses(text: str, start: int, end: int) -> tuple[int, int]:
+    """(start, end) widened to the parentheses around a subquery whose first word the query wrote is at
+    ``start``: back over its keywords (SELECT, DISTINCT, WITH) to its ``(``, and on to the matching ``)``."""
+    i = start
+    while i > 0 and (text[i - 1].isspace() or text[i - 1].isalnum() or text[i - 1] == "_"):
+        i -= 1
+    if i == 0 or text[i - 1] != "(":
+        return start, end
+    depth, j, quote = 0, i - 1, None
+    while j < len(text):
+        c = text[j]
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"`":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return (i - 1, j + 1) if j + 1 >= end else (start, end)
+        j += 1
+    return start, end
 
 
 def parse_error_text(e: sqlglot.errors.ParseError) -> str:
@@ -100,6 +197,7 @@ def parse_query(sql: str, dialect: str) -> exp.Expression:
     if len(statements) != 1:
         raise ParseError(f"expected one SQL statement, got {len(statements)}")
     tree = statements[0]
+    mark_written_spans(tree, sql)
     if not isinstance(tree, exp.Query) and not is_pivot_statement(tree) and not is_unpivot_statement(tree):
         # (passes/pivots.py, passes/unpivots.py: a grouped query, a UNION ALL)
         raise not_a_query(tree, sql, dialect)

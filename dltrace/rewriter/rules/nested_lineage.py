@@ -60,6 +60,7 @@ from dltrace.rewriter.rules.grouped_before_join import grouped_before_join
 from dltrace.rewriter.rules.inner_equi_joins import null_safe_branches, preserved_side_apart, within_spans
 from dltrace.rewriter.rules.late_lineage import (kept_order, null_safe_keys, output_identifier, plain_keys,
                                                  regrouped, regroupable)
+from dltrace.rewriter.parse import marked_by_passes
 from dltrace.rewriter.shape import NONDETERMINISTIC, is_aggregate
 from dltrace.rewriter.slots import Context, Exported, Slot
 
@@ -301,7 +302,7 @@ def _key_bounds(inner: exp.Select, ctx: Context) -> tuple[int, int] | None:
 
 def _outer_applies(select: exp.Select, final: bool) -> bool:
     from_ = select.args.get("from_")
-    if from_ is None or not isinstance(from_.this, (exp.Subquery, exp.Table)) or from_.this.meta:
+    if from_ is None or not isinstance(from_.this, (exp.Subquery, exp.Table)) or marked_by_passes(from_.this):
         return False  # (a decorrelated subquery, a key list or LINEAGE ON's table carry meta of the passes)
     if any(select.args.get(k) for k in _CLAUSES_KEPT_OFF) or (select.args.get("order") and not final):
         return False

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dltrace.rewriter.parse import marked_by_passes
 from dltrace.rewriter.shape import is_aggregate
 
 _ROW_DROPPING = ("having", "qualify", "limit", "offset", "fetch", "windows", "connect", "prewhere", "sample")
@@ -95,7 +96,7 @@ def _inlined_source(select: exp.Select, cte_bodies: dict[str, exp.Expression],
         return None
     item = from_.this
     if isinstance(item, exp.Subquery):
-        if item.meta or not isinstance(item.this, exp.Select) or item.args.get("sample"):
+        if marked_by_passes(item) or not isinstance(item.this, exp.Select) or item.args.get("sample"):
             return None  # (a subquery of dltrace's carries meta: LINEAGE ON's dictionary, a key list)
         return item.this.copy()
     if not isinstance(item, exp.Table) or item.args.get("db") or item.args.get("sample"):
