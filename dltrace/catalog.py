@@ -19,7 +19,7 @@ from sqlglot import exp
 from dltrace.engines import Engine, resolve_source, types_show_collation
 from dltrace.engines.guest import ClosedEngine
 from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature)
-from dltrace.errors import (ArgumentError, DltraceError, DuplicateTable, ParseError, QueryError, ReservedName,
+from dltrace.errors import (ArgumentError, DuplicateTable, ParseError, QueryError, ReservedName, SourceError,
                              StaleLineage, UnknownTable, UnsupportedQuery, check_flag, check_text, got)
 from dltrace.names import reserved_prefix, unknown_table
 from dltrace.catalog_staleness import StaleChecks, TableState
@@ -132,7 +132,7 @@ class Catalog(StaleChecks):
             # so named is adopted through a view of another name (adopting 'zoë ü' for "Zoë Ü" found no relation)
             how = (f"create a view of it under a name without one (CREATE VIEW v AS SELECT * FROM \"{name}\") and "
                    f"adopt that" if adopting else f"register it as {name.lower()!r}")
-            raise DltraceError(f"table name {name!r} has a capital letter outside ASCII, which SQL engines fold "
+            raise SourceError(f"table name {name!r} has a capital letter outside ASCII, which SQL engines fold "
                                f"otherwise than dltrace: {how}")
         prefix = reserved_prefix(name)
         if prefix:

@@ -15,7 +15,8 @@ class DltraceError(Exception):
 
 
 class SourceError(DltraceError):
-    """A table source cannot be registered (missing file, unknown format, reserved column name)."""
+    """A table source cannot be registered (missing file, unknown format, reserved column name, a table name with a
+    capital letter outside ASCII)."""
 
 
 class UnknownTable(DltraceError):

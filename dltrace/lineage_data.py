@@ -158,6 +158,17 @@ class LineageData:
         if self.base_snapshot is None:
             self.base_snapshot = self.session.snapshot([*self.lineage_columns, *self.shared_lineage])
 
+    def __repr__(self) -> str:
+        # (a terminal printed the session, the rewritten SQL and every file's state: a new user's)
+        sql = " ".join(self.sql.split())
+        lineage = f"{self.strategy} lineage of {', '.join(self.tables) or 'no table'}" if self.strategy else \
+            "no lineage"
+        names = self.table.column_names
+        columns = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        return (f"<{type(self).__name__}: {self.num_rows} row{'s' * (self.num_rows != 1)} x {len(names)} "
+                f"column{'s' * (len(names) != 1)} ({columns}), {lineage}; "
+                f"sql={sql[:80] + '...' if len(sql) > 80 else sql!r}>")
+
     def check_every_row(self, what: str) -> None:
         """Refuse ``what``, which reads every row's lineage, when some rows' lineage is unknown (a backward trace
         of some rows: an untraced row would read as having none). Every row's was computed here."""

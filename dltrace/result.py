@@ -38,7 +38,7 @@ from dltrace.rewriter.passes.scalar_lookups import GUARD_RAISED
 from dltrace.rewriter.slots import KeptRids
 
 
-@dataclass
+@dataclass(repr=False)  # (LineageData.__repr__: a few lines, not the session and every column)
 class LineageResult(LineageData):
     """Rows of a query (``table``) and, per row, the base rows they came from (``lineage(i)``).
 
@@ -133,7 +133,7 @@ class LineageResult(LineageData):
         return lineage_relations.to_html(self)
 
 
-@dataclass
+@dataclass(repr=False)  # (LineageData.__repr__: a few lines, not the session and every column)
 class BackwardResult(LineageResult):
     """A :class:`LineageResult` computed by backward tracing.
 

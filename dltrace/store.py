@@ -14,7 +14,7 @@ from dltrace.result import LineageResult
 from dltrace.save_folder import read_contents, read_manifest, save, stale_tables
 
 
-@dataclass
+@dataclass(repr=False)  # (LineageData.__repr__: a few lines, not the session and every column)
 class SavedLineageResult(LineageResult):
     """A :class:`LineageResult` reopened from a save: ``path``, its ``manifest``, and the ``stale`` tables
     (non-empty only when loaded with ``allow_stale=True``)."""

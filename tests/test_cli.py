@@ -640,3 +640,20 @@ def test_an_option_before_any_command_is_named():
     fails(cli("run", "--bogus", "x.sql"), "unrecognized arguments: --bogus")
     version = cli("--vers")  # (argparse's prefix of --version still prints it: a review)
     assert version.returncode == 0 and version.stdout.startswith("dltrace ")
+
+
+def test_intervals_print_as_duckdb_writes_them():
+    """Arrow gives DuckDB's INTERVAL as (months, days, nanoseconds): a new user's ``INTERVAL 36 HOUR`` printed as
+    ``[0, 0, 129600000000000]`` in the table, the CSV and the JSON."""
+    import duckdb
+
+    from dltrace.cli.values import csv_text, text, to_json
+
+    exprs = ["INTERVAL 36 HOUR", "INTERVAL '1 year 2 months 3 days 04:05:06.5'", "INTERVAL 0 SECOND",
+             "-INTERVAL 90 MINUTE", "INTERVAL 1 DAY", "INTERVAL 13 MONTH", "INTERVAL '-1 day 01:00'",
+             "INTERVAL '-14 months'", "INTERVAL '1.000001 second'"]
+    con = duckdb.connect()
+    values = [c.to_pylist()[0] for c in con.sql("SELECT " + ", ".join(exprs)).to_arrow_table().columns]
+    written = list(con.sql("SELECT " + ", ".join(f"({e})::VARCHAR" for e in exprs)).fetchall()[0])
+    assert [text(v) for v in values] == [csv_text(v) for v in values] == written
+    assert [json.loads(to_json(v)) for v in values] == written

@@ -1,9 +1,9 @@
 """How the CLI writes one value: as SQL users write it (tables, CSV) and as native JSON.
 
 Tables and CSV: strings plain, NULL as ``NULL`` (an empty field in CSV), decimals as their digits, dates and
-timestamps ISO with a space, blobs as ``\\x`` hex, lists ``[a, b]``, structs ``{'k': v}``. JSON: numbers as
-numbers (a decimal keeps its exact digits), dates ISO strings, blobs hex strings, NaN/Infinity as strings
-(JSON has no such numbers).
+timestamps ISO with a space, blobs as ``\\x`` hex, intervals as DuckDB writes them, lists ``[a, b]``, structs
+``{'k': v}``. JSON: numbers as numbers (a decimal keeps its exact digits), dates ISO strings, blobs hex strings,
+intervals DuckDB's text, NaN/Infinity as strings (JSON has no such numbers).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import json
 import math
 from decimal import Decimal
 from typing import Any
+
+import pyarrow as pa
 
 
 def text(v: Any) -> str:
@@ -33,6 +35,8 @@ def text(v: Any) -> str:
         return v.isoformat()
     if isinstance(v, (bytes, bytearray, memoryview)):
         return "\\x" + bytes(v).hex()
+    if isinstance(v, (pa.MonthDayNano, dt.timedelta)):  # (before tuples: a MonthDayNano is one)
+        return interval_text(v)
     if isinstance(v, dict):
         return "{" + ", ".join(f"'{k}': {text(x)}" for k, x in v.items()) + "}"
     if isinstance(v, (list, tuple)):
@@ -63,6 +67,8 @@ def to_json(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, (dt.datetime, dt.date, dt.time)):
         return json.dumps(v.isoformat())
+    if isinstance(v, (pa.MonthDayNano, dt.timedelta)):
+        return json.dumps(interval_text(v))
     if isinstance(v, (bytes, bytearray, memoryview)):
         return json.dumps(bytes(v).hex())
     if isinstance(v, dict):
@@ -70,6 +76,25 @@ def to_json(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(to_json(x) for x in v) + "]"
     return json.dumps(str(v), ensure_ascii=False)
+
+
+def interval_text(v: pa.MonthDayNano | dt.timedelta) -> str:
+    """An interval as DuckDB writes it: ``1 year 2 months 3 days 04:05:06.5``, ``36:00:00``, ``-01:30:00`` (Arrow
+    gives DuckDB's INTERVAL as (months, days, nanoseconds): the CLI printed ``[0, 0, 129600000000000]``)."""
+    if isinstance(v, dt.timedelta):
+        months, days, micros = 0, v.days, v.seconds * 1_000_000 + v.microseconds
+        if days < 0 and micros:  # (timedelta keeps its seconds positive: -90 minutes is -1 day + 22:30)
+            days, micros = days + 1, micros - 86_400_000_000
+    else:
+        months, days, micros = v.months, v.days, int(v.nanoseconds / 1000)
+    years, months = int(months / 12), months - 12 * int(months / 12)
+    parts = [f"{n} {unit}{'s' * (abs(n) != 1)}" for n, unit in ((years, "year"), (months, "month"), (days, "day")) if n]
+    if micros or not parts:
+        whole, fraction = divmod(abs(micros), 1_000_000)
+        clock = f"{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+        clock += f".{fraction:06d}".rstrip("0") if fraction else ""
+        parts.append(("-" if micros < 0 else "") + clock)
+    return " ".join(parts)
 
 
 class Raw(str):
