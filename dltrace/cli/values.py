@@ -81,10 +81,8 @@ def to_json(v: Any) -> str:
 def interval_text(v: pa.MonthDayNano | dt.timedelta) -> str:
     """An interval as DuckDB writes it: ``1 year 2 months 3 days 04:05:06.5``, ``36:00:00``, ``-01:30:00`` (Arrow
     gives DuckDB's INTERVAL as (months, days, nanoseconds): the CLI printed ``[0, 0, 129600000000000]``)."""
-    if isinstance(v, dt.timedelta):
-        months, days, micros = 0, v.days, v.seconds * 1_000_000 + v.microseconds
-        if days < 0 and micros:  # (timedelta keeps its seconds positive: -90 minutes is -1 day + 22:30)
-            days, micros = days + 1, micros - 86_400_000_000
+    if isinstance(v, dt.timedelta):  # (an Arrow duration: DuckDB reads it as an INTERVAL of microseconds alone)
+        months, days, micros = 0, 0, (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
     else:
         months, days, micros = v.months, v.days, int(v.nanoseconds / 1000)
     years, months = int(months / 12), months - 12 * int(months / 12)
