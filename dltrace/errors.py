@@ -67,6 +67,11 @@ class RowOutOfRange(DltraceError, IndexError):
     """A row index the result (or the query's output) does not have."""
 
 
+def rows_held(n: int) -> str:
+    """"no rows", "1 row (0)", "3 rows (0-2)": what a result of ``n`` rows holds, as a row index reads it."""
+    return "no rows" if n == 0 else f"{n:,} rows (0-{n - 1})" if n > 1 else "1 row (0)"
+
+
 def row_index(i: object, n: int) -> int:
     """``i`` as a row index of a result of ``n`` rows (a negative one counts from the end, as in Python), or the
     one-line error naming what is wrong with it: every reader of a row checks it here."""
@@ -77,7 +82,7 @@ def row_index(i: object, n: int) -> int:
     if index is None:
         raise ArgumentError(f"a row index must be an int, got {got(i)}")
     if not -n <= index < n:
-        raise RowOutOfRange(f"row {index} out of range: the result has {n} rows")
+        raise RowOutOfRange(f"row {index} out of range: the result has {rows_held(n)}")
     return index % n
 
 

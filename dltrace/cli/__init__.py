@@ -41,12 +41,31 @@ class Parser(argparse.ArgumentParser):
             return super().parse_args(args, namespace)
         except UsageError as e:
             commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            argv = list(sys.argv[1:] if args is None else args)
+            command = next((a for a in argv if commands and a in commands), None)
+            if command is not None and str(e).startswith("unrecognized arguments: "):
+                # (the top parser reports a command's unknown option: `dltrace run q.sql --row 0` pointed at the
+                # top help, where --row is not; a new user's)
+                raise UsageError(f"{str(e).split(' (see: ')[0]}{_taken_by(commands, argv, command)} (see: "
+                                 f"{self.prog} {command} --help)") from None
             if not commands or "the following arguments are required: COMMAND" not in str(e):
                 raise
-            argv = list(sys.argv[1:] if args is None else args)
             unknown = [a for a in argv if a.startswith("-") and a != "--debug"]
             raise UsageError(f"{'unrecognized arguments: ' + ' '.join(unknown) + '; ' if unknown else ''}a command is "
                              f"required: choose one of {', '.join(commands)} (see: {self.prog} --help)") from None
+
+
+def _taken_by(commands: dict, argv: list[str], command: str) -> str:
+    """"; --row is an option of trace, lineage" for the first option of ``argv`` that ``command`` does not take
+    and other commands do, else ""."""
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        if not option.startswith("--") or option in commands[command]._option_string_actions:
+            continue
+        others = [name for name, p in commands.items() if option in p._option_string_actions]
+        if others:
+            return f"; {option} is an option of {', '.join(others)}"
+    return ""
 
 
 def cmd_tpch(args: argparse.Namespace) -> int:
@@ -138,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _error(common.cli_message(e))
         return 2
+    except OSError as e:  # (the system's: a full disk under `> file`, said to be unexpected with its class name)
+        if debug:
+            traceback.print_exc()
+        _error(f"{e.strerror or e}" + (f": {e.filename!r}" if e.filename else "") + " (an error of the system)")
+        return 1
     except Exception as e:  # noqa: BLE001 - one line, not a traceback, unless --debug
         if debug:
             traceback.print_exc()

@@ -14,7 +14,7 @@ from sqlglot.dialects.dialect import Dialect
 import dltrace
 from dltrace.cli.output import Printer
 from dltrace.engines import ENGINES, command_line_options, starts_slowly
-from dltrace.errors import DltraceError, read_user_text
+from dltrace.errors import DltraceError, read_user_text, rows_held
 from dltrace.rewriter.analysis import SEMANTICS  # noqa: F401 - the subcommands read it from here
 from dltrace.tpch import TABLES as TPCH_TABLES
 
@@ -171,6 +171,8 @@ def read_sql(path: str) -> str:
             return sys.stdin.read()
         except UnicodeDecodeError as e:
             raise CliError(f"cannot read SQL from stdin: {e}") from None
+    if not path:  # (Path('') is the current folder: `dltrace run ""` said '' is a folder)
+        raise CliError("the SQL file's name is empty")
     if Path(path).is_dir():
         raise CliError(f"{path!r} is a folder, not a SQL file")
     if not Path(path).exists():
@@ -185,6 +187,5 @@ def check_rows(rows: list[int], n: int) -> list[int]:
     wanted = sorted(set(rows))
     bad = [i for i in wanted if i >= n]
     if bad:
-        have = "no rows" if n == 0 else f"{n:,} rows (0-{n - 1})" if n > 1 else "1 row (0)"
-        raise CliError(f"row {bad[0]} out of range: the result has {have}")
+        raise CliError(f"row {bad[0]} out of range: the result has {rows_held(n)}")
     return wanted
