@@ -262,6 +262,9 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli("tpch", "--memory-limit", "lots"), "--memory-limit", "expected a size such as 75%, 8G")
     fails(cli("tpch", "--warmup", "-1"), "--warmup", "must be >= 0")  # (every run failed; it exited 0)
     fails(cli("run", ""), "the SQL file's name is empty")  # (it said '' is a folder)
+    fails(cli("run", groups, "--table", t, "--save", ""), "--save needs a folder name")  # (saved nothing, silently)
+    fails(cli("tpch", "--engines", "duckdb", "--master", "local[2]"), "--master is Spark's, which --engines duckdb "
+          "does not run")  # (it ran DuckDB alone, silently)
     # a command's unknown option points at that command's help, and at the commands that take it
     fails(cli("run", groups, "--table", t, "--row", "0"), "unrecognized arguments: --row 0; --row is an option of "
           "trace, lineage, pipeline (see: dltrace run --help)")

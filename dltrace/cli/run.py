@@ -27,6 +27,8 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.save == "":  # (nothing was saved, without a word)
+        raise common.CliError("--save needs a folder name")
     sql = common.read_sql(args.file)
     s = common.session(args)
     lineage = None if args.lineage == "none" else args.lineage

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
+from dltrace.errors import DltraceError
 from dltrace.tpch import procmon
 from dltrace.tpch.worker import STRATEGIES
 
@@ -93,6 +94,19 @@ def _default_driver_memory() -> str:
     return f"{max(1, min(4, int(total * 0.3) >> 30))}g"
 
 
+DEFAULT_MASTER = "local[2]"
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse options the run would ignore: Spark's without Spark (``--engines duckdb --master local[2]`` ran the
+    DuckDB run alone, without a word; a new user's)."""
+    given = [name for name, value in (("--master", args.master), ("--spark-conf", args.spark_conf)) if value]
+    if given and "spark" not in args.engines and not args.report_only:
+        raise DltraceError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} Spark's, which --engines "
+                           f"{','.join(args.engines)} does not run: add spark to --engines, or leave "
+                           f"{' and '.join(given)} out")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``dltrace tpch``."""
     p.add_argument("--sf", type=_positive(float), default=0.1, help="TPC-H scale factor (default 0.1)")
@@ -116,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory guard on a worker and its children, e.g. 75%% (of RAM), 8G, off (default 75%%)")
     p.add_argument("--out", default="dltrace-report", metavar="DIR",
                    help="output folder (default ./dltrace-report)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--master", default=None, help=f"Spark master (default {DEFAULT_MASTER})")
     p.add_argument("--spark-conf", type=_spark_setting, action="append", default=[], metavar="KEY=VALUE",
                    help=f"Spark setting, repeatable (default driver memory {_default_driver_memory()})")
     p.add_argument("--report-only", action="store_true",
@@ -137,7 +151,7 @@ def debug_sleeps(specs: list[str]) -> dict[tuple[int, str], float]:
 def _spark_options(args: argparse.Namespace) -> dict[str, Any]:
     conf: dict[str, Any] = {"spark.driver.memory": _default_driver_memory()}
     conf.update(args.spark_conf)
-    return {"master": args.master, **conf}
+    return {"master": args.master or DEFAULT_MASTER, **conf}
 
 
 def worker_options(args: argparse.Namespace, engine: str, storage: str) -> dict[str, Any]:
@@ -156,7 +170,7 @@ def command_line(args: argparse.Namespace) -> str:
     parts += [f"--repeat {args.repeat}", f"--timeout {args.timeout:g}"]
     if args.warmup != 1:
         parts.append(f"--warmup {args.warmup}")
-    if "spark" in args.engines and args.master != "local[2]":
+    if "spark" in args.engines and args.master not in (None, DEFAULT_MASTER):
         parts.append(f"--master {args.master}")
     parts.append(f"--out {args.out}")
     return " ".join(parts)

@@ -39,7 +39,7 @@ from rich.progress import (
 from dltrace.errors import DltraceError, folder_problem
 from dltrace.tpch import procmon, report
 from dltrace.tpch.isolation import WorkerFailed, WorkerHandle, failure
-from dltrace.tpch.options import add_arguments, debug_sleeps, parse_queries, worker_options
+from dltrace.tpch.options import add_arguments, check_arguments, debug_sleeps, parse_queries, worker_options
 from dltrace.tpch.records import RECORD_KEYS, STATUSES, RunnerOutput, load_average, make_record
 from dltrace.tpch.worker import LINEAGE_ON_QUERIES, lineage_on_supported
 from dltrace.tpch_data import TABLES, ensure_tpch, tpch_dir
@@ -160,6 +160,7 @@ def execute(args: argparse.Namespace, output: RunnerOutput, console: Console) ->
 def main(args: argparse.Namespace) -> int:
     """Run ``dltrace tpch`` with parsed ``args``; returns the exit code (130 when interrupted)."""
     console = Console()
+    check_arguments(args)
     out = _out_folder(args.out, made=not args.report_only)
     if args.report_only:
         if not (out / "results.json").is_file():
