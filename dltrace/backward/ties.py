@@ -127,6 +127,8 @@ def _spec_sql(window: exp.Window, dialect: str) -> str:
         parts.append("PARTITION BY " + ", ".join(p.sql(dialect) for p in window.args["partition_by"]))
     if window.args.get("order"):
         parts.append(window.args["order"].sql(dialect).strip())
+    if window.args.get("spec"):  # (the frame: ROWS ... is what makes the tie matter; a review found it left out)
+        parts.append(window.args["spec"].sql(dialect).strip())
     return " ".join(parts)
 
 
