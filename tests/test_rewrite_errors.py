@@ -208,6 +208,9 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: r.explain(0, samples=-1), "samples must be an int >= 0"),
         (lambda: dltrace.rewrite("SELEC x", schema={"t": {"x": "INT"}}), "does not parse as a statement"),
         (lambda: dltrace.rewrite("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
+        # a DuckDB query read as Spark's: its "name" is a string there (a new user's CLI run on Spark)
+        (lambda: dltrace.rewrite('SELECT k."Région" FROM k', dialect="spark", schema={"k": {"Région": "STRING"}}),
+         "k has no column 'Région'.*; in Spark SQL \"Région\" is a string: quote a name with backticks"),
         (lambda: s.run("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
         (lambda: dltrace.rewrite("SELECT dept FROM emp"), "without schema="),
         (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),
