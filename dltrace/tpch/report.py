@@ -316,7 +316,10 @@ def _print_storage(d: Data, console: Console) -> None:
     records = d.records
     styles = {"timeout": "yellow", "oom": "red", "error": "red", "unsupported": "dim"}
     for e in d.engines:
-        t = Table(title=f"{ENGINE_NAMES.get(e, e)}, {d.storage} storage: original in seconds, the others × original", caption=
+        compared = "original" in d.strategies  # (without it every cell is seconds: the title said × original)
+        unit = ("original in seconds, the others × original" if compared
+                else "seconds (no original run to compare with)")
+        t = Table(title=f"{ENGINE_NAMES.get(e, e)}, {d.storage} storage: {unit}", caption=
                   "✗: lineage differs from set's" if any(r["agrees"] is False for r in records if r["engine"] == e)
                   else None)
         t.add_column("query")
@@ -330,6 +333,7 @@ def _print_storage(d: Data, console: Console) -> None:
                 cells.append(f"[{styles[r['status']]}]{c}[/]" if r and r["status"] in styles else c)
             t.add_row(f"Q{q}", *cells)
         t.add_row("geo. mean", *[secs_text(geomean(r["seconds"] for q in d.queries if (r := d.get(e, q, s)) and r["seconds"]))
-                                 if s == "original" else ratio_text(geomean(d.ratios(e, s).values())) for s in d.strategies],
+                                 if s == "original" or not compared else ratio_text(geomean(d.ratios(e, s).values()))
+                                 for s in d.strategies],
                   style="bold")
         console.print(t)
