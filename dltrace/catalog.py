@@ -18,7 +18,8 @@ from sqlglot import exp
 
 from dltrace.engines import Engine, resolve_source, types_show_collation
 from dltrace.engines.guest import ClosedEngine
-from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature)
+from dltrace.engines.sources import (ArrowSource, NativeSource, ParquetSource, check_storage, files_signature,
+                                     with_rid)
 from dltrace.errors import (ArgumentError, DuplicateTable, ParseError, QueryError, ReservedName, SourceError,
                              StaleLineage, UnknownTable, UnsupportedQuery, check_flag, check_text, got)
 from dltrace.names import reserved_prefix, unknown_table
@@ -175,13 +176,15 @@ class Catalog(StaleChecks):
             raise DuplicateTable(f"{name!r} is a registered table; choose another name for the view")
         self._claim(name, replace)
 
-    def add_view(self, name: str, body: pa.Table | exp.Expression) -> None:
+    def add_view(self, name: str, body: pa.Table | exp.Expression, typed_by: str | None = None) -> None:
         """Create relation ``name`` for plain SQL (an Arrow table without row ids, or a query): readable in
-        :meth:`check_known_tables` with ``views``, dropped with the session."""
+        :meth:`check_known_tables` with ``views``, dropped with the session. ``typed_by``: the engine's query
+        whose column types the Arrow table's rows have (:attr:`ArrowSource.typed_by`: an ENUM came back as
+        strings, and a view ordered them alphabetically); its rows relation then holds them typed."""
         if name.lower() in self.views:
             self.engine.drop(name.lower())  # a view replaced by a table (or the reverse) is made anew
         if isinstance(body, pa.Table):
-            self.engine.register(name.lower(), ArrowSource(body))
+            self.engine.register(name.lower(), ArrowSource(with_rid(body) if typed_by else body, typed_by=typed_by))
         else:
             self.engine.create_view(name.lower(), body)
         self.views.add(name.lower())

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.engines.sources import RID, ArrowSource, ParquetSource
+from dltrace.engines.sources import RID, ArrowSource, ParquetSource, duckdb_path
 from dltrace.errors import ArgumentError, RowOutOfRange, UnknownColumn, UnknownTable, got
 from dltrace.names import unknown_table
 from dltrace.rowstore import RowStore, rowstore, thread_duckdb
@@ -115,7 +115,7 @@ def _fetch_parquet_file(path: str, local: np.ndarray, columns: list[str] | None)
     """Rows at positions ``local`` (sorted, distinct) of one parquet file, plus their positions as ``_pos``."""
     con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
-    scan = f"read_parquet({exp.Literal.string(path).sql('duckdb')}, file_row_number = true)"
+    scan = f"read_parquet({exp.Literal.string(duckdb_path(path)).sql('duckdb')}, file_row_number = true)"
     ranges = clusters(local)
     if len(ranges) <= MAX_CLUSTERS:
         pred = " OR ".join(
@@ -186,7 +186,7 @@ def fetch_parquet_files(source: ParquetSource, rids: np.ndarray, columns: list[s
 def _empty_parquet(source: ParquetSource, columns: list[str] | None) -> pa.Table:
     con = thread_duckdb()
     cols = "* EXCLUDE (file_row_number)" if columns is None else ", ".join(_quote(c) for c in columns)
-    path = exp.Literal.string(source.files[0]).sql("duckdb") if source.files else None
+    path = exp.Literal.string(duckdb_path(source.files[0])).sql("duckdb") if source.files else None
     if path is None:
         return pa.table({RID: pa.array([], pa.int64())})
     got = con.sql(f"SELECT {cols}, file_row_number AS {RID} FROM read_parquet({path}, file_row_number = true) LIMIT 0")

@@ -27,6 +27,8 @@ from sqlglot import exp
 from dltrace.catalog import Catalog
 from dltrace.errors import DltraceError, UnknownTable, check_count, check_flag, check_text
 from dltrace.explore import is_bitmap_type
+from dltrace.forward_plan import rows_query
+from dltrace.names import RID
 from dltrace.lineage_data import LineageData
 from dltrace.py_values import py_list
 from dltrace.rewriter.build import add_join
@@ -197,7 +199,14 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     engine = catalog.engine
     row_index = pa.array(np.arange(data.num_rows, dtype=np.int64))
     sets = pa.table({ROW: row_index, **{f"dl_{t}": data.lineage_columns[t] for t in tables}})
-    catalog.add_view(names["rows"], data.table.add_column(0, ROW, row_index))
+    # the rows in their query's types (ENUM, HUGEINT, a collation: their Arrow form lost them), typed once in a
+    # private relation; the view numbers them by its ids
+    typed = _private(catalog, "rows", name)
+    catalog.add_view(typed, data.table, typed_by=rows_query(catalog, data))
+    ids = exp.column(RID, quoted=True)
+    catalog.add_view(names["rows"], exp.select(exp.alias_(exp.cast(ids, "BIGINT"), ROW, quoted=True),
+                                               exp.Star(except_=[ids.copy()]))
+                     .from_(exp.table_(engine.rows_name(typed), quoted=True)))
     sets_relation = _private(catalog, "lineage", name)
     catalog.add_view(sets_relation, sets)
     if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):

@@ -20,7 +20,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from dltrace.cache import cache_root
-from dltrace.engines.sources import RID, ParquetSource
+from dltrace.engines.sources import RID, ParquetSource, duckdb_path
 from dltrace.errors import DltraceError
 from dltrace.fingerprints import file_hash
 
@@ -161,7 +161,7 @@ def _build_rowstore(source: ParquetSource, path) -> None:
     try:
         with pa.OSFile(str(tmp), "wb") as sink:
             for f in source.files:
-                lit = exp.Literal.string(f).sql("duckdb")
+                lit = exp.Literal.string(duckdb_path(f)).sql("duckdb")
                 # One plain scan per file: DuckDB keeps a scan's row order (preserve_insertion_order),
                 # checked below through file_row_number all the same.
                 reader = con.sql(f"SELECT * FROM read_parquet({lit}, file_row_number = true)").to_arrow_reader(

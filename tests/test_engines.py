@@ -165,6 +165,14 @@ def test_a_glob_lists_the_files_duckdb_lists(fresh, tmp_path):
     assert got == (want if sys.version_info >= (3, 11) else [0, 1, 2, 3, 5])  # (3.10's glob skips hidden files)
     fresh.register("bracketed", str(top / "s [2024].parquet"))
     assert fresh.sql("SELECT id FROM bracketed").column("id").to_pylist() == [5]
+    # a name that is a pattern matching other files reads those, as DuckDB does (d/** read each file twice, and
+    # a file read through a pattern of its own name is read as that file: `x[1]` read `x1` beside it)
+    pq.write_table(pa.table({"id": [6]}), top / "x[1].parquet")
+    pq.write_table(pa.table({"id": [7]}), top / "x1.parquet")
+    for name, path in [("deep", top / "**"), ("pattern", top / "x[1].parquet"), ("either", top / "x*.parquet")]:
+        fresh.register(name, str(path), replace=True)
+        want = sorted(r[0] for r in duckdb.sql(f"SELECT id FROM read_parquet('{path}')").fetchall())
+        assert sorted(fresh.sql(f"SELECT id FROM {name}").column("id").to_pylist()) == want, name
 
 
 @pytest.mark.spark

@@ -26,6 +26,7 @@ from dltrace.engines.sources import (
     Source,
     check_columns,
     check_storage,
+    duckdb_path,
 )
 from dltrace.errors import QueryError, SourceError
 
@@ -56,7 +57,7 @@ def register(engine: Any, name: str, source: Source, storage: str = "source") ->
     for path, offset in zip(source.files, source.offsets):
         scan = exp.func(
             "read_parquet",
-            exp.Literal.string(path),
+            exp.Literal.string(duckdb_path(path)),
             exp.EQ(this=exp.var("file_row_number"), expression=exp.true()),
         )
         position = exp.Add(this=exp.column("file_row_number"), expression=exp.Literal.number(offset))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,7 +152,7 @@ def resolve_source(source: Any) -> Source:
         # = ...) would change the registered rows under the ids (1M rows, 5 columns: 36 ms -> 53 ms)
         try:
             table = pa.Table.from_pandas(source.copy(deep=True), preserve_index=False)
-        except (pa.ArrowTypeError, pa.ArrowInvalid) as e:  # (an object column of mixed types: 'x', 3.5)
+        except (pa.ArrowTypeError, pa.ArrowInvalid, OverflowError) as e:  # (mixed types: 'x', 3.5; an int past 2**63)
             raise SourceError(f"the pandas DataFrame does not convert to Arrow, whose columns hold one type each: "
                               f"{'; '.join(' '.join(str(a).split()) for a in e.args)}; give that column one type "
                               f"(df[col].astype(str))") from None
@@ -167,11 +168,16 @@ def resolve_source(source: Any) -> Source:
         return ArrowSource(with_rid(source.to_arrow_table()))  # a DuckDB relation: its rows, as it gives them
     if isinstance(source, (str, os.PathLike)):
         text = str(source)
-        if any(ch in text for ch in "*?[") and not os.path.exists(text):  # (a file named `sales [2024].csv` is one)
-            matches = sorted(glob.glob(text, **GLOB_AS_DUCKDB))
-            if not matches:
-                raise SourceError(f"no file matches {text!r}")
+        # a pattern's files, as DuckDB reads it: the files it matches (the folders it matches too are not read
+        # again: `d/**` lists d and its subfolders besides their files, each file was read twice), the folders it
+        # matches where it matches no file (`data/2024-*`), else the file of that very name (`sales [2024].csv`,
+        # which DuckDB reads when the pattern matches nothing)
+        found = sorted(glob.glob(text, **GLOB_AS_DUCKDB)) if any(ch in text for ch in "*?[") else []
+        matches = [m for m in found if os.path.isfile(m)] or found
+        if matches:
             paths = [Path(m) for m in matches]
+        elif any(ch in text for ch in "*?[") and not os.path.isfile(text):
+            raise SourceError(f"no file matches {text!r}")
         else:
             if not os.path.exists(text):
                 raise SourceError(f"file not found: {text!r}")
@@ -184,6 +190,13 @@ def resolve_source(source: Any) -> Source:
         f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table or "
         "RecordBatchReader, a pandas DataFrame, a DuckDB relation or a Spark DataFrame"
     )
+
+
+def duckdb_path(path: str) -> str:
+    """``path`` as DuckDB's readers take that one file: they read every path as a pattern (``data[1].csv`` read
+    ``data1.csv`` where both exist), and a pattern's only escape is a class of one character: ``[``, ``*`` and
+    ``?`` each in brackets."""
+    return re.sub(r"([\[*?])", r"[\1]", path)
 
 
 #: a pattern's files as DuckDB's read_parquet lists them: ``**`` any number of folders deep (the files beside it
@@ -229,7 +242,7 @@ def _read_csv_relation(files: str | list[str], what: str, take: Callable[[Any], 
     connection is not touched), its error a :class:`SourceError` naming ``what``."""
     con = duckdb.connect()
     try:
-        return take(con.read_csv(files))
+        return take(con.read_csv([duckdb_path(f) for f in files] if isinstance(files, list) else duckdb_path(files)))
     except duckdb.Error as e:
         raise SourceError(f"cannot read CSV {what}: {str(e).splitlines()[0]}") from None
     finally:
