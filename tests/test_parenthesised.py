@@ -86,3 +86,32 @@ def test_modifiers_inside_all_are_refused_by_name(s):
     for run in (s.run, s.trace):
         with pytest.raises(UnsupportedQuery, match="inside a function or ALL"):
             run("SELECT x FROM a WHERE x > ALL ((SELECT x AS c0 FROM b) ORDER BY c0 LIMIT 2)")
+
+
+# parentheses that only repeat a query's own (passes/redundant_parentheses.py): DuckDB runs each; dltrace sent SQL
+# aliasing a FROM query "" (a parse error), refused a VALUES list as two columns of one name, EXISTS ((q)) as
+# correlated two levels up (a review)
+DOUBLED = [
+    "SELECT * FROM ((SELECT x, y FROM a)) ORDER BY x NULLS LAST",
+    "SELECT t.x FROM (((SELECT x FROM a WHERE x > 1))) AS t ORDER BY t.x",
+    "SELECT * FROM ((VALUES (1, 'p'), (2, 'q'))) AS v(k, w) ORDER BY k",
+    "SELECT x FROM a WHERE x IN ((VALUES (1), (3))) ORDER BY x",
+    "SELECT x FROM a WHERE EXISTS ((SELECT 1 FROM b WHERE b.x = a.x)) ORDER BY x",
+    "SELECT x FROM a WHERE NOT EXISTS ((SELECT 1 FROM b WHERE b.x = a.x)) ORDER BY x NULLS LAST",
+    "((SELECT x FROM a ORDER BY x NULLS LAST LIMIT 2))",
+    "SELECT x, ((SELECT max(x) FROM b)) AS m FROM a ORDER BY x NULLS LAST",
+]
+
+
+@pytest.mark.parametrize("sql", DOUBLED)
+def test_doubled_parentheses_are_the_query_in_one(s, sql):
+    engine = [tuple(r.values()) for r in s.sql(sql).to_pylist()]
+    backward = rows_in_order(s.trace(sql))
+    assert [row for row, _ in backward] == engine
+    for strategy in ("set", "bitmap"):
+        assert rows_in_order(s.run(sql, lineage=strategy)) == backward
+
+
+def test_a_values_list_with_its_own_limit_is_refused_by_name(s):
+    with pytest.raises(UnsupportedQuery, match=r"LIMIT / OFFSET on a VALUES list is not supported: select from "):
+        s.run("SELECT a.x, v.k FROM a, ((VALUES (1), (2), (3)) LIMIT 2) AS v(k)")  # (sent as SQL DuckDB rejects)

@@ -126,6 +126,7 @@ DENSE_ROWS = {"t": 100_000, "s": 100, "u": 2**30}
 # file -> (prerequisite, pass under test, dialect, strategy)
 PASSES = {
     "redundant_parentheses.sql": (None, redundant_parentheses, "duckdb", "set"),
+    "redundant_parentheses_spark.sql": (None, redundant_parentheses, "spark", "set"),
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "pivots.sql": (None, pivots, "duckdb", "set"),
     "unpivots.sql": (None, pivots, "duckdb", "set"),

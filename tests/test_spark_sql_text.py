@@ -157,3 +157,16 @@ def test_an_order_by_grouping_call_not_selected_is_refused_with_the_way_round(s)
     with pytest.raises(dltrace.UnsupportedQuery, match=r"grouping\(\) of a column in ORDER BY is not supported on this "
                                                        r"engine .* select it with a name and order by that name"):
         s.run("SELECT k, count(*) AS n FROM q_t GROUP BY ROLLUP (k) ORDER BY grouping(k), k")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT id FROM q_t WHERE id NOT IN ((SELECT k FROM q_t WHERE k > 100))",
+    "SELECT id, id IN ((SELECT k FROM q_t WHERE k > 100)) AS f FROM q_t",
+    "SELECT id FROM q_t WHERE id IN ((SELECT max(k) FROM q_t))",
+])
+def test_in_over_a_query_in_two_parentheses_is_a_list_of_one_scalar(s, spark_session, sql):
+    """Spark reads ``x IN ((SELECT ...))`` as a list holding one scalar subquery: over no row NOT IN is NULL (no
+    row kept), not TRUE; dltrace read it as IN (SELECT ...) and kept every row (a review)."""
+    engine = sorted(repr(tuple(r)) for r in spark_session.sql(sql).collect())
+    for lineage in ("set", "bitmap"):
+        assert sorted(repr(tuple(row.values())) for row in s.run(sql, lineage=lineage).table.to_pylist()) == engine

@@ -126,6 +126,9 @@ class LineageFunctions:
     #: SELECT the last item the query aliased so (the input column when none is), in a set operation the first
     #: column of the name; false: such a query is refused (:mod:`dltrace.rewriter.passes.order_by`)
     binds_repeated_order_by_names: ClassVar[bool] = False
+    #: ``x IN ((SELECT c ...))`` is a list of one scalar subquery (it raises on two rows; NOT IN over no row is
+    #: NULL), not ``x IN (SELECT c ...)`` (:mod:`dltrace.rewriter.passes.redundant_parentheses`)
+    reads_in_of_a_parenthesised_query_as_a_list: ClassVar[bool] = False
     #: ``ORDER BY grouping(x)`` (or ``grouping_id(x, ...)``) runs once the SELECT item of ``x`` has an alias, as
     #: dltrace's names every item; false (Spark: ``GROUPING_COLUMN_MISMATCH``, the alias taken for ``x``): such a
     #: key is written as the position of a SELECT item that is the same call, else refused

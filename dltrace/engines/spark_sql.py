@@ -121,6 +121,7 @@ class SparkFunctions(LineageFunctions):
     # Spark 4: SELECT 1 AS c, sum(v) FROM t WHERE false GROUP BY ALL gives no row (DuckDB one)
     group_by_all_groups_constants = True
     orders_by_grouping_of_aliased_columns = False  # (its own query fails so once its item of x has an alias)
+    reads_in_of_a_parenthesised_query_as_a_list = True
 
     @property
     def subqueries_in_lambdas(self) -> bool:

@@ -196,7 +196,10 @@ def instrument_node(node: exp.Expression, ctx: Context, final: bool = False) -> 
             out.set("with_", node.args["with_"])
             node.set("with_", None)
         return out, exported
-    raise UnsupportedQuery(f"{type(node).__name__} has no lineage rule, at {position(node)}")
+    # (in SQL's words: "Values has no lineage rule" named sqlglot's class to a new user)
+    what = {exp.Values: "a VALUES list", exp.Table: "a table"}.get(type(node), f"a {type(node).__name__} node")
+    raise UnsupportedQuery(f"{what} where a query stands is not supported (select from it: SELECT * FROM ...), at "
+                           f"{position(node)}")
 
 
 def _with_ctes(node: exp.Expression, ctx: Context) -> Context:

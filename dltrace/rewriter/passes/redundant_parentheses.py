@@ -9,6 +9,11 @@ lineage rule. Written as their one-parenthesis forms::
     ((q))                       ->  (q)
     ((q)) AS x                  ->  (q) AS x
     ((VALUES ...)) AS v(c, d)   ->  (VALUES ...) AS v(c, d)     (in FROM or a join: a VALUES list as a source)
+    EXISTS ((q))                ->  EXISTS (q)
+
+and, on an engine that reads ``x IN ((q))`` as a list of one scalar subquery (Spark;
+``LineageFunctions.reads_in_of_a_parenthesised_query_as_a_list``), it is written as that list, ``x IN ((q))`` with
+the list's one item the scalar subquery (DuckDB reads it as ``x IN (q)``, and it is written so there).
 
 Valid when the outer parenthesis holds nothing but the inner one (no ORDER BY / LIMIT / OFFSET or any other
 clause of its own), nor does an inner parenthesis (``((q) LIMIT 2)`` keeps both: sqlglot writes a parenthesis's
@@ -27,16 +32,30 @@ from dltrace.rewriter.passes.context import PassContext
 
 def redundant_parentheses(expression: exp.Expression, context: PassContext | None = None,
                           copy: bool = True) -> exp.Expression:
-    if not any(_collapsible(s) for s in expression.find_all(exp.Subquery)):
+    lists = context is not None and context.fns.reads_in_of_a_parenthesised_query_as_a_list
+    if not any(_collapsible(s) or _in_list(s, lists) for s in expression.find_all(exp.Subquery)):
         return expression
     tree = exp.maybe_copy(expression, copy)
+    for query in [s for s in tree.find_all(exp.Subquery) if _in_list(s, lists)]:
+        # Spark's `x IN ((SELECT c ...))`: a list of one scalar subquery (it raises on two rows, and `x NOT IN`
+        # over no row is NULL, not TRUE), which reading it as IN (SELECT ...) answered otherwise (a review)
+        predicate = query.parent
+        predicate.set("query", None)
+        predicate.set("expressions", [query.this.pop()])
     while True:  # (one level at a time: (((q))) takes two rounds)
         outer = next((s for s in tree.find_all(exp.Subquery) if _collapsible(s)), None)
         if outer is None:
             return tree
         inner = _collapse(outer)
-        if outer is tree:  # ((q)) as the whole statement
+        if outer is tree:  # ((q)) as the whole statement: its text and dialect go with it (parse.position)
+            inner.meta.update({k: v for k, v in outer.meta.items() if k not in inner.meta})
             tree = inner
+
+
+def _in_list(node: exp.Subquery, lists: bool) -> bool:
+    """Is ``node`` the ``((q))`` of ``x IN ((q))`` on an engine that reads it as a list of one scalar subquery?"""
+    return lists and isinstance(node.parent, exp.In) and node.arg_key == "query" and isinstance(
+        node.this, exp.Subquery) and _only_parenthesis(node) and _only_parenthesis(node.this)
 
 
 def _only_parenthesis(node: exp.Subquery) -> bool:
@@ -48,10 +67,13 @@ def _collapsible(outer: exp.Subquery) -> bool:
     if not _only_parenthesis(outer):
         return False
     inner = outer.this
+    if isinstance(outer.parent, exp.Exists) and outer.arg_key == "this":  # EXISTS ((q)): EXISTS (q)
+        return not outer.args.get("alias") and isinstance(inner, exp.Query)
     if isinstance(inner, exp.Subquery):  # (an inner ORDER BY / LIMIT needs the outer parenthesis around it)
         return _only_parenthesis(inner) and not (outer.args.get("alias") and inner.args.get("alias"))
-    if isinstance(inner, exp.Values) and _is_source(outer):
-        return not (outer.args.get("alias") and inner.args.get("alias"))
+    if isinstance(inner, exp.Values) and _is_source(outer):  # (a LIMIT of its own: .parenthesised's to move)
+        return all(not v for k, v in inner.args.items() if k not in ("expressions", "alias")) and not (
+            outer.args.get("alias") and inner.args.get("alias"))
     return False
 
 
