@@ -665,6 +665,19 @@ class Gen:
             p = Is(Scalar(self.scalar_query(outer, depth, ctes, typ)), "NULL", self.draw(st.booleans()))
         else:
             p = Bin(self.pick(list(COMPARISONS)), x, Scalar(self.scalar_query(outer, depth, ctes, typ)))
+        return self.doubled(p)
+
+    def doubled(self, p):
+        """``p`` with its subquery in two parentheses, rarely: EXISTS ((q)), x IN ((q)), x < ((q))
+        (passes/redundant_parentheses.py; a query already written `(q) ORDER BY ...` keeps its own)."""
+        if not self.often("extra_parens", 10):
+            return p
+        if isinstance(p, (Exists, InSub)) and not isinstance(p.query, Paren):
+            self.feat("extra_parens", f"extra_parens_{type(p).__name__.lower()}")
+            return dataclasses.replace(p, parens=2)
+        if isinstance(p, Bin) and isinstance(p.right, Scalar) and not isinstance(p.right.query, Paren):
+            self.feat("extra_parens", "extra_parens_scalar")
+            return dataclasses.replace(p, right=dataclasses.replace(p.right, parens=2))
         return p
 
     def row_in(self, scope, depth: int, ctes):

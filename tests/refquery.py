@@ -132,6 +132,7 @@ class Win:
 @dataclass(frozen=True, eq=False)
 class Exists:
     query: "Query"
+    parens: int = 1  # `((query))`: parentheses that only repeat its own
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +140,7 @@ class InSub:
     arg: "Expr"
     query: "Query"
     negated: bool = False
+    parens: int = 1  # `x IN ((query))` (DuckDB reads it as IN (query); Spark as a list of one scalar subquery)
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,6 +174,7 @@ class Quant:
 @dataclass(frozen=True, eq=False)
 class Scalar:
     query: "Query"
+    parens: int = 1  # `((query))`: parentheses that only repeat its own
 
 
 Expr = Union[Col, Lit, Bin, Not, Is, EqFalse, BoolCmp, Case, Func, Agg, Win, Exists, InSub, RowIn, InList, Quant,
@@ -520,12 +523,13 @@ _RENDER = {
     Pivot: lambda q: (f"PIVOT {ident(q.table)} ON {ident(q.on)} IN ({', '.join(literal(v) for v in q.values)}) USING "
                       + ", ".join(render(a) + (f" AS {ident(alias)}" if alias else "") for a, alias in q.aggs)
                       + f" GROUP BY {', '.join(ident(g) for g in q.group)}"),
-    Exists: lambda e: f"EXISTS ({render(e.query)})",
-    InSub: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({render(e.query)}))",
+    Exists: lambda e: f"EXISTS {'(' * e.parens}{render(e.query)}{')' * e.parens}",
+    InSub: lambda e: (f"({render(e.arg)} {'NOT ' if e.negated else ''}IN {'(' * e.parens}{render(e.query)}"
+                      f"{')' * e.parens})"),
     RowIn: lambda e: f"(({', '.join(render(a) for a in e.args)}) IN ({render(e.query)}))",
     InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {'SOME' if e.some else e.quant} ({render(e.query)}))",
-    Scalar: lambda e: f"({render(e.query)})",
+    Scalar: lambda e: f"{'(' * e.parens}{render(e.query)}{')' * e.parens}",
     Select: _select, SetOp: _setop, With: _with, Paren: _paren,
 }
 
