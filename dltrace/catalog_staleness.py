@@ -133,8 +133,9 @@ class StaleChecks:
         problems = self.changed_since(snapshot)
         if problems:
             tables = "; ".join(f"table {t!r} {why}" for t, why in problems)
+            # ("may": a table registered again with the same rows is a new version all the same; a new user's)
             raise StaleLineage(f"{what}: the lineage is stale: {tables} since the result was computed, so its "
-                               "row ids name other rows now; run the query again (the ids themselves, "
+                               "row ids may name other rows now; run the query again (the ids themselves, "
                                "r.lineage(i), are still the ones captured)")
 
     def check_views_fresh(self, tree: exp.Expression) -> None:

@@ -36,6 +36,13 @@ class Session(Catalog):
     them: :meth:`run` (forward lineage), :meth:`trace` (backward), :meth:`impact`, :meth:`sql`. Create with
     :func:`dltrace.connect`."""
 
+    def __repr__(self) -> str:  # (the default named only the class and an address: a new user's)
+        tables = sorted(self.tables)
+        listed = ", ".join(tables[:8]) + (", ..." if len(tables) > 8 else "")
+        closed = isinstance(self.engine, ClosedEngine)
+        return (f"<dltrace.Session on {self.engine.name}{' (closed)' if closed else ''}: {len(tables)} "
+                f"table{'s' * (len(tables) != 1)}{' (' + listed + ')' if tables else ''}>")
+
     # -- tables ---------------------------------------------------------------------------------
     def register(self, name: str, source: Any, replace: bool = False, storage: str = "source") -> None:
         """Register ``source`` (parquet file/folder/glob, CSV, Arrow, pandas, Spark DataFrame) as ``name``.

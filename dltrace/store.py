@@ -39,7 +39,7 @@ def load(path: str | os.PathLike, session: Catalog, allow_stale: bool = False) -
     problems = stale_tables(session, manifest)
     if problems and not allow_stale:
         what = "; ".join(f"table {t!r} {why}" for t, why in problems)
-        raise StaleLineage(f"saved lineage at {str(folder)!r} is stale: {what} (pass allow_stale=True to load anyway)")
+        raise StaleLineage(f"saved lineage at {str(folder)!r} is stale: {what} (dltrace.load(path, session, allow_stale=True) loads it anyway)")
     if problems:
         warnings.warn(f"loading stale lineage: tables {', '.join(t for t, _ in problems)} changed", stacklevel=2)
     rows, lineage, on_values, shared = read_contents(folder, manifest)

@@ -44,7 +44,7 @@ from dltrace.session import Session, connect
 METHODS = ("forward", "backward")
 
 
-@dataclass
+@dataclass(repr=False)  # (__repr__ below: one line)
 class PipelineResult:
     """Every dataset of a pipeline run (``datasets``, in run order) with lineage in the sources' row ids."""
 
@@ -59,6 +59,11 @@ class PipelineResult:
     # the session, which another run of the pipeline registers again (a source converted to another lineage form
     # when read keeps its registration: on Spark every bitmap step was read so, and every trace refused)
     registered: dict[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # (the dataclass's printed every step's SQL and the session: a new user's)
+        lineage = f"{self.strategy} lineage ({self.method})" if self.strategy else "no lineage"
+        return (f"<PipelineResult: {len(self.datasets)} dataset{'s' * (len(self.datasets) != 1)} "
+                f"({', '.join(self.datasets)}) over {', '.join(self.sources) or 'no source'}, {lineage}>")
 
     def __getitem__(self, name: str) -> LineageResult:
         key = check_text(name, "a dataset name").lower()
