@@ -43,6 +43,7 @@ from dltrace.errors import (
     check_choice,
     check_flag,
     check_mapping,
+    refuses_deep_nesting,
     check_path,
     check_text,
 )
@@ -54,6 +55,7 @@ from dltrace.store import SavedLineageResult
 from dltrace.version import __version__
 
 
+@refuses_deep_nesting
 def rewrite(sql: str, dialect: str = "duckdb", strategy: str = "set", semantics: str = "witness",
             schema: dict | None = None, read: str | None = None, pretty: bool = False) -> str:
     """Return ``sql`` rewritten to also compute forward lineage: one ``dl_<table>`` column per base table.

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import operator
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 
 class DltraceError(Exception):
@@ -51,6 +54,20 @@ class UnsupportedQuery(DltraceError):
         return cls(f"a SELECT item that gives several columns (an unnest of a struct, a * over a USING join and a "
                    f"later join with a column of the same name, ...) is not supported: the query's {items} items "
                    f"gave {columns} columns; name each column" + (f", at {where}" if where else ""))
+
+
+def refuses_deep_nesting(function: Callable[..., T]) -> Callable[..., T]:
+    """``function`` (a call that parses and rewrites a query), a query nested past Python's recursion limit refused
+    by name: a UNION ALL of about 100 queries raised a bare RecursionError through s.run (a review)."""
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        try:
+            return function(*args, **kwargs)
+        except RecursionError:
+            raise UnsupportedQuery("a query nested this deeply is not supported (Python's recursion limit: a UNION "
+                                   "ALL of about 100 queries, or expressions nested as deep): split it into steps "
+                                   "(CREATE TABLE ... AS each part, then query those)") from None
+    return guarded
 
 
 class ArgumentError(DltraceError, TypeError):

@@ -17,7 +17,7 @@ from dltrace.engines import STRATEGIES, make_engine
 from dltrace.engines.sources import ArrowSource, ParquetSource, check_storage, with_rid
 from dltrace.engines.guest import ClosedEngine, closed_error
 from dltrace.errors import (ArgumentError, DltraceError, DuplicateTable, ParseError, UnknownTable, UnsupportedQuery,
-                             check_choice, check_flag, check_text, got)
+                             check_choice, check_flag, check_text, got, refuses_deep_nesting)
 from dltrace.impact import Impact, impact
 from dltrace.names import unknown_table
 from dltrace.forward_plan import plain_text, rows_query
@@ -117,11 +117,13 @@ class Session(Catalog):
         every = mentions_rid(tree)
         return [rows.get(name, name) for name in read if every or name in rows]
 
+    @refuses_deep_nesting
     def sql(self, text: str, dialect: str | None = None) -> pa.Table:
         """Run SQL (in the engine's dialect, or in ``dialect``, transpiled) and return Arrow."""
         return self.engine.sql(self.to_engine_sql(text, dialect))
 
     # -- lineage --------------------------------------------------------------------------------
+    @refuses_deep_nesting
     def run(self, sql: str, lineage: str | None = "set", dialect: str | None = None,
             semantics: str = "witness", end_to_end: bool = True) -> LineageResult | None:
         """Run ``sql`` with forward lineage (``lineage`` = "set" | "bitmap" | None for the plain query).
@@ -156,6 +158,7 @@ class Session(Catalog):
             return r
         return run_forward(self, sql, lineage=lineage, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
+    @refuses_deep_nesting
     def trace(self, sql: str, rows: list[int] | None = None, dialect: str | None = None,
               semantics: str = "witness", end_to_end: bool = True) -> BackwardResult:
         """Backward lineage by Cui-Widom reverse queries: all rows (``rows=None``) or the given ones; through
@@ -165,6 +168,7 @@ class Session(Catalog):
         check_flag(end_to_end, "end_to_end")
         return trace_backward(self, sql, rows=rows, dialect=dialect, semantics=semantics, end_to_end=end_to_end)
 
+    @refuses_deep_nesting
     def impact(self, sql: str, table: str, rids: int | Iterable[int],
                saved: str | os.PathLike | LineageResult | None = None, lineage: str = "set",
                dialect: str | None = None, semantics: str | None = None) -> Impact:

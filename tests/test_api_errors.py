@@ -276,3 +276,15 @@ def test_a_value_that_is_no_option_is_a_value_error_and_a_wrong_thing_passed_a_t
         with pytest.raises(dltrace.RowOutOfRange):
             r.forward("t", rid)
     s.close()
+
+
+def test_a_query_nested_past_the_recursion_limit_is_refused_by_name():
+    """A UNION ALL of about 100 queries raised a bare RecursionError through s.run (a review)."""
+    s = dltrace.connect("duckdb")
+    s.register("deep_t", pa.table({"a": [1, 2]}))
+    sql = " UNION ALL ".join(f"SELECT a + {i} AS a FROM deep_t" for i in range(150))
+    for call in (lambda: s.run(sql), lambda: s.impact(sql, "deep_t", [0]),
+                 lambda: dltrace.rewrite(sql, schema={"deep_t": {"a": "INT"}})):
+        with pytest.raises(dltrace.UnsupportedQuery, match="a query nested this deeply is not supported"):
+            call()
+    s.close()
