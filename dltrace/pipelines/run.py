@@ -26,6 +26,7 @@ from dltrace.errors import (
     DltraceError,
     PipelineError,
     StaleLineage,
+    UnknownTable,
     check_choice,
     check_mapping,
     check_path,
@@ -68,7 +69,7 @@ class PipelineResult:
     def __getitem__(self, name: str) -> LineageResult:
         key = check_text(name, "a dataset name").lower()
         if key not in self.datasets:
-            raise DltraceError(f"the pipeline has no dataset {name!r}; its datasets: {', '.join(self.datasets)}")
+            raise UnknownTable(f"the pipeline has no dataset {name!r}; its datasets: {', '.join(self.datasets)}")
         return self.datasets[key]
 
     def __iter__(self):
