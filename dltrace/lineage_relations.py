@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from dltrace.catalog import Catalog
-from dltrace.errors import DltraceError, UnknownTable, check_count, check_flag, check_text
+from dltrace.errors import DltraceError, ReservedName, UnknownTable, check_count, check_flag, check_text
 from dltrace.explore import is_bitmap_type
 from dltrace.forward_plan import rows_query
 from dltrace.names import RID
@@ -162,7 +162,8 @@ def view_names(name: str, tables: list[str]) -> dict[str, str]:
 
 def _private(catalog: Catalog, kind: str, name: str) -> str:
     """A private relation of a result's views: ``_dl_lineage_<name>`` (its lineage columns, one row per output
-    row), ``_dl_shared_<name>`` (its shared lineage, one row: see :class:`LineageData`), or that with a suffix when
+    row), ``_dl_shared_<name>`` (its shared lineage, one row: see :class:`LineageData`), ``_dl_typed_<name>`` (its
+    rows in their query's types), or that with a suffix when
     a relation on the engine has the name (a guest replaces nothing of the user's)."""
     return catalog.engine.fresh_name(f"_dl_{kind}_{name.lower()}")
 
@@ -190,6 +191,9 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     data.check_rid_lineage("register")
     if ROW in (c.lower() for c in data.table.column_names):
         raise DltraceError(f"the result has a column named {ROW!r}: alias it, the view adds the row index as {ROW!r}")
+    if RID in (c.lower() for c in data.table.column_names):  # (a query may read dl_rid: its views number by it)
+        raise ReservedName(f"the result has a column named {RID!r} (a table's row id the query read): alias it "
+                           f"(dl_rid AS rid) to register the result's views")
     if len({c.lower() for c in data.table.column_names}) != data.table.num_columns:
         raise DltraceError("the result repeats a column name: give each column its own alias to register it")
     tables = list(data.lineage_columns)
@@ -200,13 +204,18 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     row_index = pa.array(np.arange(data.num_rows, dtype=np.int64))
     sets = pa.table({ROW: row_index, **{f"dl_{t}": data.lineage_columns[t] for t in tables}})
     # the rows in their query's types (ENUM, HUGEINT, a collation: their Arrow form lost them), typed once in a
-    # private relation; the view numbers them by its ids
-    typed = _private(catalog, "rows", name)
-    catalog.add_view(typed, data.table, typed_by=rows_query(catalog, data))
-    ids = exp.column(RID, quoted=True)
-    catalog.add_view(names["rows"], exp.select(exp.alias_(exp.cast(ids, "BIGINT"), ROW, quoted=True),
-                                               exp.Star(except_=[ids.copy()]))
-                     .from_(exp.table_(engine.rows_name(typed), quoted=True)))
+    # private relation, the view numbering them by its ids; only while the tables the query read are as they
+    # were: the query over changed tables types the rows otherwise (a DOUBLE registered again as an INTEGER cast
+    # 2.75 to 3; a review), and the rows keep their Arrow types then
+    typed = _private(catalog, "typed", name) if not catalog.changed_since(data.base_snapshot or {}) else None
+    if typed is not None:
+        catalog.add_view(typed, data.table, typed_by=rows_query(catalog, data))
+        ids = exp.column(RID, quoted=True)
+        catalog.add_view(names["rows"], exp.select(exp.alias_(exp.cast(ids, "BIGINT"), ROW, quoted=True),
+                                                   exp.Star(except_=[ids.copy()]))
+                         .from_(exp.table_(engine.rows_name(typed), quoted=True)))
+    else:
+        catalog.add_view(names["rows"], data.table.add_column(0, ROW, row_index))
     sets_relation = _private(catalog, "lineage", name)
     catalog.add_view(sets_relation, sets)
     if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):
@@ -235,7 +244,8 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     for part in per_table[1:]:
         union = exp.union(union, part, distinct=False)
     catalog.add_view(names["lineage"], union)
-    made = (*names.values(), sets_relation, *([shared_relation] if shared_relation else []))
+    made = (*names.values(), sets_relation, *([shared_relation] if shared_relation else []),
+            *([typed] if typed else []))  # (the typed rows too: replaced views left a copy of the rows each)
     for old in catalog.view_groups.get(name.lower(), ()):  # the views of an earlier result under this name
         if old.lower() not in {m.lower() for m in made}:
             catalog.drop_view(old)

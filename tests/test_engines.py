@@ -169,6 +169,20 @@ def test_a_glob_lists_the_files_duckdb_lists(fresh, tmp_path):
     # a file read through a pattern of its own name is read as that file: `x[1]` read `x1` beside it)
     pq.write_table(pa.table({"id": [6]}), top / "x[1].parquet")
     pq.write_table(pa.table({"id": [7]}), top / "x1.parquet")
+    # a folder named with a bracket, a pattern of nested folders (each file once), a backslash beside a bracket
+    other = tmp_path / "other"
+    (other / "sales [2024]" / "k=1" / "j=a").mkdir(parents=True)
+    pq.write_table(pa.table({"id": [8]}), other / "sales [2024]" / "k=1" / "j=a" / "p.parquet")
+    fresh.register("folder", str(other / "sales [2024]"))
+    assert fresh.sql("SELECT id FROM folder").column("id").to_pylist() == [8]
+    fresh.register("nested", str(other / "sales [[]2024]" / "**" / "*=*"))
+    assert fresh.sql("SELECT id FROM nested").column("id").to_pylist() == [8]
+    slashed = tmp_path / "back\\slash"
+    slashed.mkdir()
+    pq.write_table(pa.table({"id": [9]}), slashed / "y[1].parquet")
+    if fresh.engine.name == "duckdb":  # (no pattern DuckDB reads names that one file; Spark's reader escapes it)
+        with pytest.raises(dltrace.SourceError, match="holds both a backslash and one of"):
+            fresh.register("slashed", str(slashed / "y[1].parquet"))
     for name, path in [("deep", top / "**"), ("pattern", top / "x[1].parquet"), ("either", top / "x*.parquet")]:
         fresh.register(name, str(path), replace=True)
         want = sorted(r[0] for r in duckdb.sql(f"SELECT id FROM read_parquet('{path}')").fetchall())

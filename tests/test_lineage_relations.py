@@ -82,6 +82,37 @@ def test_views_are_refused_for_a_result_with_a_row_column(duck):
         r.register("nations")
 
 
+def test_a_results_views_keep_its_types_while_its_tables_are_as_they_were():
+    """The rows view was scanned from Arrow: an ENUM became text, ordered alphabetically (a notebook user's); typed
+    by its query, only while the query's tables are as they were (a DOUBLE registered again as integers cast the
+    old rows to 1 and 3; a review), once per name (replaced views each left a copy of the rows), and a result that
+    reads dl_rid is refused by name."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TYPE tier AS ENUM ('bronze', 'silver', 'gold')")
+    con.execute("CREATE TABLE cust (t tier, w DECIMAL(3, 2))")
+    con.execute("INSERT INTO cust VALUES ('gold', 1.25), ('bronze', 2.75), ('silver', 3.5)")
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("cust")
+    for _ in range(2):
+        r = s.run("SELECT t, w, (w * 100000000000000000000)::HUGEINT AS big FROM cust")
+        r.register("tv", replace=True)
+    assert s.sql("SELECT max(t) AS m FROM tv").to_pylist() == [{"m": "gold"}]
+    assert s.sql("SELECT typeof(big) AS b FROM tv LIMIT 1").to_pylist() == [{"b": "HUGEINT"}]
+    typed = [n for (n,) in con.sql("SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '%typed%'").fetchall()]
+    assert len(typed) == 1, typed
+    s.register("w", pa.table({"v": [1.25, 2.75]}))
+    old = s.run("SELECT v FROM w")
+    s.register("w", pa.table({"v": [1, 2]}), replace=True)
+    old.register("wv")
+    assert s.sql("SELECT v FROM wv ORDER BY row").to_pylist() == [{"v": 1.25}, {"v": 2.75}]
+    with pytest.raises(dltrace.ReservedName, match="a column named 'dl_rid'.*alias it"):
+        s.run("SELECT dl_rid, w FROM cust").register("rv")
+    s.close()
+    assert not con.sql("SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '%dl%'").fetchall()
+
+
 def test_saved_lineage_has_the_row_column_and_old_saves_load(duck, q3, tmp_path):
     folder = q3.save(tmp_path / "q3")
     saved = pq.read_table(folder / "lineage.parquet")

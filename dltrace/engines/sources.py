@@ -173,10 +173,10 @@ def resolve_source(source: Any) -> Source:
         # matches where it matches no file (`data/2024-*`), else the file of that very name (`sales [2024].csv`,
         # which DuckDB reads when the pattern matches nothing)
         found = sorted(glob.glob(text, **GLOB_AS_DUCKDB)) if any(ch in text for ch in "*?[") else []
-        matches = [m for m in found if os.path.isfile(m)] or found
+        matches = [m for m in found if os.path.isfile(m)] or _outermost(found)
         if matches:
             paths = [Path(m) for m in matches]
-        elif any(ch in text for ch in "*?[") and not os.path.isfile(text):
+        elif any(ch in text for ch in "*?[") and not os.path.exists(text):  # (a folder `sales [2024]` too)
             raise SourceError(f"no file matches {text!r}")
         else:
             if not os.path.exists(text):
@@ -192,10 +192,26 @@ def resolve_source(source: Any) -> Source:
     )
 
 
+def _outermost(folders: list[str]) -> list[str]:
+    """``folders`` (sorted) without those inside another of them: each is read with its subfolders (a pattern
+    matching `h/k=1` and `h/k=1/j=a` read the files below both twice; a review)."""
+    kept: list[str] = []
+    for folder in folders:
+        if not any(Path(folder).is_relative_to(k) for k in kept):
+            kept.append(folder)
+    return kept
+
+
 def duckdb_path(path: str) -> str:
-    """``path`` as DuckDB's readers take that one file: they read every path as a pattern (``data[1].csv`` read
-    ``data1.csv`` where both exist), and a pattern's only escape is a class of one character: ``[``, ``*`` and
-    ``?`` each in brackets."""
+    """``path`` as DuckDB's readers take that one file: they read a path holding ``[``, ``*`` or ``?`` as a pattern
+    (``data[1].csv`` read ``data1.csv`` where both exist), whose only escape is a class of one character: each in
+    brackets. A path without them is read as it is (a backslash included, which a pattern reads otherwise: such a
+    path with them too has no form DuckDB reads as that one file, and is refused)."""
+    if not any(c in path for c in "[*?"):
+        return path
+    if "\\" in path:
+        raise SourceError(f"{path!r} holds both a backslash and one of [ * ?, which DuckDB's readers cannot take as "
+                          f"that one file's name: rename the file or its folder")
     return re.sub(r"([\[*?])", r"[\1]", path)
 
 

@@ -60,17 +60,24 @@ def mark_written_spans(tree: exp.Expression, text: str) -> None:
     spans: dict[int, tuple[int, int]] = {}
     for node in reversed(list(tree.walk(bfs=False))):
         meta = node._meta  # (reading .meta would give every node a dict)
-        lo, hi = (meta["start"], meta["end"] + 1) if meta and "start" in meta else (None, None)
-        for child in node.iter_expressions():
-            if id(child) in spans:
-                c_lo, c_hi = spans[id(child)]
-                lo, hi = (c_lo, c_hi) if lo is None else (min(lo, c_lo), max(hi, c_hi))
-        if lo is None:
+        own = (meta["start"], meta["end"] + 1) if meta and "start" in meta else None
+        inner = _joined([own, *(spans.get(id(c)) for c in node.iter_expressions() if c.arg_key != "alias")])
+        whole = _joined([inner, *(spans.get(id(c)) for c in node.iter_expressions() if c.arg_key == "alias")])
+        if whole is None:
             continue
-        if isinstance(node, _QUERIES):  # (widened before its parent reads it: a query's first word may be its
-            lo, hi = _widened(text, pairs, lo, hi)  # subquery's, `SELECT (SELECT 1) ...`)
-            node.meta[WRITTEN_SPAN] = (lo, hi)
-        spans[id(node)] = (lo, hi)
+        if isinstance(node, _QUERIES) and inner is not None:
+            # widened before its parent reads it (a query's first word may be its subquery's: `SELECT (SELECT
+            # 1) ...`); a derived table's alias after its parentheses (the alias is in no parenthesis of its own)
+            lo, hi = _widened(text, pairs, *inner)
+            whole = (lo, max(hi, whole[1]))
+            node.meta[WRITTEN_SPAN] = whole
+        spans[id(node)] = whole
+
+
+def _joined(spans: list[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """The smallest span holding every one of ``spans`` (None where there is none)."""
+    known = [s for s in spans if s is not None]
+    return (min(s for s, _ in known), max(e for _, e in known)) if known else None
 
 
 def marked_by_passes(node: exp.Expression) -> bool:
@@ -142,8 +149,8 @@ def _parentheses(text: str) -> list[tuple[int, int]]:
     return pairs
 
 
-#: the keywords a query's text may begin with before its first recorded word
-_QUERY_START = re.compile(r"(?is)(?:\b(?:select|with|from)\b)(?:\s+(?:distinct|all|recursive))?(?:\s+on\s*\()?\s*$")
+#: the keywords a query's text may begin with before its first recorded word (`SELECT DISTINCT CAST(x ...`)
+_QUERY_START = re.compile(r"(?i)\b(?:select|with|from)\b")
 
 
 def _widened(text: str, pairs: list[tuple[int, int]], lo: int, hi: int) -> tuple[int, int]:
@@ -154,5 +161,5 @@ def _widened(text: str, pairs: list[tuple[int, int]], lo: int, hi: int) -> tuple
     if around:
         o, c = max(around)  # (the innermost: the latest opening)
         return o, c + 1
-    head = _QUERY_START.search(text, 0, lo)
-    return (head.start(), hi) if head else (lo, hi)
+    heads = [m.start() for m in _QUERY_START.finditer(text, 0, lo) if not re.search(r"[,;]", text[m.end():lo])]
+    return (heads[-1], hi) if heads else (lo, hi)

@@ -38,7 +38,8 @@ def parenthesised(expression: exp.Expression, context: PassContext | None = None
         # `((VALUES ...) LIMIT 2) AS v(x)`: sqlglot keeps the cut on the VALUES, where no rule reads it (and wrote
         # it after the list's alias, which DuckDB does not parse; a review)
         raise UnsupportedQuery(f"ORDER BY / LIMIT / OFFSET on a VALUES list is not supported: select from the list "
-                               f"first, (SELECT * FROM (VALUES ...) AS v(c, ...) LIMIT n), at {position(values)}")
+                               f"first, (SELECT * FROM (VALUES ...) AS v(c, ...) LIMIT n), at "
+                               f"{position(values.parent)}")
     counter = 0
     # inside EXISTS sqlglot parses the modifiers as wrappers around the parenthesis: Exists(Limit(Order((q))))
     for top, inner, modifiers in _exists_chains(tree):
