@@ -210,7 +210,7 @@ def test_every_bad_call_a_review_made_is_one_dltrace_error(tmp_path):
         (lambda: dltrace.rewrite("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
         # a DuckDB query read as Spark's: its "name" is a string there (a new user's CLI run on Spark)
         (lambda: dltrace.rewrite('SELECT k."Région" FROM k', dialect="spark", schema={"k": {"Région": "STRING"}}),
-         "k has no column 'Région'.*; in Spark SQL \"Région\" is a string: quote a name with backticks"),
+         "k has no column 'Région'.*; in this dialect \"Région\" is a string: quote a name with ` \\(`Région`\\)"),
         (lambda: s.run("SELECT 1", dialect="nope"), "unknown SQL dialect 'nope'"),
         (lambda: dltrace.rewrite("SELECT dept FROM emp"), "without schema="),
         (lambda: dltrace.connect("duckdb", connection="nope"), "must be a DuckDB connection"),

@@ -25,6 +25,7 @@ from sqlglot.schema import ensure_schema
 from dltrace.errors import UnknownColumn, UnknownTable, UnsupportedQuery
 from dltrace.names import RID
 from dltrace.rewriter.grammar import WRITTEN_IN, WRITTEN_TEXT
+from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
 from dltrace.rewriter.passes.field_names import (check_fields_named_like_outer_tables, columns_of, read_struct_fields,
@@ -115,18 +116,22 @@ def _unknown_of_a_table(tree: exp.Expression, error: str) -> str | None:
         return None
     at = next((f", at line {n.meta['line']}, col {n.meta['col']}" for n in column.walk() if "line" in n.meta), "")
     return (f"cannot resolve the query's columns: {column.table} has no column {column.name!r} ({column.sql()}){at}"
-            + _double_quoted_in_spark(column))
+            + _double_quoted_string(column))
 
 
-def _double_quoted_in_spark(column: exp.Column) -> str:
-    """A hint where the query is Spark's and the name is written in double quotes, a string in Spark SQL (a new
-    user's DuckDB query run on Spark: ``k."Région"``), else ""."""
+def _double_quoted_string(column: exp.Column) -> str:
+    """A hint where the name is written in double quotes in a dialect whose double quotes delimit a string (Spark
+    SQL's: a new user's DuckDB query run on Spark, ``k."Région"``), else ""."""
     root = column.root()
     text, meta = root.meta.get(WRITTEN_TEXT), column.this.meta
-    if root.meta.get(WRITTEN_IN) != "spark" or text is None or "start" not in meta or text[meta["start"]] != '"':
+    if text is None or "start" not in meta or text[meta["start"]] != '"':
         return ""
-    return (f"; in Spark SQL \"{column.name}\" is a string: quote a name with backticks (`{column.name}`), or read "
-            f"the query as DuckDB's (dialect='duckdb'; --dialect duckdb)")
+    tokens = grammar_dialect(root.meta.get(WRITTEN_IN, "duckdb")).tokenizer_class
+    if '"' not in tokens.QUOTES or not tokens.IDENTIFIERS:
+        return ""
+    quote = tokens.IDENTIFIERS[0] if isinstance(tokens.IDENTIFIERS[0], str) else tokens.IDENTIFIERS[0][0]
+    return (f"; in this dialect \"{column.name}\" is a string: quote a name with {quote} ({quote}{column.name}"
+            f"{quote}), or read the query as DuckDB's (dialect='duckdb'; --dialect duckdb)")
 
 
 def _source_columns(resolver: Resolver, source: str) -> list[str]:
