@@ -71,7 +71,7 @@ def _collapsible(outer: exp.Subquery) -> bool:
         return not outer.args.get("alias") and isinstance(inner, exp.Query)
     if isinstance(inner, exp.Subquery):  # (an inner ORDER BY / LIMIT needs the outer parenthesis around it)
         return _only_parenthesis(inner) and not (outer.args.get("alias") and inner.args.get("alias"))
-    if isinstance(inner, exp.Values) and _is_source(outer):  # (a LIMIT of its own: .parenthesised's to move)
+    if isinstance(inner, exp.Values) and _is_source(outer):  # (one with a LIMIT of its own: .parenthesised refuses)
         return all(not v for k, v in inner.args.items() if k not in ("expressions", "alias")) and not (
             outer.args.get("alias") and inner.args.get("alias"))
     return False
