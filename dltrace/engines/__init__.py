@@ -79,12 +79,13 @@ def _check_numbers(kind: str, options: dict[str, Any]) -> None:
         # a Spark setting's value is text or a number: anything else is an option misspelt (session=spark was
         # set as spark.session on the user's session, and dltrace went on on the active one)
         for key, value in options.items():
-            if key not in _OPTIONS["spark"] and key.startswith("spark.") and not isinstance(value, (str, int, float)):
+            if key in _OPTIONS["spark"] or isinstance(value, (str, int, float)):  # (a bool is an int)
+                continue
+            if key.startswith("spark."):
                 raise ArgumentError(f"Spark setting {key!r} takes text or a number, got {got(value)}")
-            if key not in _OPTIONS["spark"] and not isinstance(value, (str, int, float, bool)):
-                raise ArgumentError(f"connect('spark') takes no option {key!r}: it takes spark= (your SparkSession), "
-                                    f"master= and Spark settings (spark.* names, or driver_memory=...) whose values "
-                                    f"are text or numbers, got {got(value)}")
+            raise ArgumentError(f"connect('spark') takes no option {key!r}: it takes spark= (your SparkSession), "
+                                f"master= and Spark settings (spark.* names, or driver_memory=...) whose values "
+                                f"are text or numbers, got {got(value)}")
 
 
 # What a command line may set when it opens each engine, and which engines take long enough to start that a

@@ -172,11 +172,11 @@ def resolve_source(source: Any) -> Source:
         # again: `d/**` lists d and its subfolders besides their files, each file was read twice), the folders it
         # matches where it matches no file (`data/2024-*`), else the file of that very name (`sales [2024].csv`,
         # which DuckDB reads when the pattern matches nothing)
-        found = sorted(glob.glob(text, **GLOB_AS_DUCKDB)) if any(ch in text for ch in "*?[") else []
+        found = sorted(glob.glob(text, **GLOB_AS_DUCKDB)) if _is_pattern(text) else []
         matches = [m for m in found if os.path.isfile(m)] or _outermost(found)
         if matches:
             paths = [Path(m) for m in matches]
-        elif any(ch in text for ch in "*?[") and not os.path.exists(text):  # (a folder `sales [2024]` too)
+        elif _is_pattern(text) and not os.path.exists(text):  # (a folder `sales [2024]` too)
             raise SourceError(f"no file matches {text!r}")
         else:
             if not os.path.exists(text):
@@ -190,6 +190,11 @@ def resolve_source(source: Any) -> Source:
         f"cannot register a {type(source).__name__}: pass a parquet/CSV path, a pyarrow Table or "
         "RecordBatchReader, a pandas DataFrame, a DuckDB relation or a Spark DataFrame"
     )
+
+
+def _is_pattern(path: str) -> bool:
+    """Does ``path`` hold a character DuckDB's readers (and Python's glob) read as a pattern's: ``[``, ``*``, ``?``?"""
+    return any(c in path for c in "[*?")
 
 
 def _outermost(folders: list[str]) -> list[str]:
@@ -207,7 +212,7 @@ def duckdb_path(path: str) -> str:
     (``data[1].csv`` read ``data1.csv`` where both exist), whose only escape is a class of one character: each in
     brackets. A path without them is read as it is (a backslash included, which a pattern reads otherwise: such a
     path with them too has no form DuckDB reads as that one file, and is refused)."""
-    if not any(c in path for c in "[*?"):
+    if not _is_pattern(path):
         return path
     if "\\" in path:
         raise SourceError(f"{path!r} holds both a backslash and one of [ * ?, which DuckDB's readers cannot take as "
