@@ -253,6 +253,10 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     saved = files.parent / "saved_for_rids"
     ok(cli("run", groups, "--table", t, "--save", saved))
     fails(cli("lineage", saved, "--forward", "sales:1,,2"), "got an empty item in '1,,2'")
+    # (options another option makes moot: each was dropped without a word)
+    fails(cli("run", groups, "--table", t, "--lineage", "none", "--semantics", "control"), "--semantics", "--lineage none")
+    fails(cli("lineage", saved, "--tuples", "3"), "--tuples", "add --row")
+    fails(cli("tpch", "--report-only", "--sf", "1", "--out", files.parent / "no_report"), "--sf is an option of a run")
     fails(cli("run", groups, "--table", f"sales={files / 'nope.parquet'}"), "not found")
     fails(cli("run", groups), "unknown table 'sales'")
     fails(cli("run", files / "bad.sql"), "does not parse")

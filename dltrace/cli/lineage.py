@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
                    help="output row N: its lineage and base tuples (repeatable)")
     p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
                    help="the output rows that depend on these input rows, e.g. lineitem:42,43 or orders:10-20 (repeatable)")
-    p.add_argument("--tuples", type=common.whole_number, default=20, metavar="K",
+    p.add_argument("--tuples", type=common.whole_number, metavar="K",
                    help="base tuples to print per table with --row (default 20; in JSON: under \"tuples\")")
     p.add_argument("--allow-stale", action="store_true",
                    help="load even if a base table changed since the save (its rids may point at other rows)")
@@ -39,6 +39,9 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "csv", False) and len(questions) > 1:
         raise common.CliError("--csv writes one table: ask --row or one --forward per run (or use --json, whose "
                               "lines name their question)")
+    if args.tuples is not None and not args.row:  # (printed the rows without their tuples, without a word)
+        raise common.CliError("--tuples K prints the base tuples of the rows --row N asks for: add --row N")
+    tuples = 20 if args.tuples is None else args.tuples
     folder, manifest = read_manifest(args.dir)
     s = _session(args, manifest)
     r = dltrace.load(folder, s, allow_stale=args.allow_stale)
@@ -52,9 +55,9 @@ def main(args: argparse.Namespace) -> int:
         p.rows(r, range(r.num_rows))
     if rows:
         if p.is_table:
-            output.detail(p, r, rows, args.tuples)
+            output.detail(p, r, rows, tuples)
         else:
-            p.rows(r, rows, tuples=output.base_tuples(r, args.tuples), question="--row")
+            p.rows(r, rows, tuples=output.base_tuples(r, tuples), question="--row")
     for spec, table, rids, hits in reached:
         _forward(p, r, spec, table, rids, hits)
     return 0

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("--dialect", type=common.dialect_name, help="dialect the SQL is written in (default: the engine's)")
     p.add_argument("--lineage", choices=[*common.STRATEGIES, "none"], default="set",
                    help="how lineage is computed: set (default, like the API), bitmap, or none for the plain query")
-    p.add_argument("--semantics", choices=common.SEMANTICS, default="witness", help="lineage semantics (default witness)")
+    p.add_argument("--semantics", choices=common.SEMANTICS, help="lineage semantics (default witness)")
     p.add_argument("--save", metavar="DIR", help="save the rows and their lineage to DIR (read it with `dltrace lineage DIR`)")
     common.add_output(p)
     common.add_debug(p)
@@ -29,10 +29,13 @@ def add_parser(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.save == "":  # (nothing was saved, without a word)
         raise common.CliError("--save needs a folder name")
+    lineage = None if args.lineage == "none" else args.lineage
+    if lineage is None and args.semantics is not None:  # (--lineage none --semantics control ran without a word)
+        raise common.CliError("--semantics is the semantics of the lineage, and --lineage none computes none: "
+                              "leave one of them out")
     sql = common.read_sql(args.file)
     s = common.session(args)
-    lineage = None if args.lineage == "none" else args.lineage
-    r = s.run(sql, lineage=lineage, dialect=args.dialect, semantics=args.semantics)
+    r = s.run(sql, lineage=lineage, dialect=args.dialect, semantics=args.semantics or "witness")
     if r is None:  # CREATE ... IF NOT EXISTS over a name that exists: nothing ran, as on the engine
         print("dltrace: the relation exists already: nothing done (CREATE ... IF NOT EXISTS)", file=sys.stderr)
         return 0

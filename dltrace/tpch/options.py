@@ -100,11 +100,26 @@ DEFAULT_MASTER = "local[2]"
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse options the run would ignore: Spark's without Spark (``--engines duckdb --master local[2]`` ran the
     DuckDB run alone, without a word; a new user's)."""
+    if args.report_only:
+        _check_report_only(args)
+        return
     given = [name for name, value in (("--master", args.master), ("--spark-conf", args.spark_conf)) if value]
-    if given and "spark" not in args.engines and not args.report_only:
+    if given and "spark" not in args.engines:
         raise DltraceError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} Spark's, which --engines "
                            f"{','.join(args.engines)} does not run: add spark to --engines, or leave "
                            f"{' and '.join(given)} out")
+
+
+def _check_report_only(args: argparse.Namespace) -> None:
+    """``--report-only`` runs nothing: an option of the run given with it would be ignored (``--report-only --sf 1``
+    rebuilt the report of whatever scale factor --out holds, without a word)."""
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    run_options = [a for a in defaults._actions if a.dest not in ("help", "out", "report_only")]
+    changed = [a.option_strings[0] for a in run_options if getattr(args, a.dest, None) != a.default]
+    if changed:
+        raise DltraceError(f"{changed[0]} is an option of a run, and --report-only runs nothing (it rebuilds the "
+                           f"report from the JSON files in --out): leave {changed[0]} out, or drop --report-only")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
