@@ -243,6 +243,10 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
     if isinstance(target, exp.Schema):
         raise UnsupportedQuery(f"CREATE {statement.kind} {target.this.name} (columns) AS ...: a column list is not "
                                "supported; name the columns in the query")
+    if isinstance(target, exp.Table) and (target.args.get("db") or target.args.get("catalog")):
+        # (CREATE TABLE s2.y AS ... made main.y: the step is registered by its plain name, as tables are read)
+        raise UnsupportedQuery(f"CREATE {statement.kind} {target.sql(dialect)} AS ...: a schema-qualified name is not "
+                               "supported; lineage is traced through relations made under a plain name")
     props = {type(p).__name__ for p in (statement.args.get("properties") or exp.Properties()).expressions}
     kind = statement.kind.lower()
     if "StreamingTableProperty" in props:

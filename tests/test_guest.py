@@ -104,6 +104,19 @@ def test_create_as_over_an_adopted_name_says_it_is_the_users(user_con):
         assert user_con.sql("SELECT * FROM sales ORDER BY ALL").fetchall() == before
 
 
+def test_create_as_under_a_schema_is_refused_not_made_in_main(user_con):
+    """CREATE TABLE s2.y AS ... made main.y (and nodb.main.zz too), where the user asked for s2.y (a new user's)."""
+    user_con.execute("CREATE SCHEMA IF NOT EXISTS s2")
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        s.adopt("sales")
+        for sql in ("CREATE TABLE s2.y AS SELECT * FROM sales", "CREATE VIEW nodb.main.zz AS SELECT * FROM sales"):
+            with pytest.raises(dltrace.UnsupportedQuery, match="schema-qualified name is not supported"):
+                s.run(sql)
+        made = user_con.sql("SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views() "
+                            "WHERE NOT internal").fetchall()
+        assert not {("y",), ("zz",)} & set(made)
+
+
 def test_adopt_unknown_and_reserved(user_con):
     s = dltrace.connect("duckdb", connection=user_con)
     with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'nope'"):

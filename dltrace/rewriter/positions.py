@@ -27,8 +27,8 @@ def position(node: exp.Expression) -> str:
     wrote it, another construct's in the dialect the query was written in (Spark's ``LATERAL VIEW`` was quoted as
     DuckDB's ``CROSS JOIN UNNEST``), DuckDB's where the tree no longer says."""
     root = node.root()
-    snippet = _short(generate(node, root.meta.get(WRITTEN_IN, "duckdb")))
     text = root.meta.get(WRITTEN_TEXT)
+    snippet = _short(generate(_names_as_written(node, text), root.meta.get(WRITTEN_IN, "duckdb")))
     if text is not None and isinstance(node, _QUERIES):  # (its span as parsed: passes move words into it)
         spanned = next((n for n in node.bfs() if isinstance(n, _QUERIES) and WRITTEN_SPAN in n.meta), None)
         if spanned is not None:
@@ -50,6 +50,23 @@ def position(node: exp.Expression) -> str:
             return f"line {line}, col {col} (`{snippet}`, in the expression starting there)"
         parent = parent.parent
     return f"`{snippet}`"
+
+
+def _names_as_written(node: exp.Expression, text: str | None) -> exp.Expression:
+    """``node`` with each name the query wrote spelled as it wrote it: qualifying lower-cases DuckDB's names, and
+    `o."Order Total"` quoted as `"o"."order total"` was harder to find in the query."""
+    if text is None or not any(isinstance(n, exp.Identifier) and "start" in (n._meta or {}) for n in node.walk()):
+        return node
+    node = node.copy()
+    for ident in node.find_all(exp.Identifier):
+        meta = ident._meta
+        if not meta or "start" not in meta:
+            continue
+        word = text[meta["start"]: meta["end"] + 1]
+        if _spelled_at(ident, word):
+            quoted = word[:1] in ('"', "`") and len(word) > 1 and word[-1] == word[0]
+            ident.set("this", word[1:-1].replace(word[0] * 2, word[0]) if quoted else word)
+    return node
 
 
 def mark_written_spans(tree: exp.Expression, text: str) -> None:
