@@ -311,8 +311,7 @@ class Catalog(StaleChecks):
                                    (f" ({name!r})" if name in self.tables else ""))
             if table.args.get("db") and not views:
                 # tables are traced by their registered names; s2.t is not the registered t (nor any other)
-                at = next((f", at line {n.meta['line']}, col {n.meta['col']}" for n in table.walk()
-                           if "line" in n.meta), "")
+                at = _at(table)
                 raise UnsupportedQuery(f"a schema-qualified table ({table.sql(self.dialect)}) is not supported: "
                                        "lineage is traced through tables registered or adopted by name; register "
                                        f"it (or adopt a view of it) under a plain name{at}")
@@ -331,6 +330,21 @@ class Catalog(StaleChecks):
                                    "through registered tables only")
             if isinstance(table.this, exp.Identifier):
                 raise UnknownTable(self.not_registered(table.name))
+        if not views:
+            self._check_functions_reading_relations(tree)
+
+    def _check_functions_reading_relations(self, tree: exp.Expression) -> None:
+        """Refuse a call of the user's function whose body reads a relation (a DuckDB macro holding a subquery):
+        the rows it reads are no FROM item's, so no lineage would show them (the query's rows, lineage without
+        them: a new user's)."""
+        calls = list(tree.find_all(exp.Anonymous))
+        reading = self.engine.functions_reading_relations({c.name.lower() for c in calls}) if calls else frozenset()
+        call = next((c for c in calls if c.name.lower() in reading), None)
+        if call is not None:
+            at = _at(call)
+            raise UnsupportedQuery(f"a call of {call.name}, a function of yours whose body reads a relation, is not "
+                                   f"supported (the rows it reads are in no FROM, so no lineage would show them){at}: "
+                                   f"write its body into the query")
 
     def not_registered(self, name: str) -> str:
         """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
@@ -361,3 +375,14 @@ class Catalog(StaleChecks):
         name = self.engine.name
         self.engine.close()
         self.engine = ClosedEngine(name)
+
+
+
+def _at(node: exp.Expression) -> str:
+    """``, at line L, col C`` where the first word of ``node`` that sqlglot placed begins (it records where a word
+    ends, and where it starts in the text: `s2.t` walks t first); empty when none is placed."""
+    placed = [n.meta for n in node.walk() if "line" in n.meta and "start" in n.meta and "end" in n.meta]
+    if not placed:
+        return ""
+    first = min(placed, key=lambda meta: meta["start"])
+    return f", at line {first['line']}, col {first['col'] - (first['end'] - first['start'])}"

@@ -117,6 +117,27 @@ def test_create_as_under_a_schema_is_refused_not_made_in_main(user_con):
         assert not {("y",), ("zz",)} & set(made)
 
 
+def test_a_macro_reading_a_relation_is_refused_and_one_over_its_arguments_runs(user_con):
+    """A macro holding a subquery reads rows no FROM names: its lineage left them out, and DuckDB pastes the call's
+    arguments into its query as text, where the bare k of has(k) binds to u.k (the rewrite's has(t.k) answered
+    otherwise; an adversarial review's)."""
+    user_con.execute("CREATE TABLE mu AS SELECT * FROM (VALUES (1, 10), (2, 20)) v(k, w)")
+    user_con.execute("CREATE MACRO has_mu(x) AS EXISTS (SELECT 1 FROM mu WHERE mu.k = x)")
+    user_con.execute("CREATE MACRO total_mu() AS (SELECT sum(w) FROM mu)")
+    user_con.execute("CREATE MACRO plus_one(x) AS x + 1")
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        s.adopt("sales")
+        for sql in ("SELECT amount FROM sales WHERE has_mu(amount)", "SELECT amount, Total_Mu() FROM sales"):
+            for call in (s.run, s.trace):
+                with pytest.raises(dltrace.UnsupportedQuery, match=r"a call of (has_mu|Total_Mu), a function of yours "
+                                   r"whose body reads a relation.*at line 1, col (32|16):"):
+                    call(sql)
+        r = s.run("SELECT amount, plus_one(amount) AS p FROM sales ORDER BY amount")
+        assert r.table.column("p").to_pylist() == [a + 1 for a in r.table.column("amount").to_pylist()]
+        assert [r.lineage(i)["sales"] for i in range(r.num_rows)] and all(len(r.lineage(i)["sales"]) == 1
+                                                                        for i in range(r.num_rows))
+
+
 def test_adopt_unknown_and_reserved(user_con):
     s = dltrace.connect("duckdb", connection=user_con)
     with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'nope'"):

@@ -152,6 +152,11 @@ class Engine(Protocol):
         function registered as having side effects, a random draw sqlglot does not know); empty when the engine
         does not say."""
 
+    def functions_reading_relations(self, names: Collection[str]) -> frozenset[str]:
+        """Those of ``names`` (lower case) that are the user's functions whose body reads a relation (a macro
+        holding a subquery): rows the query's text does not name, which its lineage cannot show; empty when the
+        engine does not say."""
+
     def materialize(self, name: str, text: str) -> None:
         """Store the result of query ``text`` as a temporary relation ``name`` (temp table, cached DataFrame)."""
 

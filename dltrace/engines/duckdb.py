@@ -261,6 +261,14 @@ class DuckDBEngine:
             "AND list_contains(?, lower(function_name))", [sorted(names)]).fetchall()
         return frozenset(name for (name,) in found)
 
+    def functions_reading_relations(self, names: Collection[str]) -> frozenset[str]:
+        """Those of ``names`` that are the user's macros whose body holds a query (``CREATE MACRO has(x) AS EXISTS
+        (SELECT 1 FROM u WHERE u.k = x)``): it reads rows the query does not name, and DuckDB pastes the call's
+        arguments into it as text, where a bare column may bind to the macro's own tables (``has(k)``: ``u.k =
+        u.k``), so the rewrite's qualified ``has(t.k)`` would change the answer. A body sqlglot cannot read is
+        counted among them."""
+        return duckdb_udfs.macros_reading_relations(self.con, names)
+
     @engine_errors(QueryError)
     def materialize(self, name: str, text: str) -> None:
         self.made.check_free(name)

@@ -40,10 +40,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Collection
 from typing import Any, Callable
 
 import duckdb
+import sqlglot
 from duckdb import sqltypes as T
+from sqlglot import exp
 
 from dltrace.errors import ReservedName
 from dltrace.udafs import bitmap_arrow as B
@@ -184,3 +187,25 @@ def uninstall(con: duckdb.DuckDBPyConnection, names: set[str]) -> None:
                 con.remove_function(name)
             except duckdb.Error:
                 pass  # gone with the connection's database already
+
+
+def macros_reading_relations(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> frozenset[str]:
+    """Those of ``names`` that are the user's macros on ``con`` whose body holds a query (see
+    ``DuckDBEngine.functions_reading_relations``)."""
+    if not names:
+        return frozenset()
+    found = con.execute(
+        "SELECT DISTINCT lower(function_name), macro_definition FROM duckdb_functions() WHERE function_type = "
+        "'macro' AND NOT internal AND list_contains(?, lower(function_name))", [sorted(names)]).fetchall()
+    return frozenset(name for name, body in found if _reads_relations(body))
+
+
+def _reads_relations(body: str | None) -> bool:
+    """Does a macro's body (as ``duckdb_functions()`` writes it) hold a query, or is it one sqlglot cannot read?"""
+    if not body:
+        return False
+    try:
+        tree = sqlglot.parse_one(body, read="duckdb")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return True
+    return tree.find(exp.Query, exp.Subquery, exp.Exists, exp.Table) is not None

@@ -355,6 +355,11 @@ class SparkEngine:
         marked ``asNondeterministic()`` is known only to its plan)."""
         return frozenset()
 
+    def functions_reading_relations(self, names: Collection[str]) -> frozenset[str]:
+        """Empty: a SQL function of Spark's catalog whose body reads a table is not looked for (its body is
+        known only to DESCRIBE FUNCTION's text)."""
+        return frozenset()
+
     def materialize(self, name: str, text: str) -> None:
         self.made.check_free(name)
         try:
