@@ -553,6 +553,10 @@ def test_names_in_the_internal_namespace_are_refused(s, sql):
     # an ORDER BY key inside EXISTS that the engine evaluates and may fail on: not dropped (found by a review)
     ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a ORDER BY CAST('z' || u.c AS INT))",
      r"an ORDER BY key inside EXISTS .* at line 1, col \d+ \(`CAST"),
+    # a subquery deciding how many rows are kept gave them no lineage (an adversarial review's)
+    ("SELECT a FROM t ORDER BY a LIMIT (SELECT count(*) FROM u WHERE u.c > 2)",
+     r"a subquery in LIMIT is not supported, at line 1, col 34 \(`\(SELECT count"),
+    ("SELECT a FROM t UNION ALL SELECT a FROM u OFFSET (SELECT min(c) FROM u)", r"a subquery in OFFSET"),
 ])
 def test_refused_with_the_construct_named(s, sql, needle):
     with pytest.raises(dltrace.UnsupportedQuery, match=needle):

@@ -295,6 +295,11 @@ def check_query(tree: exp.Expression) -> None:
             # sqlglot 30.30 reads `x > ALL ((q) ORDER BY ... LIMIT n)` as a function ALL(...) of a LIMIT
             raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query inside a function or ALL (...) "
                                    f"is not supported, at {position(node)}")
+        count = node.args.get("expression") if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)) else None
+        if isinstance(count, exp.Expression) and count.find(exp.Query) is not None:
+            # its rows decide how many rows are kept: no lineage rule gives them to the rows (they were in none)
+            what = {"limit": "LIMIT", "offset": "OFFSET", "fetch": "FETCH"}[node.key]
+            raise UnsupportedQuery(f"a subquery in {what} is not supported, at {position(count)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
                 and not isinstance(node.parent, _QUERY_HOLDERS):
             # e.g. DuckDB's ALL ((SELECT ...) UNION ...) parses as a function call: lineage would miss it
