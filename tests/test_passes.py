@@ -51,6 +51,7 @@ from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
 from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.passes.redundant_parentheses import redundant_parentheses
+from dltrace.rewriter.passes.row_constructors import row_constructors
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.row_generators import row_generators
 from dltrace.rewriter.passes.unnest_columns import unnest_columns
@@ -127,6 +128,7 @@ DENSE_ROWS = {"t": 100_000, "s": 100, "u": 2**30}
 PASSES = {
     "redundant_parentheses.sql": (None, redundant_parentheses, "duckdb", "set"),
     "redundant_parentheses_spark.sql": (None, redundant_parentheses, "spark", "set"),
+    "row_constructors.sql": (None, row_constructors, "duckdb", "set"),
     "parenthesised.sql": (None, parenthesised, "duckdb", "set"),
     "pivots.sql": (None, pivots, "duckdb", "set"),
     "unpivots.sql": (None, pivots, "duckdb", "set"),

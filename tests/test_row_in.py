@@ -35,6 +35,10 @@ QUERIES = [
     "SELECT k, v, (k, v) NOT IN (SELECT k, w FROM u WHERE k IS NOT NULL) AS fresh FROM t",
     "SELECT * FROM t WHERE v > 4 OR NOT ((k, v) = ANY (SELECT k, w FROM u WHERE u.z < 5))",
     "SELECT * FROM t WHERE ((k, v) IN (SELECT k, w FROM u)) IS NULL",
+    # DuckDB's ROW(k, v) is the row value (k, v) (passes/row_constructors.py; it failed on a cast: a review's)
+    "SELECT * FROM t WHERE ROW(k, v) IN (SELECT k, w FROM u)",
+    "SELECT * FROM t WHERE ROW(k, v) = ANY (SELECT k, w FROM u UNION SELECT 3, 5)",
+    "SELECT k, v, ROW(k, v) NOT IN (SELECT k, w FROM u WHERE k IS NOT NULL) AS fresh FROM t",
 ]
 
 

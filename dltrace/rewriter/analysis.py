@@ -69,6 +69,7 @@ from dltrace.rewriter.passes.lateral_unnests import lateral_unnests
 from dltrace.rewriter.passes.grouping_tuples import grouping_tuples
 from dltrace.rewriter.passes.identifier_tables import identifier_tables
 from dltrace.rewriter.passes.redundant_parentheses import redundant_parentheses
+from dltrace.rewriter.passes.row_constructors import row_constructors
 from dltrace.rewriter.passes.pivots import pivots
 from dltrace.rewriter.passes.qualify import qualify
 from dltrace.rewriter.passes.quantified_types import quantified_types
@@ -211,6 +212,7 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     # (before the checks, which read SELECTs and their FROM items: a PIVOT is a grouped SELECT, an UNPIVOT an
     # unnesting one, a parenthesised join hides its tables from them; ((q)) holds q behind two parentheses)
     tree = redundant_parentheses(tree, context, copy=False)
+    tree = row_constructors(tree, context, copy=False)  # (a ROW(a, b) compared with a subquery: a row value)
     tree = pivots(tree, context, copy=False)
     tree = parenthesised_joins(tree, context, copy=False)
     tree = lateral_unnests(tree, context, copy=False)
