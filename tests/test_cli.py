@@ -668,3 +668,14 @@ def test_intervals_print_as_duckdb_writes_them():
     written = list(con.sql("SELECT " + ", ".join(f"({e})::VARCHAR" for e in exprs)).fetchall()[0])
     assert [text(v) for v in values] == [csv_text(v) for v in values] == written
     assert [json.loads(to_json(v)) for v in values] == written
+
+
+def test_a_tab_in_a_value_is_shown_in_its_cell(files, tmp_path):
+    """A tab was drawn by the terminal wider than the width measured for it, and cut off the rest of its cell (a
+    new user's: `left<TAB>right side text` printed as `left    right side`); control characters show escaped, a
+    newline stays a line break, and JSON keeps the value as it is."""
+    query = tmp_path / "tab.sql"
+    query.write_text("SELECT 'left' || chr(9) || 'right side text' AS s, 'a' || chr(13) || 'b' AS r, 1 AS n\n")
+    out = ok(cli("run", query, "--lineage", "none"))
+    assert "left\\tright side text" in out and "a\\rb" in out
+    assert json_lines(ok(cli("run", query, "--lineage", "none", "--json")))[0]["row"]["s"] == "left\tright side text"

@@ -173,6 +173,15 @@ def csv_cell(entries: list, sh: Shape) -> str:
 LINEAGE_MIN = 12
 
 
+#: control characters as a table cell shows them (a tab, drawn by the terminal wider than the width measured for
+#: it, cut off the rest of its cell: a new user's); a newline stays a line break, as it does in the cell
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f] if c != 0x0a} | {0x09: "\\t", 0x0d: "\\r"}
+
+
+def _printable(cell: str) -> str:
+    return cell.translate(_CONTROLS) if any(ord(ch) < 0x20 or ch == "\x7f" for ch in cell) else cell
+
+
 class Grid:
     """A table in the one style: value columns are never wrapped nor cut; lineage columns wrap to fit a
     terminal, and when even that is not enough the table is printed at full width for the terminal to wrap."""
@@ -195,6 +204,7 @@ class Grid:
             self.column(f.name, right=pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
     def row(self, cells: list[str]) -> None:
+        cells = [_printable(c) for c in cells]
         for j, c in enumerate(cells):
             self.widths[j] = max(self.widths[j], max(map(cell_len, c.split("\n"))))
         self.table.add_row(*[Text(c) for c in cells])
