@@ -138,6 +138,19 @@ def test_a_macro_reading_a_relation_is_refused_and_one_over_its_arguments_runs(u
                                                                         for i in range(r.num_rows))
 
 
+def test_a_relation_off_the_search_path_leaves_its_plain_name_free(user_con):
+    """s2.x, which the plain name x does not read, blocked registering x, and the message's s.adopt('x') failed on
+    DuckDB's "does not exist" (a new user's). x is registered beside it; s2.x stays the user's, untouched."""
+    user_con.execute("CREATE SCHEMA IF NOT EXISTS s2; CREATE TABLE s2.x AS SELECT 1 AS who")
+    with dltrace.connect("duckdb", connection=user_con) as s:
+        with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'x'"):
+            s.adopt("x")
+        s.register("x", pa.table({"a": [5]}))
+        assert s.run("SELECT a FROM x").table.to_pylist() == [{"a": 5}]
+    assert user_con.sql("SELECT * FROM s2.x").fetchall() == [(1,)]
+    assert user_con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name = 'x'").fetchall() == [(0,)]
+
+
 def test_adopt_unknown_and_reserved(user_con):
     s = dltrace.connect("duckdb", connection=user_con)
     with pytest.raises(dltrace.SourceError, match="no table, view or registered object named 'nope'"):

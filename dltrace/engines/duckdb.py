@@ -59,7 +59,8 @@ class DuckDBEngine:
         self._arrow: dict[str, pa.Table] = {}
         self._store: str | None = None  # the in-memory database of the rows held compressed (see hold)
         self._held: set[str] = set()
-        self.made = Made(self.con, self, self.exists, self._catalog_id)  # every relation this engine made
+        # (a name dltrace makes up avoids a relation of any schema: one put on the search path later would meet it)
+        self.made = Made(self.con, self, self.exists, self._catalog_id, lambda name: bool(self._relation_kinds(name)))
         self._installed = False
 
     def _setting(self, key: str) -> Any:
@@ -85,8 +86,11 @@ class DuckDBEngine:
     @engine_errors(QueryError)
     def exists(self, name: str) -> bool:
         """Is there a relation ``name`` (a table, a view, a registered Arrow object or reader) on the connection,
-        whoever made it? Case-insensitive, like DuckDB's identifiers."""
-        return bool(self._relation_kinds(name))
+        whoever made it, that the plain name reads? Case-insensitive, like DuckDB's identifiers. A relation of a
+        schema off the search path is not read by the name (``s2.x`` blocked registering ``x``, and adopting it
+        failed on DuckDB's "does not exist": a new user's); the names dltrace makes avoid those too
+        (:meth:`fresh_name`)."""
+        return self._resolved(name) is not None
 
     @engine_errors(QueryError)
     def created(self, name: str) -> bool:
@@ -143,16 +147,24 @@ class DuckDBEngine:
         rows (0.3 ms at 5M rows); over a view it would run the view, and a hash of the rows would read them all at
         every query (a full scan where TPC-H Q6 scans two columns). Only the relation the name resolves to: a view
         of that name in another schema or attached database said a table had changed (a review)."""
+        resolved = self._resolved(name)
+        if resolved is None:
+            return None
+        kind, d, s, n, oid, sql = resolved
+        if kind == "view":
+            return (kind, d, s, oid, sql), None
+        relation = ".".join(self.quote(part) for part in (d, s, n))
+        return (kind, d, s, oid), self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]
+
+    def _resolved(self, name: str) -> tuple | None:
+        """``(kind, database, schema, name, oid, a view's definition)`` of the relation the plain name ``name``
+        reads, or None."""
         found = self.con.execute(_RELATIONS_NAMED, [name]).fetchall()
         order = _search_order(*found[0][6:]) if found else []
         candidates = [row for row in found if (row[1].lower(), row[2].lower()) in order]
         if not candidates:
             return None
-        kind, d, s, n, oid, sql, *_ = min(candidates, key=lambda row: order.index((row[1].lower(), row[2].lower())))
-        if kind == "view":
-            return (kind, d, s, oid, sql), None
-        relation = ".".join(self.quote(part) for part in (d, s, n))
-        return (kind, d, s, oid), self.con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]
+        return tuple(min(candidates, key=lambda row: order.index((row[1].lower(), row[2].lower())))[:6])
 
     @engine_errors(QueryError)
     def columns(self, name: str) -> dict[str, str]:

@@ -24,10 +24,12 @@ class Made:
     registered table's rows with their ids (its name chosen when it is made: ``_dl_rows_<t>`` unless taken)."""
 
     def __init__(self, target: Any, engine: Any, exists: Callable[[str], bool],
-                 identity: Callable[[str], Any] | None = None) -> None:
+                 identity: Callable[[str], Any] | None = None, taken: Callable[[str], bool] | None = None) -> None:
         self.target = target
         self.engine = engine
-        self._exists = exists  # is there a relation of that name on the target, whoever made it?
+        self._exists = exists  # is there a relation the name reads on the target, whoever made it?
+        # is the name any relation's (DuckDB: of any schema; one on the search path later would meet dltrace's)?
+        self._taken = taken or exists
         # what tells the relation of a name dltrace made from one the user made in its place since (a user's
         # createOrReplaceTempView / CREATE OR REPLACE over a registered table's view): its catalog id
         self._identity = identity
@@ -40,7 +42,7 @@ class Made:
         of dltrace's internal name is neither replaced nor shadowed: a temp relation would hide a persistent one)."""
         for n in itertools.count():
             name = base if n == 0 else f"{base}_{n}"
-            if not self._exists(name):
+            if not self._taken(name):
                 return name
         raise AssertionError("unreachable")  # pragma: no cover
 
