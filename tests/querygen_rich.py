@@ -687,7 +687,10 @@ class Gen:
         self.feat("row_in")
         types = [self.pick(["int", "int", "str"]) for _ in range(2)]
         values = tuple(self.value(scope, typ, 0, ctes) for typ in types)
-        test = RowIn(values, self.query(depth, want=types, ctes=ctes)[0])
+        row_keyword = self.chance(3)  # DuckDB's ROW(a, b) (passes/row_constructors.py; a cast error, by a review)
+        if row_keyword:
+            self.feat("row_constructor")
+        test = RowIn(values, self.query(depth, want=types, ctes=ctes)[0], row_keyword)
         if self.chance(3):  # NOT IN: left to the engine, no witnesses (a NULL in either row: no row kept)
             self.feat("row_not_in")
             return Not(test)

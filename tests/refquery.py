@@ -150,6 +150,7 @@ class RowIn:
     WHERE conjunct only, where dltrace reads it (passes/row_in_subqueries.py)."""
     args: tuple
     query: "Query"
+    row_keyword: bool = False  # written ROW(a, b), DuckDB's row constructor (sqlglot reads it as a function call)
 
 
 @dataclass(frozen=True, eq=False)
@@ -526,7 +527,7 @@ _RENDER = {
     Exists: lambda e: f"EXISTS {'(' * e.parens}{render(e.query)}{')' * e.parens}",
     InSub: lambda e: (f"({render(e.arg)} {'NOT ' if e.negated else ''}IN {'(' * e.parens}{render(e.query)}"
                       f"{')' * e.parens})"),
-    RowIn: lambda e: f"(({', '.join(render(a) for a in e.args)}) IN ({render(e.query)}))",
+    RowIn: lambda e: f"({'ROW' if e.row_keyword else ''}({', '.join(map(render, e.args))}) IN ({render(e.query)}))",
     InList: lambda e: f"({render(e.arg)} {'NOT ' if e.negated else ''}IN ({', '.join(render(v) for v in e.values)}))",
     Quant: lambda e: f"({render(e.arg)} {e.op} {'SOME' if e.some else e.quant} ({render(e.query)}))",
     Scalar: lambda e: f"{'(' * e.parens}{render(e.query)}{')' * e.parens}",
