@@ -337,14 +337,17 @@ class Catalog(StaleChecks):
         """Refuse a call of the user's function whose body reads a relation (a DuckDB macro holding a subquery):
         the rows it reads are no FROM item's, so no lineage would show them (the query's rows, lineage without
         them: a new user's)."""
-        calls = list(tree.find_all(exp.Anonymous))
-        reading = self.engine.functions_reading_relations({c.name.lower() for c in calls}) if calls else frozenset()
-        call = next((c for c in calls if c.name.lower() in reading), None)
+        # (a known function's names too: DuckDB calls a macro of the user's named upper() in place of its own)
+        calls = [(c, {c.name.lower()} if isinstance(c, exp.Anonymous) else {n.lower() for n in c.sql_names()})
+                 for c in tree.find_all(exp.Func)]
+        names = set().union(*[n for _, n in calls]) if calls else set()
+        reading = self.engine.functions_reading_relations(names) if names else frozenset()
+        call = next((c for c, n in calls if n & reading), None)
         if call is not None:
-            at = _at(call)
-            raise UnsupportedQuery(f"a call of {call.name}, a function of yours whose body reads a relation, is not "
-                                   f"supported (the rows it reads are in no FROM, so no lineage would show them){at}: "
-                                   f"write its body into the query")
+            name = call.name if isinstance(call, exp.Anonymous) else call.sql_name().lower()
+            raise UnsupportedQuery(f"a call of {name}, a function of yours whose body reads a relation, is not "
+                                   f"supported (the rows it reads are in no FROM, so no lineage would show them)"
+                                   f"{_at(call)}: write its body into the query")
 
     def not_registered(self, name: str) -> str:
         """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
@@ -375,7 +378,6 @@ class Catalog(StaleChecks):
         name = self.engine.name
         self.engine.close()
         self.engine = ClosedEngine(name)
-
 
 
 def _at(node: exp.Expression) -> str:
