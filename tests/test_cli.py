@@ -444,6 +444,12 @@ def test_stale_lineage_names_the_cli_option(files, tmp_path):
     res = cli("lineage", saved, "--row", "0", "--allow-stale")
     assert "row 0 of 4" in ok(res)
     assert res.stderr.startswith("dltrace: warning: loading stale lineage")
+    # the saved rows and ids alone read no table: shown with the file changed, and with it gone (it said only
+    # that the file was not found)
+    assert len(json_lines(ok(cli("lineage", saved, "--json")))) == 4
+    data.unlink()
+    assert len(json_lines(ok(cli("lineage", saved, "--json")))) == 4
+    fails(cli("lineage", saved, "--row", "0"), "cannot register table 'sales'", "pass --table sales=PATH")
 
 
 # -- status lines -----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from collections.abc import Sequence
 
 import dltrace
@@ -43,8 +44,13 @@ def main(args: argparse.Namespace) -> int:
         raise common.CliError("--tuples K prints the base tuples of the rows --row N asks for: add --row N")
     tuples = 20 if args.tuples is None else args.tuples
     folder, manifest = read_manifest(args.dir)
-    s = _session(args, manifest)
-    r = dltrace.load(folder, s, allow_stale=args.allow_stale)
+    if args.row or args.forward:  # (base tuples, and rids checked against the tables: the tables as saved)
+        r = dltrace.load(folder, _session(args, manifest), allow_stale=args.allow_stale)
+    else:  # the saved rows and their ids alone: no table is read (a save whose files are gone showed nothing)
+        s = common.session(args) if args.tpch is not None or args.table else common.connect(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the tables the save read need not be registered, nor as they were)
+            r = dltrace.load(folder, s, allow_stale=True)
     # every question answered before anything is printed: a bad --forward after a good --row printed the row,
     # then the error, where bad input must leave stdout empty
     rows = common.check_rows(args.row, r.num_rows) if args.row else []
