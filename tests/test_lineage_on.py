@@ -156,6 +156,9 @@ BAD = [
     ("SELECT count(*) FROM lineitem LINEAGE ON TABLES (orders)", dltrace.UnknownTable, "orders"),
     ("SELECT n_name FROM nation UNION SELECT r_name FROM region LINEAGE ON (r_name)", dltrace.UnsupportedQuery,
      "over a UNION, wrap it: SELECT * FROM (...) LINEAGE ON (...)"),
+    # the clause numbers the table's rows by their values: a query's own dl_rid read those (a review's)
+    ("SELECT l_orderkey FROM lineitem WHERE dl_rid > 1 LINEAGE ON (l_shipmode)", dltrace.UnsupportedQuery,
+     "reading dl_rid"),
 ]
 
 

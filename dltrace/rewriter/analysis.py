@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from dltrace.errors import DltraceError, UnsupportedQuery
+from dltrace.names import RID
 from dltrace.rewriter.lineage_on import OnSpec, resolve, take_clause
 from dltrace.rewriter.parse import check_query, position
 from dltrace.rewriter.passes.aggregate_limit import aggregate_limit
@@ -220,6 +221,14 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
     tree = identifier_tables(tree, context, copy=False)
     check_query(tree)
     on = resolve(clause, tree, context.schema) if clause is not None else None
+    if on is not None and on.table:
+        read = next((c for c in tree.find_all(exp.Column) if c.name.lower() == RID), None)
+        if read is not None:
+            # the clause numbers the table's rows by their values (passes/dictionary_ids.py): a query reading dl_rid
+            # read those numbers, and filtered, counted and ordered by them (a review's)
+            raise UnsupportedQuery(f"reading dl_rid under LINEAGE ON (...) is not supported: the clause numbers "
+                                   f"{on.table}'s rows by their values; read the ids without the clause, at "
+                                   f"{position(read)}")
     if on is not None and on.off:
         return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
     if on is not None:  # (a granularity clause reads lineage the rebuilt query would move: left as it is)
