@@ -124,10 +124,9 @@ def lineage_counts(data: LineageData) -> dict[str, pa.Array]:
 
 
 def with_counts(data: LineageData) -> pa.Table:
-    """The result's rows plus ``dl_count_<table>`` per base table (the size of the row's lineage in it)."""
+    """The result's rows plus ``dl_count_<table>`` per base table (the size of the row's lineage in it: under
+    LINEAGE ON (...), how many value tuples)."""
     out = data.table
-    if data.on_values is not None:
-        return out
     for t, n in lineage_counts(data).items():
         out = out.append_column(f"dl_count_{t}", n)
     return out

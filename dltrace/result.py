@@ -360,8 +360,9 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
     if len(names) != found.table.num_columns:  # the engine lists columns the reverse query's items do not
         raise UnsupportedQuery.expanded_columns(found.table.num_columns, len(names))
     table = found.table.rename_columns(names)
-    lineage, through = found.lineage_columns, ()
-    if end_to_end:
+    off = found.lineage_columns is None  # (LINEAGE ON (): no lineage, as run gives none)
+    lineage, through = found.lineage_columns or {}, ()
+    if end_to_end and not off:
         through = tuple(t for t in lineage if t in composed_sources(catalog))
         if through and found.on_values is not None:
             raise UnsupportedQuery(f"LINEAGE ON over {', '.join(through)}, a source carrying its own lineage, is "
@@ -369,7 +370,7 @@ def trace_backward(catalog: Catalog, sql: str, rows: list[int] | None = None, di
         lineage = compose_traced(catalog, lineage)
     return BackwardResult(
         catalog, sql, dialect or catalog.dialect, table, lineage,
-        "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,
+        None if off else "reverse-all" if rows is None else "reverse-one", semantics, None, found.on_values,
         base_snapshot=snapshot, composed_from=through, traced=found.traced, queries=found.queries,
     )
 

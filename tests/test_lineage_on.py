@@ -191,6 +191,27 @@ def test_backward_at_lineage_on_granularity_spark(duck, sparks, n):
     assert_same_rows_and_lineage(sparks.trace(sql, dialect="duckdb"), duck.run(sql))
 
 
+def test_the_clause_says_what_it_turns_off_and_a_trace_of_none_has_no_lineage():
+    """An EXISTS by a range beside a GROUP BY runs, and with any clause was refused as "could not be decorrelated"
+    alone (the clause keeps witnesses in place); a trace under LINEAGE ON () read as a query of no table ({}), where
+    run's has no lineage; to_pandas gives LINEAGE ON's value tuple counts (a review's)."""
+    s = dltrace.connect("duckdb")
+    s.register("t", pa.table({"id": [1, 2, 3], "a": [1, 2, 9], "b": ["x", "y", "x"]}))
+    s.register("u", pa.table({"k": [2, 3]}))
+    q = "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k > t.a) GROUP BY id"
+    assert s.run(q).num_rows == 2
+    with pytest.raises(dltrace.UnsupportedQuery, match="under LINEAGE ON, which keeps a subquery's witnesses"):
+        s.run(q + " LINEAGE ON TABLES (t)")
+    off = "SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b LINEAGE ON ()"
+    for found in (s.run(off), s.trace(off)):
+        assert found.strategy is None and found.tables == []
+        with pytest.raises(dltrace.DltraceError, match="this result has no lineage"):
+            found.lineage(0)
+    on = s.run("SELECT b, count(*) AS n FROM t GROUP BY b ORDER BY b LINEAGE ON (t.a)")
+    assert on.to_pandas()["dl_count_t"].tolist() == [2, 1]
+    s.close()
+
+
 def test_minus_zero_and_zero_are_one_value():
     """SQL takes -0.0 and 0.0 for one value: DuckDB's dictionary named a group holding only 0.0 by the -0.0 of
     another group's row, Spark by 0.0 (a review compared the two engines); both read 0.0 now."""

@@ -49,7 +49,8 @@ class BackwardTrace:
     """What a trace found: every output row of the query and, per base table, the lineage of the traced ones."""
 
     table: pa.Table  # every output row of the query, in the engine's order
-    lineage_columns: dict[str, pa.ChunkedArray]  # base table -> list<int64> per row (NULL: not traced)
+    # base table -> list<int64> per row (NULL: not traced); None: no lineage (LINEAGE ON ())
+    lineage_columns: dict[str, pa.ChunkedArray] | None
     traced: tuple[int, ...] | None  # the rows traced; None: all of them
     queries: list[str] = field(default_factory=list)  # the statements the trace ran, in order
     on_values: dict[int, tuple] | None = None  # LINEAGE ON: dictionary id -> value tuple
@@ -194,7 +195,8 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
         if on.table:
             columns[on.table], on_values = project_onto(catalog, on, columns[on.table])
     traced = None if rows is None else tuple(int(i) for i in wanted)
-    return BackwardTrace(table, columns, traced, run.log, on_values)
+    # LINEAGE ON () gives no lineage, as run's does ({} read as a query reading no table: a review's)
+    return BackwardTrace(table, None if on is not None and on.off else columns, traced, run.log, on_values)
 
 
 def _tracing_context(catalog: Catalog, tree: exp.Expression, semantics: str,

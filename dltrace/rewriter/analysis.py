@@ -102,6 +102,10 @@ from dltrace.rewriter.shape import conjuncts, engine_reads, from_items, random_c
 SEMANTICS = ("witness", "control")
 
 
+#: meta of a prepared tree whose subqueries' witnesses are kept where they stand (LINEAGE ON: late_witnesses off)
+WITNESSES_KEPT_IN_PLACE = "dl_witnesses_kept_in_place"
+
+
 def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
                           holder: exp.Expression | None = None) -> str:
     """A hint for a refusal of ``query`` (standing in ``holder`` of its SELECT): an equality coarser than grouping
@@ -154,6 +158,10 @@ def _why_not_decorrelated(query: exp.Expression, coarse: str | None = None,
         return ": it compares the outer row by a range or inequality, which forward lineage decorrelates where both " \
                "sides are columns as they are, the outer one of a table or CTE; compute that value as a column of " \
                "a CTE and compare the column"
+    if (holder if holder is not None else query).root().meta.get(WITNESSES_KEPT_IN_PLACE):
+        # (an EXISTS by a range beside a GROUP BY runs without the clause: a review's)
+        return ": under LINEAGE ON, which keeps a subquery's witnesses where the subquery stands (the rule that " \
+               "joins them after the query's filter, and reads such a subquery, is off); without the clause it may run"
     return ""
 
 
@@ -233,6 +241,7 @@ def prepare(tree: exp.Expression, context: PassContext) -> Prepared:
         return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))
     if on is not None:  # (a granularity clause reads lineage the rebuilt query would move: left as it is)
         context = replace(context, late_witnesses=False)
+        tree.meta[WITNESSES_KEPT_IN_PLACE] = True  # (a refusal this causes says so: _why_not_decorrelated)
     for analysis_pass in ANALYSIS_PASSES:
         tree = analysis_pass(tree, context, copy=False)  # the tree is this call's own copy
     return Prepared(tree, on, tuple(base_tables(tree)), tuple(tree.named_selects))

@@ -296,8 +296,9 @@ def check_query(tree: exp.Expression) -> None:
             raise UnsupportedQuery(f"ORDER BY / LIMIT after a parenthesised query inside a function or ALL (...) "
                                    f"is not supported, at {position(node)}")
         count = node.args.get("expression") if isinstance(node, (exp.Limit, exp.Offset, exp.Fetch)) else None
-        if isinstance(count, exp.Expression) and count.find(exp.Query) is not None:
-            # its rows decide how many rows are kept: no lineage rule gives them to the rows (they were in none)
+        if isinstance(count, exp.Expression) and count.find(exp.Query) is not None and count.find(exp.Table):
+            # the rows it reads decide how many rows are kept: no lineage rule gives them to the rows (they were in
+            # none); one reading no table (LIMIT (SELECT 2)) has no rows to give
             what = {"limit": "LIMIT", "offset": "OFFSET", "fetch": "FETCH"}[node.key]
             raise UnsupportedQuery(f"a subquery in {what} is not supported, at {position(count)}")
         if isinstance(node, (exp.Select, exp.SetOperation)) and node is not tree \
