@@ -133,10 +133,11 @@ class SegmentSql:
         if prov:
             for use in clause_subqueries(new, self.semantics == "control"):
                 if use.how != "whole":
+                    # (it said "outside a WHERE conjunct" of an ALL that is one: a review's)
                     raise UnsupportedQuery(f"backward tracing of {use.quantifier.upper()} / IN over a subquery kept "
-                                           f"in place (outside a WHERE conjunct, or over a subquery with QUALIFY, a window or unnest) is not "
-                                           f"supported, at "
-                                           f"{position(use.operand)}")
+                                           f"in place is not supported (an ALL, and an IN or ANY outside a WHERE "
+                                           f"conjunct or over a subquery with QUALIFY, a window or unnest, stays where "
+                                           f"it stands; forward lineage (run) reads it), at {position(use.operand)}")
                 qualify = use.query.find(exp.Qualify)
                 if qualify is not None:
                     # a QUALIFY keeps the rows its window numbers first, the engine's choice among tied rows: this
