@@ -110,7 +110,10 @@ def row_indexes(rows: object, n: int) -> list[int] | None:
         return None
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
         raise ArgumentError(f"rows must be a list of row indexes or None, got {got(rows)}")
-    return sorted({row_index(i, n) for i in rows})
+    wanted = sorted({row_index(i, n) for i in rows})
+    if not wanted:  # (a trace of rows=[] held every row, none traced: a review's)
+        raise ArgumentError("rows=[] names no row: list the rows to trace, or pass rows=None for every row")
+    return wanted
 
 
 class SessionClosed(DltraceError):

@@ -148,6 +148,8 @@ def test_reverse_some_restricts_lineage_to_the_traced_rows(duck):
             duck.trace(query_sql(9), rows=[bad])
     with pytest.raises(dltrace.DltraceError, match="rows must be a list of row indexes or None, got int 3"):
         duck.trace(query_sql(9), rows=3)
+    with pytest.raises(dltrace.ArgumentError, match=r"rows=\[\] names no row"):  # (it held every row, none traced)
+        duck.trace(query_sql(9), rows=[])
 
 
 def test_tpch_traced_lineage_is_complete(duck):
