@@ -210,6 +210,9 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
          r"\(a list of values\).*, at"),
         ("SELECT * FROM t UNPIVOT (v FOR n IN (a, b))", dltrace.UnsupportedQuery, "PIVOT/UNPIVOT is not supported, at"),
         ("SUMMARIZE t", dltrace.UnsupportedQuery, "not a SUMMARIZE statement"),
+        # statements sqlglot reads as nodes of their own (ATTACH said it did not parse: a review's)
+        ("ATTACH ':memory:' AS x", dltrace.UnsupportedQuery, "not an ATTACH statement"),
+        ("TRUNCATE t", dltrace.UnsupportedQuery, "not a TRUNCATE statement"),
     ]
     with caplog.at_level("WARNING", logger="sqlglot"):
         for sql, error, needle in cases:

@@ -163,7 +163,9 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
     if isinstance(tree, exp.Create) and tree.expression is not None and tree.expression.find(LineageOn):
         return UnsupportedQuery("a CREATE ... AS query cannot hold LINEAGE ON: a result whose lineage is values "
                                 "rather than rows cannot be a source of the next step; run the query alone with it")
-    if not isinstance(tree, _STATEMENTS):  # (`SELEC x` parses as an expression with an alias)
+    if not isinstance(tree, _STATEMENTS) and (isinstance(tree, (exp.Condition, exp.Alias)) or not tree.key.isalpha()):
+        # (`SELEC x` parses as an expression with an alias; ATTACH, DETACH, INSTALL, TRUNCATE parse as statements
+        # of their own, named below: ATTACH said it did not parse)
         return ParseError(f"SQL does not parse as a statement: {sql.strip()[:60]!r}")
     word = statement_word(tree)
     article = "an" if word[0] in "AEIOU" else "a"
