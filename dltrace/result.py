@@ -203,13 +203,18 @@ def _as_pandas(table: pa.Table) -> Any:
     sparse union)."""
     try:
         return table.to_pandas()
-    except pa.ArrowNotImplementedError:
-        for field in table.schema:
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, ValueError, OverflowError):
+        for j, field in enumerate(table.schema):
             try:
-                pa.table({field.name: table.column(field.name)}).to_pandas()
+                pa.table({field.name: table.column(j)}).to_pandas()
             except pa.ArrowNotImplementedError:
                 raise DltraceError(f"to_pandas: column {field.name!r} is of a type pandas cannot hold ({field.type}); "
                                    f"read it from r.table (Arrow), or cast it in the query") from None
+            except (pa.ArrowInvalid, ValueError, OverflowError) as e:
+                # (a DATE 'infinity' or BC raised Python's "year ... is out of range": a review's)
+                raise DltraceError(f"to_pandas: column {field.name!r} holds a value pandas cannot hold ({e}: a date or "
+                                   f"time outside years 1-9999, DuckDB's infinity); read it from r.table (Arrow), or "
+                                   f"cast it in the query") from None
         raise
 
 

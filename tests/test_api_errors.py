@@ -291,3 +291,16 @@ def test_a_query_nested_past_the_recursion_limit_is_refused_by_name():
         with pytest.raises(dltrace.UnsupportedQuery, match="a query nested this deeply is not supported"):
             call()
     s.close()
+
+
+def test_to_pandas_of_a_date_pandas_cannot_hold_names_the_column():
+    """A DATE 'infinity' or BC raised Python's ValueError "year 5881580 is out of range" from pyarrow (a review's)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE far AS SELECT * FROM (VALUES ('infinity'::DATE, 1), ('0044-03-15 (BC)'::DATE, 2)) v(d, x)")
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.adopt("far")
+        with pytest.raises(dltrace.DltraceError, match="to_pandas: column 'd' holds a value pandas cannot hold"):
+            s.run("SELECT d, x FROM far").to_pandas()
+        assert s.run("SELECT x FROM far ORDER BY x").to_pandas()["x"].tolist() == [1, 2]
