@@ -5,7 +5,8 @@ Parquet has no type for Arrow's ``month_day_nano_interval`` (DuckDB's INTERVAL: 
 struct, list or map, is written in a stored form -- an interval as its 16 bytes (``fixed_size_binary(16)``: months
 int32, days int32, nanoseconds int64, as Arrow lays it out), a sparse union as a struct of its type codes and its
 children -- and the file's own Arrow schema goes into the manifest, from which :func:`restored` rebuilds each such
-column's type and values bit for bit. Any other type Parquet refuses is refused by name before anything is written.
+column's type and values bit for bit. A type Parquet holds in another form (a TIMESTAMP_S as milliseconds) has the
+schema recorded too, and is cast back. Any other type Parquet refuses is refused by name before anything is written.
 """
 
 from __future__ import annotations
@@ -27,13 +28,22 @@ def storable(table: pa.Table) -> tuple[pa.Table, str | None]:
     """``table`` with every column Parquet cannot hold in its stored form, and ``table``'s schema (base64 of its
     Arrow IPC bytes, for the manifest) when a column was changed; a one-line :class:`DltraceError` naming the column
     and its type when Parquet can hold it in no form."""
+    schema_text = base64.b64encode(table.schema.serialize().to_pybytes()).decode("ascii")
     if not any(_changes(f.type) for f in table.schema):
         _check_writable(table)
-        return table, None
+        return table, schema_text if _read_back(table.slice(0, 0)).schema != table.schema else None
     columns = [_store(_flat(c)) if _changes(f.type) else c for f, c in zip(table.schema, table.columns)]
     stored = pa.table(columns, names=table.column_names)
     _check_writable(stored, table.schema)
-    return stored, base64.b64encode(table.schema.serialize().to_pybytes()).decode("ascii")
+    return stored, schema_text
+
+
+def _read_back(table: pa.Table) -> pa.Table:
+    """``table`` written to Parquet and read again: a type Parquet holds in another form reads back in that form
+    (a TIMESTAMP_S as milliseconds: a save of one loaded as ``timestamp[ms]``, a review's)."""
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return pq.read_table(io.BytesIO(buffer.getvalue()))
 
 
 def restored(table: pa.Table, schema_text: str | None) -> pa.Table:
@@ -41,7 +51,10 @@ def restored(table: pa.Table, schema_text: str | None) -> pa.Table:
     if not schema_text:
         return table
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema_text)))
-    columns = [_restore(_flat(c), f.type) if _changes(f.type) else c for f, c in zip(schema, table.columns)]
+    # a stored form restored; a type Parquet read back in another form cast back (milliseconds to seconds: exact,
+    # as the values were whole seconds when written)
+    columns = [_restore(_flat(c), f.type) if _changes(f.type) else c if c.type == f.type else c.cast(f.type)
+               for f, c in zip(schema, table.columns)]
     return pa.table(columns, names=schema.names)
 
 
