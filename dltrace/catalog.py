@@ -9,6 +9,7 @@ modules below the session (backward tracing, results, lookups, persistence) take
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Hashable
 from typing import Any, Callable, TypeVar
 
@@ -325,6 +326,12 @@ class Catalog(StaleChecks):
                 continue
             if views and isinstance(table.this, exp.Identifier) and self.engine.exists(table.name):
                 continue  # plain SQL reads the user's own relation (a guest sees their views by name)
+            if _names_a_file(table):
+                if views:
+                    continue  # (the engine reads it: DuckDB's FROM 'sales.csv'; it said "unknown table")
+                raise UnsupportedQuery(f"a file read in place (FROM {exp.Literal.string(table.name).sql()}) has no "
+                                       f"row ids: register it as a table (s.register(name, path); on the command "
+                                       f"line --table NAME=PATH) and query that{_at(table)}")
             if name in self.views:
                 raise UnknownTable(f"{table.name!r} is a lineage view: query it with s.sql(...); lineage is traced "
                                    "through registered tables only")
@@ -388,3 +395,11 @@ def _at(node: exp.Expression) -> str:
         return ""
     first = min(placed, key=lambda meta: meta["start"])
     return f", at line {first['line']}, col {first['col'] - (first['end'] - first['start'])}"
+
+
+#: a quoted name DuckDB reads as a file (its replacement scans: by the extension, or a URL)
+_FILE_NAME = re.compile(r"(?i)(\.(csv|tsv|txt|parquet|json|jsonl|ndjson|xlsx)(\.gz|\.zst)?$|^[a-z][a-z0-9+]*://)")
+
+
+def _names_a_file(table: exp.Table) -> bool:
+    return isinstance(table.this, exp.Identifier) and table.this.quoted and bool(_FILE_NAME.search(table.name))

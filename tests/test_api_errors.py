@@ -304,3 +304,18 @@ def test_to_pandas_of_a_date_pandas_cannot_hold_names_the_column():
         with pytest.raises(dltrace.DltraceError, match="to_pandas: column 'd' holds a value pandas cannot hold"):
             s.run("SELECT d, x FROM far").to_pandas()
         assert s.run("SELECT x FROM far ORDER BY x").to_pandas()["x"].tolist() == [1, 2]
+
+
+def test_a_file_read_in_place_runs_as_plain_sql_and_is_refused_with_lineage(tmp_path):
+    """DuckDB reads FROM 'sales.csv' as the file: s.sql said "unknown table", and run and trace the same, where the
+    file has no row ids (a review's)."""
+    import pyarrow.csv as pcsv
+
+    path = tmp_path / "g.csv"
+    pcsv.write_csv(pa.table({"a": [1, 2]}), path)
+    with dltrace.connect("duckdb") as s:
+        assert s.sql(f"SELECT sum(a) AS n FROM '{path}'").to_pylist() == [{"n": 3}]
+        for call in (s.run, s.trace):
+            with pytest.raises(dltrace.UnsupportedQuery, match=r"a file read in place \(FROM '.*g\.csv'\) has no row "
+                               r"ids: register it as a table.*, at line 1, col 15"):
+                call(f"SELECT * FROM '{path}'")
