@@ -93,7 +93,9 @@ def resolve(clause: LineageOn, tree: exp.Expression, schema: dict | None) -> OnS
                           for t in clause.args["tables"])
         unknown = sorted(names - read)
         if unknown:
-            raise UnknownTable(f"LINEAGE ON TABLES names {', '.join(unknown)}, which the query does not read, at {position(clause)}")
+            # (the tables it reads named: over a pipeline step, a step's own base tables are not among them)
+            raise UnknownTable(f"LINEAGE ON TABLES names {', '.join(unknown)}, which the query does not read (it reads "
+                               f"{', '.join(sorted(read)) or 'no table'}), at {position(clause)}")
         return OnSpec(tables=names)
     for e in clause.expressions:
         bad = e.find(exp.AggFunc, exp.Window)
