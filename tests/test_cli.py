@@ -264,6 +264,11 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     fails(cli("run", groups, "--tpch", "0"), "--tpch", "scale factor")
     fails(real_cli(), "required")
     fails(cli("tpch", "--memory-limit", "lots"), "--memory-limit", "expected a size such as 75%, 8G")
+    # (taken without a word: a guard of twice the RAM, one that stopped every worker but the original's, a query
+    # left out of the list)
+    fails(cli("tpch", "--memory-limit", "200%"), "--memory-limit", "at most 100%")
+    fails(cli("tpch", "--memory-limit", "1K"), "--memory-limit", "under 64M")
+    fails(cli("tpch", "--queries", "1,,2"), "--queries", "empty item")
     fails(cli("tpch", "--warmup", "-1"), "--warmup", "must be >= 0")  # (every run failed; it exited 0)
     fails(cli("run", ""), "the SQL file's name is empty")  # (it said '' is a folder)
     fails(cli("run", groups, "--table", t, "--save", ""), "--save needs a folder name")  # (saved nothing, silently)

@@ -37,8 +37,9 @@ def parse_queries(text: str) -> list[int]:
     try:
         for part in text.split(","):
             part = part.strip().lower().removeprefix("q")
-            if not part:
-                continue
+            if not part:  # (`1,,2` ran 1 and 2: a query left out, as a list of SQL's `a,, b` is an error)
+                raise argparse.ArgumentTypeError(f"queries are numbers and ranges like 1-22 or 1,3,6 (got an empty "
+                                                 f"item in {text!r})")
             if "-" in part:
                 a, b = part.split("-", 1)
                 first, last = int(a.strip().lower().removeprefix("q")), int(b.strip().lower().removeprefix("q"))
@@ -76,6 +77,12 @@ def _size(text: str) -> str:
         size = -1
     if size is not None and size <= 0:
         raise argparse.ArgumentTypeError(f"expected a size such as 75%, 8G, 512M or off, got {text!r}")
+    if text.strip().endswith("%") and size is not None and size > 1 << 30:
+        # (200% was a guard of twice the RAM: none)
+        raise argparse.ArgumentTypeError(f"a share of the RAM is at most 100%, got {text!r}")
+    if size is not None and size < 64 << 20 and not text.strip().endswith("%"):
+        # (1K stopped every strategy but the original, whose worker the guard's polling missed)
+        raise argparse.ArgumentTypeError(f"a memory guard under 64M stops a worker as it starts, got {text!r}")
     return text
 
 
@@ -142,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_positive(float), default=300.0,
                    help="seconds one run may take before it is stopped and recorded as timeout (default 300)")
     p.add_argument("--memory-limit", type=_size, default="75%", metavar="SIZE",
-                   help="memory guard on a worker and its children, e.g. 75%% (of RAM), 8G, off (default 75%%)")
+                   help="memory guard on a worker and its children, e.g. 75%% (of RAM), 8G, off or 0 (default 75%%)")
     p.add_argument("--out", default="dltrace-report", metavar="DIR",
                    help="output folder (default ./dltrace-report)")
     p.add_argument("--master", default=None, help=f"Spark master (default {DEFAULT_MASTER})")

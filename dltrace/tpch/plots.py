@@ -22,7 +22,7 @@ def _pyplot():
 def ratio_plot(records: list[dict[str, Any]], engine: str, path: Path, sf: float) -> Path | None:
     """Grouped bars: per query, each strategy's time / original's time, log scale; failed runs as letters."""
     rows = [r for r in records if r["engine"] == engine and r["strategy"] != "original"]
-    if not rows:
+    if not rows or not any(r["ratio"] for r in rows):  # (no original run: a plot of a legend alone)
         return None
     plt = _pyplot()
     strategies = [s for s in COLORS if any(r["strategy"] == s for r in rows)]
@@ -56,7 +56,8 @@ def ratio_plot(records: list[dict[str, Any]], engine: str, path: Path, sf: float
     ax.set_xticklabels([f"Q{q}" for q in queries])
     ax.set_xlim(-0.6, len(queries) - 0.4)
     ax.set_ylabel("time / original time (log)")
-    ax.set_title(f"{engine}, TPC-H SF {sf:g}: lineage strategies relative to the original query "
+    # (two lines: on a plot of a few queries one line was cut off at "U unsu")
+    ax.set_title(f"{engine}, TPC-H SF {sf:g}: lineage strategies relative to the original query\n"
                  f"(T timeout, M out of memory, E error, U unsupported)", fontsize=10)
     ax.grid(axis="y", which="both", alpha=0.3)
     ax.legend(ncol=len(strategies), loc="upper left", fontsize=9)

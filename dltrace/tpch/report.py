@@ -57,6 +57,8 @@ def write_report(out: Path) -> Path:
     d = Data(records, chars, meta, on)
     others = [Data(records, chars, meta, on, storage=x) for x in storages(records, meta) if x != d.storage]
     m = d.meta
+    for old in [*(out / f"ratio_{e}.png" for e in ENGINE_NAMES), out / "bytes_per_id.png"]:
+        old.unlink(missing_ok=True)  # (a plot an earlier run wrote into --out stayed beside a report without it)
     L = [f"# dltrace TPC-H report: SF {d.sf:g}, {d.storage} storage", ""]
     mach = m.get("machine", {})
     v = mach.get("versions", {})
@@ -77,12 +79,22 @@ def write_report(out: Path) -> Path:
              + (f"; also run on {', '.join(o.storage for o in others)} storage (section \"Storage\" at the end)"
                 if others else "") + ". " + " ".join(t for t in (_threads_text(m), _details_text(m)) if t))
     L += ["", "## What this shows", ""]
-    L += [p + "\n" for p in summary(d)] or ["No completed runs.\n"]
+    if m.get("warmup", 1) == 0:  # (bitmap's 12x over 1.3x with one, presented as the overhead: a new user's)
+        L += ["**No warm-up run**: each cell's first timed run pays one-off costs (the rewrite, kept per session "
+              "after it; the engine's first call of a function), so the ratios below are above the overhead of a "
+              "query run again.\n"]
+    shown = [p + "\n" for p in summary(d) if p.strip()]
+    if not shown and "original" not in d.strategies:
+        shown = ["No original query was run (`--strategies` without `original`): the times below are seconds, "
+                 "with no ratio to compare.\n"]
+    L += shown or ["No completed runs.\n"]
 
     L += ["## Overhead: time relative to the original query", "",
           "Original: median seconds. Other strategies: median time / the median of the original query timed "
           "beside them (each run paired with a run of the original, in turn before and after it, in the same "
-          "worker; the paper's Figures 4 and 5). ✗: lineage differs from the set strategy's (see Agreement).", ""]
+          "worker; the paper's Figures 4 and 5)."
+          + (" ✗: lineage differs from the set strategy's (see Agreement)." if "set" in d.strategies else
+             " Lineage is not compared: the set strategy, the reference, was not run."), ""]
     for e in d.engines:
         L += [f"### {ENGINE_NAMES.get(e, e)}, {d.storage} storage", ""]
         rows = [[f"Q{q}"] + [cell_text(d.get(e, q, s)) for s in d.strategies] for q in d.queries]
@@ -120,9 +132,6 @@ def write_report(out: Path) -> Path:
         L += markdown_table(["query", "cardinality", "avg. lineage size", "replication factor", "clustering factor (%)",
                      "total ids", "tables"], rows) + [""]
 
-    L += ["## Space (the paper's Table 9)", "",
-          "Lineage of all output rows: ids, bytes at 4 bytes per id (the paper), the set strategy's 8-byte "
-          "BIGINT arrays, and the serialised roaring bitmaps (bytes per id in brackets).", ""]
     rows = []
     for q in d.queries:
         ref = next((r for e in d.engines if (r := d.get(e, q, "set")) and r["status"] == "ok"), None)
@@ -138,7 +147,10 @@ def write_report(out: Path) -> Path:
             else:
                 row.append(b["status"] if b else "–")
         rows.append(row)
-    if rows:
+    if rows:  # (the set strategy's runs are its reference: without them the section had a heading alone)
+        L += ["## Space (the paper's Table 9)", "",
+              "Lineage of all output rows: ids, bytes at 4 bytes per id (the paper), the set strategy's 8-byte "
+              "BIGINT arrays, and the serialised roaring bitmaps (bytes per id in brackets).", ""]
         L += markdown_table(["query", "rows", "ids", "4 B/id", "set"] + [f"bitmap {e}" for e in d.engines], rows) + [""]
         png = bytes_plot(d.records, out / "bytes_per_id.png", d.sf)
         if png:
@@ -152,7 +164,8 @@ def write_report(out: Path) -> Path:
     for o in others:
         L += storage_section(d, o)
     L += ["## How this was measured", "",
-          "- Each cell: one warm-up run, then the timed runs; the median is reported. A run is the whole call: "
+          f"- Each cell: {_warmups_text(m.get('warmup', 1))}, then the timed runs; the median is reported. A run is "
+          "the whole call: "
           "parse and rewrite, run on the engine, result (and lineage columns) back as Arrow. Decoding and "
           "comparing lineage happen after the timed runs and are not timed.",
           "- `reverse-one` traces output row 0 (`session.trace(sql, rows=[0])`); its rows, ids and bytes are that "
@@ -160,8 +173,9 @@ def write_report(out: Path) -> Path:
           "- Peak memory: the sum over the engine's worker process and its children (Spark's JVM) of each "
           "process's peak resident memory during the cell's runs (VmHWM, reset at the start of the cell, read when the "
           "runs end; plus /proc polling every 0.2 s), including the session itself.",
-          "- Storage: `memory` loads the tables once when the worker starts (DuckDB: `CREATE TEMP TABLE` of the "
-          "rows with their `dl_rid`, the user's table a view of its own columns; Spark: the parquet rows with "
+          "- Storage: `memory` loads the tables once when the worker starts (DuckDB: the rows with their `dl_rid` "
+          "copied into a table of a private in-memory database, compressed by a checkpoint, the user's table a view "
+          "of its own columns; Spark: the parquet rows with "
           "their ids, `cache()`d and counted); `parquet` registers views over the files, read at each query. "
           "Row ids, rows and lineage are the same in both; loading is not timed. With both storages, each has its own "
           "worker (up side by side) and a query runs on one storage right after the other, so a shared machine's "
@@ -337,3 +351,7 @@ def _print_storage(d: Data, console: Console) -> None:
                                  for s in d.strategies],
                   style="bold")
         console.print(t)
+
+
+def _warmups_text(n: int) -> str:
+    return "no warm-up run" if n == 0 else "one warm-up run" if n == 1 else f"{n} warm-up runs"
