@@ -222,6 +222,10 @@ def test_a_statement_sqlglot_cannot_parse_is_named_and_not_logged(s, caplog):
     assert not [r for r in caplog.records if r.name.startswith("sqlglot")]
     # the filter was the parse's only: sqlglot's logger is as the user configured it
     assert not logging.getLogger("sqlglot").filters
+    # run takes CREATE ... AS; trace said "not a CREATE statement" of what run had just run (a new user's)
+    for call in (s.trace, lambda q: dltrace.rewrite(q, schema={"t": {"a": "INT", "b": "INT"}})):
+        with pytest.raises(dltrace.UnsupportedQuery, match=r"CREATE TABLE \.\.\. AS <query> makes a pipeline step"):
+            call("CREATE TABLE zz AS SELECT a FROM t")
 
 
 def test_a_range_of_rids_is_checked_by_its_ends_before_it_is_expanded(s, tmp_path):

@@ -577,6 +577,9 @@ def test_pipeline_forward_prints_the_rows_it_reaches(files, tmp_path):
     assert lines[s2 + 3].split()[1:3] == ["1", "10"]  # the row itself: grp 1, 10 rows
     assert lines[s2 + 3].endswith("1, 5, 9, 13, 17, 21, … (10 ids)")
     assert "is its position in that call's run" in " ".join(ok(cli("pipeline", "--help")).split())
+    # (--show a --show b printed b alone, without a word: a new user's)
+    fails(cli("pipeline", tmp_path / "steps", "--table", sales(files), "--show", "s1", "--show", "s2"),
+          "--show", "is given twice")
 
 
 def test_a_folder_of_csv_files_is_one_table(tmp_path):
@@ -690,3 +693,11 @@ def test_a_tab_in_a_value_is_shown_in_its_cell(files, tmp_path):
     out = ok(cli("run", query, "--lineage", "none"))
     assert "left\\tright side text" in out and "a\\rb" in out
     assert json_lines(ok(cli("run", query, "--lineage", "none", "--json")))[0]["row"]["s"] == "left\tright side text"
+
+
+def test_a_csv_file_that_is_not_utf8_says_so(tmp_path):
+    """DuckDB's first line, "CSV Error on Line: 2", hid the cause its later line gives (a new user's)."""
+    (tmp_path / "latin1.csv").write_bytes("name,v\nJos\xe9,1\n".encode("latin-1"))
+    (tmp_path / "q.sql").write_text("SELECT * FROM e")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"e={tmp_path / 'latin1.csv'}"), "cannot read CSV",
+          "not utf-8 encoded")

@@ -22,6 +22,7 @@ STRATEGIES = ("set", "bitmap")  # forward lineage; the TPC-H runner also compare
 
 #: Phrases of the library's messages meant for Python callers, and what a CLI user types instead.
 _API_HINTS = (
+    ("dltrace.load(path, session, allow_stale=True) loads it anyway", "--allow-stale loads it anyway"),
     ("allow_stale=True", "--allow-stale"),
     ("lineage='set' or 'bitmap'", "--lineage set or bitmap"),
     ("pass replace=True to replace it", "give each table once"),
@@ -46,6 +47,15 @@ def status(msg: str) -> None:
 
 
 # -- argument types ---------------------------------------------------------------------------------------------
+
+
+class Once(argparse.Action):
+    """An option taken once: given again, it is refused (`--show a --show b` printed b alone, without a word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, "is given twice: give it once")
+        setattr(namespace, self.dest, values)
 
 
 def dialects() -> list[str]:

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
     p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
                    help="the rows of every dataset these source rows reach, with their values and lineage, e.g. "
                         "orders:42 or orders:10-20 (repeatable)")
-    p.add_argument("--show", metavar="DATASET", help="print DATASET's rows with their lineage")
+    p.add_argument("--show", metavar="DATASET", action=common.Once, help="print DATASET's rows with their lineage")
     p.add_argument("--tuples", type=common.whole_number, default=5, metavar="K",
                    help="source tuples to print per table with --row (default 5)")
     common.add_output(p)

@@ -265,7 +265,10 @@ def _read_csv_relation(files: str | list[str], what: str, take: Callable[[Any], 
     try:
         return take(con.read_csv([duckdb_path(f) for f in files] if isinstance(files, list) else duckdb_path(files)))
     except duckdb.Error as e:
-        raise SourceError(f"cannot read CSV {what}: {str(e).splitlines()[0]}") from None
+        lines = str(e).splitlines()
+        # (the cause is on a later line of DuckDB's message: "CSV Error on Line: 2" alone hid it)
+        cause = next((f" ({line.strip()})" for line in lines[1:] if "not utf-8 encoded" in line.lower()), "")
+        raise SourceError(f"cannot read CSV {what}: {lines[0] if lines else type(e).__name__}{cause}") from None
     finally:
         con.close()
 

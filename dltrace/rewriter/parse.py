@@ -163,6 +163,10 @@ def not_a_query(tree: exp.Expression, sql: str, dialect: str) -> Exception:
     if isinstance(tree, exp.Create) and tree.expression is not None and tree.expression.find(LineageOn):
         return UnsupportedQuery("a CREATE ... AS query cannot hold LINEAGE ON: a result whose lineage is values "
                                 "rather than rows cannot be a source of the next step; run the query alone with it")
+    if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query) and tree.kind in ("TABLE", "VIEW"):
+        # (run takes it, and rewrite and trace said "not a CREATE statement" of the file run had just run)
+        return UnsupportedQuery(f"CREATE {tree.kind} ... AS <query> makes a pipeline step: run (s.run, dltrace run) "
+                                f"runs it and registers its result with lineage; rewrite and trace take the query")
     if not isinstance(tree, _STATEMENTS) and (isinstance(tree, (exp.Condition, exp.Alias)) or not tree.key.isalpha()):
         # (`SELEC x` parses as an expression with an alias; ATTACH, DETACH, INSTALL, TRUNCATE parse as statements
         # of their own, named below: ATTACH said it did not parse)
