@@ -611,7 +611,7 @@ def test_one_sql_file_is_a_pipeline(tmp_path):
     """`dltrace pipeline steps.sql` said "pipeline spec steps.sql: expected a mapping with a 'libraries' list"."""
     (tmp_path / "steps.sql").write_text("CREATE TABLE a AS SELECT 1 AS x;\nCREATE TABLE b AS SELECT x + 1 AS y FROM a;\n")
     lines = ok(cli("pipeline", tmp_path / "steps.sql")).splitlines()
-    assert lines[0] == "pipeline 'steps' (folder), 2 steps over no source table; lineage set (forward)"
+    assert lines[0] == "pipeline 'steps' (one file), 2 steps over no source table; lineage set (forward)"
     assert [line.split()[0] for line in lines[1:]] == ["a", "b"]
 
 

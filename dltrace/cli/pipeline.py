@@ -87,7 +87,8 @@ def _row_spec(spec: str) -> tuple[str, int]:
 
 def _summary(p: output.Printer, result) -> None:
     pipe = result.pipeline
-    p.line(f"pipeline {pipe.name!r} ({'Spark Declarative Pipelines' if pipe.layout == 'sdp' else 'folder'}), "
+    layout = {"sdp": "Spark Declarative Pipelines", "file": "one file"}.get(pipe.layout, pipe.layout)
+    p.line(f"pipeline {pipe.name!r} ({layout}), "
            f"{output.count(len(pipe.steps), 'step')} over {', '.join(pipe.sources) or 'no source table'}; "
            f"lineage {result.strategy or 'none'} "
            f"({result.method})")

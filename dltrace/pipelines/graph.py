@@ -54,7 +54,7 @@ class Pipeline:
     """A pipeline's steps in dependency order and the source tables they read."""
 
     root: Path
-    layout: str  # "sdp" | "folder"
+    layout: str  # "sdp" | "folder" | "file" (one SQL file of steps)
     name: str
     steps: list[Step] = field(default_factory=list)
 
@@ -104,7 +104,7 @@ def read_pipeline(path: str | Path, dialect: str = "duckdb") -> Pipeline:
     if not root.exists():
         raise PipelineError(f"pipeline not found: {str(root)!r}")
     if root.is_file() and root.suffix.lower() == ".sql":  # its CREATE ... AS statements, a pipeline of one file
-        return _build(Pipeline(root.parent, "folder", root.stem), [root], dialect)
+        return _build(Pipeline(root.parent, "file", root.stem), [root], dialect)
     if root.is_file() and root.suffix.lower() not in SPEC_SUFFIXES:
         raise PipelineError(f"{str(root)!r} is not a pipeline: give a folder of .sql files, a .sql file of "
                             "CREATE ... AS statements, or a spark-pipeline.yml (or the folder holding one)")
