@@ -30,8 +30,12 @@ def storable(table: pa.Table) -> tuple[pa.Table, str | None]:
     and its type when Parquet can hold it in no form."""
     schema_text = base64.b64encode(table.schema.serialize().to_pybytes()).decode("ascii")
     if not any(_changes(f.type) for f in table.schema):
-        _check_writable(table)
-        return table, schema_text if _read_back(table.slice(0, 0)).schema != table.schema else None
+        try:
+            back = _read_back(table.slice(0, 0))
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            _check_writable(table)  # (names the column)
+            raise
+        return table, schema_text if back.schema != table.schema else None
     columns = [_store(_flat(c)) if _changes(f.type) else c for f, c in zip(table.schema, table.columns)]
     stored = pa.table(columns, names=table.column_names)
     _check_writable(stored, table.schema)

@@ -47,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
     if args.row or args.forward:  # (base tuples, and rids checked against the tables: the tables as saved)
         r = dltrace.load(folder, _session(args, manifest), allow_stale=args.allow_stale)
     else:  # the saved rows and their ids alone: no table is read (a save whose files are gone showed nothing)
-        s = common.session(args) if args.tpch is not None or args.table else common.connect(args)
+        s = common.session(args)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (the tables the save read need not be registered, nor as they were)
             r = dltrace.load(folder, s, allow_stale=True)
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
 def _session(args: argparse.Namespace, manifest: dict) -> dltrace.Session:
     """A session with the saved query's tables: those --tpch/--table give, the others from the paths the manifest
     records (--table orders=... for a save reading customers too read customers from nowhere: "not registered")."""
-    s = common.session(args) if args.tpch is not None or args.table else common.connect(args)
+    s = common.session(args)
     for name, info in manifest.get("tables", {}).items():
         if name.lower() in s.tables:
             continue
