@@ -273,6 +273,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
         with _preludes_stored(catalog, plan.preludes):
             out = catalog.engine.sql(plan.text)
             common = catalog.engine.sql(plan.shared_text) if plan.shared_text is not None else None
+        catalog.check_unchanged_while_run(snapshot, plan.reads)
     except QueryError as error:
         if GUARD_RAISED not in str(error) or lineage_functions(catalog.dialect, "set").kept_in_place() is None:
             # (an engine that keeps a guard where it stands (Spark) evaluates it for the rows it evaluates the

@@ -124,10 +124,10 @@ def test_pack_ids_needs_every_row_count_and_leaves_its_input_alone():
     assert PACKED_IDS not in pack_ids(tree, context).meta
 
 
-def test_parquet_read_in_place_is_not_packed(tmp_path):
-    """Its file may be rewritten with more rows under a kept plan: ids beyond the count registered would spill
-    into the next field (a review: t's file rewritten from 5 rows to 20 gave t the ids 0..7). A query refuses a
-    file whose count changed before it runs (Catalog.check_numbering), but not one rewritten while it runs."""
+def test_parquet_read_in_place_is_packed_and_checked(tmp_path):
+    """Its files may be rewritten with more rows: ids beyond the count registered would spill into the next field
+    (a review: t's file rewritten from 5 rows to 20 gave t the ids 0..7). A query refuses a file whose count
+    changed before it runs (Catalog.check_numbering), and one whose files changed while it ran (their stat)."""
     import pyarrow.parquet as pq
 
     pq.write_table(pa.table({"a": list(range(1, 6))}), tmp_path / "t.parquet")
@@ -136,9 +136,22 @@ def test_parquet_read_in_place_is_not_packed(tmp_path):
     session.register("t", tmp_path / "t.parquet")
     session.register("u", tmp_path / "u.parquet")
     sql = "SELECT t.a % 2 AS odd, count(*) AS n FROM t JOIN u ON t.a = u.a GROUP BY 1"
-    session.run(sql)
-    assert not list(session.plans._plans.values())[-1].packed
-    pq.write_table(pa.table({"a": list(range(1, 21))}), tmp_path / "t.parquet")
+    r = session.run(sql)
+    plan = list(session.plans._plans.values())[-1]
+    assert {p[0] for p in plan.packed} == {"t", "u"}
+    assert lineage_of(r) == lineage_of(session.trace(sql))
+    run = session.engine.sql
+
+    def rewritten_meanwhile(text, *args, **kwargs):  # (the race: the file rewritten once the checks are done)
+        if text == plan.text:
+            pq.write_table(pa.table({"a": list(range(1, 21))}), tmp_path / "t.parquet")
+        return run(text, *args, **kwargs)
+
+    session.engine.sql = rewritten_meanwhile
+    with pytest.raises(dltrace.StaleLineage, match=r"table 't' has files changed on disk while the query ran "
+                                                   r"\(t.parquet\)"):
+        session.run(sql)
+    session.engine.sql = run
     with pytest.raises(dltrace.StaleLineage, match="t.parquet has 20 rows, 5 then"):
         session.run(sql)
     session.register("t", tmp_path / "t.parquet", replace=True)

@@ -133,7 +133,7 @@ def rewrite_tree(tree: exp.Expression, dialect: str, strategy: str = "set", sema
     rewrites exist, the cheaper for the data (``rules/nested_lineage.py``); without it the first.
     ``integer_range``: the engine's statistics' bounds of a one-column query's integer values, or None: lets a join
     be split where the engine joins a narrow range of keys faster (``rules/inner_equi_joins.py``).
-    ``mutable_rows``: tables whose row count may grow under a kept plan (their ids are not packed);
+    ``mutable_rows``: tables whose files may be rewritten while a query runs (no bit strings of their ids);
     ``read_in_place``: tables scanned from their source at each read, which a rule reading rows twice may write
     once instead (``rules/nested_lineage.py``).
     ``kept_rids``: impact's run, the lineage of one table only (as under ``LINEAGE ON TABLES``), in which only the

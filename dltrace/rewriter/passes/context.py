@@ -39,7 +39,8 @@ class PassContext:
     late_witnesses: bool = False
     # table -> row count, for the passes that size a table's row ids (passes/pack_ids.py); empty: unknown
     table_rows: dict = field(default_factory=dict)
-    # tables whose row count may grow under a kept plan (parquet files read in place): their ids are not packed
+    # tables read from files that may be rewritten while a query runs (parquet read in place): their ids are not
+    # made bit strings of a fixed range (passes/dense_ids.py)
     mutable_rows: frozenset = frozenset()
     # tables scanned from their source at each read (parquet files, an Arrow table): reading one twice decodes it
     # twice, which a rule may avoid by writing the rows it reads once (rules/nested_lineage.py)

@@ -15,13 +15,14 @@ The reader turns each bit string into the portable roaring bitmap of its set bit
 (:func:`dltrace.udafs.bitstrings.bitmaps_of_bitstrings`, given ``meta[DENSE_IDS]``, the tables, and their row counts), byte
 for byte the bitmap the list would have given.
 
-Valid (the same set of ids per row) when the outermost query is a SELECT without DISTINCT (which would compare
-the bit strings: the same sets, but left alone), not under LINEAGE ON, reading one base table (no join, so its row
-id is never NULL) whose ids are ``[0, rows(t))`` and whose row count cannot grow under a kept plan
-(``PassContext.mutable_rows``), grouping by plain keys (no GROUPING SETS, ROLLUP or CUBE), and for final columns
-``LIST(t.dl_rid)``: the list holds the id of every input row of the group, the bit string has exactly the bits of
-those ids set (an id twice sets one bit; the bitmap of the list has it once too), and a group of no rows (a global
-aggregate over none) gives NULL either way, read as the empty set.
+Valid (the same set of ids per row) when the outermost query is a SELECT without DISTINCT (which would compare the bit
+strings: the same sets, but left alone), not under LINEAGE ON, reading one base table (no join, so its row id is never
+NULL) whose ids are ``[0, rows(t))``, not read from files that may be rewritten while the query runs
+(``PassContext.mutable_rows``: an id past the range would make ``BITSTRING_AGG`` raise; and DuckDB, with no distinct
+counts in TPC-H's parquet files, estimates Q1's 4 groups there as the table's 6M rows anyway), grouping by plain keys
+(no GROUPING SETS, ROLLUP or CUBE), and for final columns ``LIST(t.dl_rid)``: the list holds the id of every input row
+of the group, the bit string has exactly the bits of those ids set (an id twice sets one bit; the bitmap of the list
+has it once too), and a group of no rows (a global aggregate over none) gives NULL either way, read as the empty set.
 Applied to a table of at least :data:`MIN_ROWS` rows when the engine estimates (``PassContext.estimate_rows``) at
 most :data:`MAX_GROUPS` groups for the whole table, WHERE left out (an upper bound: DuckDB takes the groups from
 its distinct-count statistics, where a filter's selectivity is a guess), whose bit strings take at most

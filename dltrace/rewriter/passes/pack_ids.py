@@ -23,9 +23,11 @@ scalar row ids: every id of table ``t`` is in ``[0, rows(t))`` (a session's ids 
 value stays a positive BIGINT). A field whose id may be NULL (a column of a derived table, or of a table read
 through an outer join) stores ``id + 1`` and 0 for NULL, which the reader drops, as the list's readers drop a
 NULL id; one whose id cannot be NULL (``dl_rid`` of a table read in a SELECT whose joins are all inner, cross,
-NATURAL or ASOF: no outer or POSITIONAL join, which pads a side) stores the id. A table whose row count may grow
-under a kept plan (parquet files read in place, which may be rewritten: ``PassContext.mutable_rows``) is not
-packed, nor a table read twice (a self-join: its column concatenates two lists). Each LIST keeps one
+NATURAL or ASOF: no outer or POSITIONAL join, which pads a side) stores the id. Parquet read in place, whose files may
+be rewritten, holds the counts it was registered with while its files do: a session checks them before the query
+runs (:meth:`dltrace.catalog.Catalog.check_numbering`) and the files' stat again after it (a file rewritten while
+it ran, whose ids could spill into the next field, raises :class:`~dltrace.errors.StaleLineage`). A table read
+twice (a self-join: its column concatenates two lists) is not packed. Each LIST keeps one
 element per input row (NULL elements too), so the elements of one packed list are the input rows, in one
 order, and unpacking field ``t`` gives exactly ``LIST(t's id)``. Applied for a reader that finishes the lists
 (``finish_on_read`` with lists inside: DuckDB, ``LineageFunctions.packs_ids``); SQL for a user's own
@@ -55,8 +57,7 @@ def pack_ids(expression: exp.Expression, context: PassContext, copy: bool = True
     fields = []  # (projection index, table, id expression, offset, bits)
     for i, p in enumerate(expression.expressions):
         table = table_of.get(p.alias_or_name) if isinstance(p, exp.Alias) else None
-        # (a table read in place from files that may be rewritten may have more rows than counted: not packed)
-        if table is None or table in context.mutable_rows or table not in context.table_rows:
+        if table is None or table not in context.table_rows:
             continue
         rows, x = context.table_rows[table], context.fns.listed(p.this)
         if x is None:
