@@ -168,7 +168,8 @@ def _build_rowstore(source: ParquetSource, path) -> None:
                     ROWSTORE_BATCH)
                 expect = 0
                 for batch in reader:
-                    pos = batch.column(batch.num_columns - 1).to_numpy()
+                    # (by name: DuckDB puts a hive partition's columns, k=v folders, after it)
+                    pos = batch.column("file_row_number").to_numpy()
                     if pos.size and (pos[0] != expect or np.any(np.diff(pos) != 1)):
                         raise DltraceError(f"row order not preserved reading {f!r}")
                     expect += pos.size

@@ -232,6 +232,24 @@ def test_a_hive_partitioned_folder_has_its_partition_columns_on_both_engines(spa
             session.close()
 
 
+@pytest.mark.parametrize("storage", ["source", "memory"])
+def test_a_hive_partitioned_folders_base_rows_are_read_with_their_partition_columns(fresh, tmp_path, storage,
+                                                                                       monkeypatch):
+    """A new user: backward and explain over a `region=n/` folder raised pyarrow's ArrowInvalid, the row store
+    taking the last column of each file's scan for its row numbers, where DuckDB puts the partition's column."""
+    monkeypatch.setenv("DLTRACE_CACHE", str(tmp_path / "cache"))  # (a row store built before is found by content)
+    for region, ids in (("n", [1, 2]), ("s", [4])):
+        (tmp_path / "h" / f"region={region}").mkdir(parents=True)
+        pq.write_table(pa.table({"id": ids, "amt": [10 * i for i in ids]}),
+                       tmp_path / "h" / f"region={region}" / "a.parquet")
+    fresh.register("h", str(tmp_path / "h"), storage=storage)
+    result = fresh.run("SELECT id FROM h WHERE amt >= 20 ORDER BY id")
+    rows = [result.backward(i)["h"].to_pylist() for i in range(result.num_rows)]
+    assert [[{k: r[k] for k in ("id", "amt", "region")} for r in row] for row in rows] == [
+        [{"id": 2, "amt": 20, "region": "n"}], [{"id": 4, "amt": 40, "region": "s"}]]
+    assert "region=s" in result.explain(1)
+
+
 def test_a_folders_files_are_read_by_column_name(fresh, tmp_path):
     """DuckDB read the files of a folder with a positional UNION ALL: a file holding the same columns in another
     order had its values swapped between them."""
