@@ -447,6 +447,41 @@ def test_dltraces_functions_leave_with_the_last_session_that_used_them():
     con.close()
 
 
+def test_dltraces_functions_stay_while_a_cursor_of_the_database_uses_them():
+    """A new user: DuckDB's Python functions live in the database's catalog, seen by each cursor of it, and a
+    session's close dropped those it made while the user's install on a cursor (which found them there) or a
+    session on another cursor still called them; they go with the last of them, where they were made."""
+    functions = "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
+    built = "SELECT dl_count(dl_bitmap_build([1, 2]))"
+    con = duckdb.connect()
+    con.register("t", SALES)
+    s = dltrace.connect("duckdb", connection=con)
+    s.adopt("t")
+    assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
+    cursor = con.cursor()
+    dltrace.install(cursor)  # (the functions are there: it makes the cursor's macros alone)
+    s.close()
+    assert cursor.sql(built).fetchall() == [(2,)]
+    cursor.close()
+    con.close()
+
+    con = duckdb.connect()
+    con.register("sales", SALES)
+    con.sql("CREATE TABLE t AS SELECT * FROM sales")  # (a registered view is the connection's alone)
+    cursor = con.cursor()
+    first, second = dltrace.connect("duckdb", connection=cursor), dltrace.connect("duckdb", connection=con)
+    for s in (first, second):  # (the first makes the functions, on the cursor)
+        s.adopt("t")
+        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
+    first.close()
+    second.run(BY_REGION.format(t="t"), lineage="bitmap").register("q")  # (its views decode with dl_to_list)
+    assert second.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
+    second.close()
+    assert con.sql(functions).fetchall() == [(0,)]
+    cursor.close()
+    con.close()
+
+
 def test_threads_is_put_back_at_close(user_con):
     user_con.execute("SET threads = 3")
     s = dltrace.connect("duckdb", connection=user_con, threads=1)

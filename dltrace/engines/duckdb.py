@@ -7,6 +7,7 @@ parquet, ``file_row_number`` plus the file's offset, files in sorted name order 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Hashable
 from typing import Any
@@ -18,7 +19,8 @@ from sqlglot import exp
 from dltrace.engines import duckdb_sources, duckdb_udfs
 from dltrace.engines.base import release_target
 from dltrace.engines.duckdb_errors import engine_errors, one_line
-from dltrace.engines.guest import Made, Settings, installed_by_user, release_functions, use_functions
+from dltrace.engines.guest import (Made, Settings, functions_heir, hand_over, installed_by_user, release_functions,
+                                   use_functions)
 from dltrace.engines.sources import RID, Source
 from dltrace.errors import QueryError, SourceError
 from dltrace.names import numbered_names
@@ -366,7 +368,16 @@ class DuckDBEngine:
             rows = set(self.made.rows.values())
             for relation in sorted(self.made.names, key=lambda r: r in rows):
                 self.drop(relation)  # views first (they read the rows relations)
-            duckdb_udfs.uninstall(self.con, release_functions(self.con, self))
+            dropped = release_functions(self.con, self)  # name -> the connection it was made on
+            udfs = {n: dropped[n] for n in duckdb_udfs.UDF_NAMES if n in dropped}
+            # (Python functions live in the database's catalog: a cursor of it, or its connection, may use them)
+            shares = functools.partial(duckdb_udfs.share_functions, self.con)
+            heir = functions_heir(self.con, shares) if udfs else None
+            if heir is not None:
+                hand_over(heir, udfs)
+                dropped = {n: on for n, on in dropped.items() if n not in udfs}
+            for on in {id(c): c for c in dropped.values()}.values():  # (DuckDB removes one where it was made)
+                duckdb_udfs.uninstall(on, {n for n, c in dropped.items() if c is on})
             self._settings.restore(self._setting, lambda key, value: self.con.execute(f"SET {key} = {value!r}"))
         except duckdb.ConnectionException:
             pass  # the user closed their connection: what dltrace made on it went with it

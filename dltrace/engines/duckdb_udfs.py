@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import uuid
 from collections.abc import Collection
 from typing import Any, Callable
 
@@ -115,7 +116,8 @@ _MACROS = [
 
 # every name dltrace defines (public: the README documents them): a macro's name is the text before "("
 _MACRO_NAMES = tuple(m.split("(", 1)[0] for m in _MACROS)
-NAMES = (*_UDFS, *_MACRO_NAMES)
+UDF_NAMES = tuple(_UDFS)
+NAMES = (*UDF_NAMES, *_MACRO_NAMES)
 
 
 def _definitions(con: duckdb.DuckDBPyConnection) -> dict[str, frozenset]:
@@ -187,6 +189,44 @@ def uninstall(con: duckdb.DuckDBPyConnection, names: set[str]) -> None:
                 con.remove_function(name)
             except duckdb.Error:
                 pass  # gone with the connection's database already
+
+
+def share_functions(con: duckdb.DuckDBPyConnection, other: Any) -> bool:
+    """Does ``other`` see the Python functions made on ``con`` (one database: a cursor of it, or its connection)?
+    A probe function of a fresh name made on a cursor of ``con``, looked for from a cursor of ``other`` (the user's
+    connections keep their pending results), and removed; a probe that cannot be made counts as shared (the
+    functions then stay rather than vanish under another user of them)."""
+    if not isinstance(other, duckdb.DuckDBPyConnection):
+        return False
+    name = f"dl_probe_{uuid.uuid4().hex}"
+    try:
+        mine = con.cursor()
+    except duckdb.Error:
+        return True
+    try:
+        try:
+            mine.create_function(name, _probe, [T.INTEGER], T.INTEGER, side_effects=False)
+        except duckdb.Error:
+            return True
+        try:
+            theirs = other.cursor()
+        except duckdb.Error:
+            return False  # (the other connection is closed: it uses nothing)
+        try:
+            return bool(theirs.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = ?",
+                                       [name]).fetchall()[0][0])
+        finally:
+            theirs.close()
+    finally:
+        try:
+            mine.remove_function(name)
+        except duckdb.Error:
+            pass
+        mine.close()
+
+
+def _probe(x: int) -> int:
+    return x
 
 
 def macros_reading_relations(con: duckdb.DuckDBPyConnection, names: Collection[str]) -> frozenset[str]:

@@ -1,17 +1,19 @@
 """dltrace as a guest on a user's connection or SparkSession: what it creates there, and what it leaves.
 
-The rule: dltrace never replaces, drops or closes what it did not create. So every relation an engine makes
-gets a name no object of the user's has (:meth:`Made.fresh`: the catalog is asked first; a name a user reads,
-such as a registered table's, is checked by the catalog instead and refused), every one it creates is recorded
-(:meth:`Made.add`) and only those are replaced or dropped; the dl_* functions, whose names are public (README),
-are refused rather than renamed when the user has one of a name (the engines' ``*_udfs`` modules) and dropped by
-the last session that used them; a setting changed on the user's behalf is put back at close.
+The rule: dltrace never replaces, drops or closes what it did not create. So every relation an engine makes gets a
+name no object of the user's has (:meth:`Made.fresh`: the catalog is asked first; a name a user reads, such as a
+registered table's, is checked by the catalog instead and refused), every one it creates is recorded
+(:meth:`Made.add`) and only those are replaced or dropped; the dl_* functions, whose names are public (README), are
+refused rather than renamed when the user has one of a name (the engines' ``*_udfs`` modules) and dropped by the last
+session that used them (on DuckDB, of every connection of the database: :func:`functions_heir`); a setting changed on
+the user's behalf is put back at close.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from dltrace.engines.base import claim_relation, holds_relation, made_by_dltrace, release_relation, taken_over
@@ -104,52 +106,84 @@ class Made:
         return True
 
 
-# The dl_* functions dltrace sessions installed on each connection / SparkSession, shared by every session there:
-# id(target) -> [target, names a session made, names the user's install() made, the engines using them]. The
-# last session to close drops what sessions made; what the user's own dltrace.install made stays theirs.
-_FUNCTIONS: dict[int, list[Any]] = {}
+@dataclass
+class _Functions:
+    """dltrace's dl_* functions on one connection / SparkSession, shared by every session there."""
+
+    target: Any
+    made: dict[str, Any] = field(default_factory=dict)  # name -> the target it was made on, by a session
+    users: set[str] = field(default_factory=set)  # made by the user's install(): never dropped
+    engines: set[Any] = field(default_factory=set)  # the sessions' engines using them
 
 
-def _entry(target: Any) -> list[Any]:
+# id(target) -> its functions. The last session to close drops what sessions made; what the user's own
+# dltrace.install made stays theirs.
+_FUNCTIONS: dict[int, _Functions] = {}
+
+
+def _entry(target: Any) -> _Functions:
     entry = _FUNCTIONS.get(id(target))
-    if entry is None or entry[0] is not target:  # (an id Python gave again to a later object)
-        entry = _FUNCTIONS[id(target)] = [target, set(), set(), set()]
+    if entry is None or entry.target is not target:  # (an id Python gave again to a later object)
+        entry = _FUNCTIONS[id(target)] = _Functions(target)
     return entry
 
 
 def dltrace_functions(target: Any) -> set[str]:
     """The dl_* functions on ``target`` that dltrace made (a session's or the user's ``dltrace.install``)."""
     entry = _FUNCTIONS.get(id(target))
-    return entry[1] | entry[2] if entry is not None and entry[0] is target else set()
+    return set(entry.made) | entry.users if entry is not None and entry.target is target else set()
 
 
 def use_functions(target: Any, engine: Any, made: set[str]) -> None:
     """``engine`` uses dltrace's functions on ``target``, of which it made ``made`` now."""
     entry = _entry(target)
-    entry[1] |= made
-    entry[3].add(engine)
+    entry.made.update(dict.fromkeys(made, target))
+    entry.engines.add(engine)
 
 
 def installed_by_user(target: Any, made: set[str]) -> None:
     """The user's ``dltrace.install(target)``: the functions are theirs now, no session drops them."""
     entry = _entry(target)
-    entry[2] |= made | entry[1]
-    entry[1].clear()
+    entry.users |= made | set(entry.made)
+    entry.made.clear()
 
 
-def release_functions(target: Any, engine: Any) -> set[str]:
-    """``engine`` closes: the functions sessions made on ``target``, to drop when it was the last using them."""
+def release_functions(target: Any, engine: Any) -> dict[str, Any]:
+    """``engine`` closes: the functions sessions made for ``target``, to drop when it was the last using them
+    (name -> the target it was made on, which alone may drop it: :func:`hand_over`)."""
     entry = _FUNCTIONS.get(id(target))
-    if entry is None or entry[0] is not target:
-        return set()
-    entry[3].discard(engine)
-    if entry[3]:
-        return set()
-    made = set(entry[1])
-    entry[1].clear()
-    if not entry[2]:
+    if entry is None or entry.target is not target:
+        return {}
+    entry.engines.discard(engine)
+    if entry.engines:
+        return {}
+    made = dict(entry.made)
+    entry.made.clear()
+    if not entry.users:
         del _FUNCTIONS[id(target)]
     return made
+
+
+def functions_heir(target: Any, shares: Callable[[Any], bool]) -> Any:
+    """Another target holding dltrace's functions, a session's in use or the user's install, for which
+    ``shares(other)`` says it sees ``target``'s functions (a DuckDB cursor and its connection share one catalog's
+    Python functions), or None: the functions ``target``'s last session made must then stay, handed over
+    (:func:`hand_over`)."""
+    for entry in list(_FUNCTIONS.values()):
+        if entry.target is not target and (entry.users or entry.engines) and shares(entry.target):
+            return entry.target
+    return None
+
+
+def hand_over(target: Any, made: dict[str, Any]) -> None:
+    """``target`` keeps the functions ``made`` (name -> the target they were made on) that another target's
+    sessions made: the user's, when they installed dltrace's functions there; else its sessions', dropped (on the
+    target they were made on) when the last of them closes."""
+    entry = _entry(target)
+    if entry.users:
+        entry.users |= set(made)
+    else:
+        entry.made.update(made)
 
 
 class Settings:

@@ -404,7 +404,7 @@ class SparkEngine:
         rows = set(self.made.rows.values())
         for view in sorted(self.made.names, key=lambda r: r in rows):
             self.drop(view)
-        spark_udfs.uninstall(self.spark, release_functions(self.spark, self))
+        spark_udfs.uninstall(self.spark, set(release_functions(self.spark, self)))
         self._settings.restore(lambda key: self.spark.conf.get(key, None), self._put_setting)
 
     def _put_setting(self, key: str, value: Any) -> None:
