@@ -168,7 +168,8 @@ class Catalog(StaleChecks):
             if step != key and any(base == key for base, _ in getattr(source, "lineage", ())):
                 raise DuplicateTable(f"table {key!r} is in the lineage of {step!r} (a result registered with its "
                                      f"lineage): replacing it would point that lineage at other rows; register "
-                                     f"the new rows under another name, or replace {step!r} first")
+                                     f"the new rows under another name, or replace {step!r} first (a "
+                                     f"pipeline's dataset: running the pipeline again makes its datasets anew)")
 
     def claim_view(self, name: str, replace: bool = False) -> None:
         """Check that dltrace may create view ``name`` (see :meth:`add_view`)."""

@@ -246,6 +246,34 @@ def test_a_table_a_step_read_is_not_replaced_under_it():
         s.close()
 
 
+def test_an_adopted_source_changed_under_a_pipeline_is_adopted_again_and_the_pipeline_run_again(tmp_path):
+    """A new user: after an INSERT into an adopted source, the pipeline's run asked to adopt it again and the
+    adoption to replace the step reading it first; running the pipeline again forgets its datasets, and says so."""
+    (tmp_path / "01_clean.sql").write_text("CREATE TABLE clean AS SELECT * FROM orders WHERE amt > 0;")
+    (tmp_path / "02_report.sql").write_text("CREATE TABLE report AS SELECT cid, sum(amt) AS total FROM clean "
+                                            "GROUP BY cid;")
+    con = duckdb.connect()
+    con.sql("CREATE TABLE orders AS SELECT * FROM (VALUES (1, 1, 10), (2, 2, 20), (3, 1, -5)) v(id, cid, amt)")
+    s = dltrace.connect("duckdb", connection=con)
+    try:
+        s.adopt("orders")
+        p = dltrace.pipeline(tmp_path, session=s)
+        con.sql("INSERT INTO orders VALUES (4, 2, 40)")
+        assert p.stale() == {"clean": ["orders"], "report": ["orders"]}
+        with pytest.raises(dltrace.DuplicateTable, match="running the pipeline again makes its datasets anew"):
+            s.adopt("orders", replace=True)
+        with pytest.raises(dltrace.PipelineError, match=r"adopt it again \(s.adopt\('orders', replace=True\)\)"):
+            dltrace.pipeline(tmp_path, session=s)
+        s.adopt("orders", replace=True)
+        p = dltrace.pipeline(tmp_path, session=s)
+        report = p.datasets["report"]
+        assert sorted(report.table.to_pylist(), key=lambda r: r["cid"]) == [{"cid": 1, "total": 10},
+                                                                            {"cid": 2, "total": 60}]
+    finally:
+        s.close()
+        con.close()
+
+
 def test_a_step_keeps_the_types_duckdb_gives_its_query(tmp_path):
     """A step was stored through Arrow: sum()'s HUGEINT became DECIMAL(38,0) (`total // 2` gave 3.5, not 3), an
     ENUM a VARCHAR (ORDER BY alphabetical), a NOCASE collation was dropped ('a' and 'A' grouped apart), a UUID a
