@@ -257,6 +257,24 @@ def test_a_source_column_of_any_reserved_prefix_is_refused_when_registered(colum
             s.register("t", pa.table({column: [1]}))
 
 
+def test_a_parquet_column_named_like_duckdbs_row_numbers_is_refused_by_name(tmp_path):
+    """A new user: DuckDB's binder error named an option (file_row_number) they never gave. dltrace reads a
+    parquet file's row positions as DuckDB's file_row_number; the same rows as an Arrow table are read."""
+    import pyarrow.parquet as pq
+
+    rows = pa.table({"File_Row_Number": [7, 8], "v": [1, 2]})
+    pq.write_table(rows, tmp_path / "f.parquet")
+    with dltrace.connect("duckdb") as s:
+        for storage in ("source", "memory"):
+            with pytest.raises(dltrace.SourceError, match="has a column named 'File_Row_Number', the name of the row "
+                                                          "numbers dltrace reads with DuckDB's read_parquet"):
+                s.register("f", tmp_path / "f.parquet", storage=storage)
+        s.register("f", rows)
+        r = s.run("SELECT File_Row_Number FROM f WHERE v = 2")
+        assert r.table.to_pylist() == [{"File_Row_Number": 8}]
+        assert r.backward(0)["f"].column("File_Row_Number").to_pylist() == [8]
+
+
 def test_a_value_that_is_no_option_is_a_value_error_and_a_wrong_thing_passed_a_type_error():
     """A user catching ValueError for `lineage="bitmaps"` (as Python's own functions raise for a bad value of the
     right type) caught nothing: it was a bare DltraceError, as was `connection=` given a string."""

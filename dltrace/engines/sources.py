@@ -282,11 +282,23 @@ def _parquet_source(files: list[str]) -> ParquetSource:
         # the file's own names (an engine scanning it beside the rid it adds would see dl_rid as dl_rid_1)
         names = meta.schema.to_arrow_schema().names
         check_columns(names)
+        _no_row_number_column(f, names)
         first = first or (f, names)
         _same_columns(first, f, names)
         offsets.append(total)
         total += meta.num_rows
     return ParquetSource(paths, tuple(offsets), total, signature)
+
+
+def _no_row_number_column(path: str, names: list[str]) -> None:
+    """Refuse a parquet file with a column named ``file_row_number``: dltrace numbers a file's rows with DuckDB's
+    ``read_parquet(..., file_row_number = true)`` (the ids on DuckDB, the base rows read back on both engines),
+    which adds a column of that name, and DuckDB refuses a file that has one (a new user's binder error, naming an
+    option they never gave)."""
+    clash = next((n for n in names if n.lower() == "file_row_number"), None)
+    if clash is not None:
+        raise SourceError(f"parquet {path!r} has a column named {clash!r}, the name of the row numbers dltrace reads "
+                          f"with DuckDB's read_parquet: rename it, or register the rows as an Arrow table")
 
 
 def _same_columns(first: tuple[str, list[str]], path: str, names: list[str]) -> None:
