@@ -604,6 +604,13 @@ def test_a_folder_of_csv_files_is_one_table(tmp_path):
     (sales / "03.csv").unlink()
     (sales / "t.parquet").write_bytes(b"")
     fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "holds both .parquet and CSV files")
+    (sales / "t.parquet").unlink()
+    # (one read sniffs one delimiter: DuckDB's error named a comma-separated file that was fine)
+    (sales / "03.tsv").write_text("region\tamount\nn\t1\n")
+    fails(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}"), "holds both .csv and .tsv files",
+          f"with a glob, e.g. '{sales / '**' / '*.csv'}'")
+    assert ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}/**/*.csv", "--json")) == \
+        ok(cli("run", tmp_path / "q.sql", "--table", f"sales={sales}/*/*.csv", "--json"))
     assert "a parquet or CSV file, a folder of them or a glob" in " ".join(ok(cli("run", "--help")).split())
 
 

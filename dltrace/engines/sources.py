@@ -184,6 +184,11 @@ def resolve_source(source: Any) -> Source:
             paths = [Path(text)]
         files = [f for p in paths for f in (_folder_files(p) if p.is_dir() else [p])]
         if all(f.suffix.lower() in CSV_SUFFIXES for f in files):
+            kinds = sorted({f.suffix.lower() for f in files})
+            if len(kinds) > 1:  # (one read sniffs one delimiter: DuckDB's error named a file that was fine)
+                example = f", e.g. {str(Path(text) / '**' / '*.csv')!r}" if os.path.isdir(text) else ""
+                raise SourceError(f"{text!r} holds both {' and '.join(kinds)} files, which one read takes with one "
+                                  f"delimiter: register each kind on its own, with a glob{example}")
             return ArrowSource(with_rid(_read_csv(files)))
         return _parquet_source([str(f) for f in files])
     raise SourceError(
