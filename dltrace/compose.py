@@ -237,6 +237,14 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
     query = statement.expression
     if isinstance(query, exp.Subquery):
         query = query.this
+    if isinstance(query, (exp.Table, exp.Column)) and not any(query.args.get(k) for k in ("db", "catalog", "table")):
+        # (sqlglot reads `AS SELEC`, a misspelt SELECT, as a table name: no engine takes a name there)
+        word = query.find(exp.Identifier)
+        meta = word.meta if word is not None else {}
+        at = (f", at line {meta['line']}, col {meta['col'] - (meta['end'] - meta['start'])}"
+              if {"line", "col", "start", "end"} <= set(meta) else "")  # (sqlglot records where a word ends)
+        raise ParseError(f"SQL does not parse: CREATE {statement.kind} {statement.this.sql(dialect)} AS "
+                         f"{query.sql(dialect)}: {query.name!r} after AS is not a query (SELECT ...){at}")
     if not isinstance(query, exp.Query):
         return None
     target = statement.this

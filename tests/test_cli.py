@@ -496,6 +496,12 @@ def test_statements_that_are_no_query_are_named_without_sqlglot_warnings(files, 
     steps.mkdir()
     (steps / "01.sql").write_text("CREATE TABLE s1 AS SELEC grp FROM sales")
     fails(real_cli("pipeline", steps, "--table", t), "01.sql: SQL does not parse", "`SELEC` at line 1, col 20")
+    # (the misspelt word alone: sqlglot reads it as a table name after AS, and the step was "not a CREATE ... AS")
+    (steps / "01.sql").write_text("CREATE TABLE s1 AS\n  SELEC")
+    fails(cli("pipeline", steps, "--table", t), "01.sql: SQL does not parse",
+          "'SELEC' after AS is not a query (SELECT ...), at line 2, col 3")
+    (tmp_path / "ctas.sql").write_text("CREATE TABLE zz AS\n  SELEC")
+    fails(cli("run", tmp_path / "ctas.sql", "--table", t), "SQL does not parse", "at line 2, col 3")
 
 
 def test_a_bad_question_prints_nothing_before_its_error(files, tmp_path):
