@@ -11,8 +11,14 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from sqlglot import exp
 
 import dltrace
+from dltrace.engines import lineage_functions
+from dltrace.rewriter.analysis import prepare
+from dltrace.rewriter.grammar import parse
+from dltrace.rewriter.passes.context import PassContext
+from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES, KeptCopies
 
 T = pa.table({"a": pa.array([1, 2, 2, 3], pa.int64()), "b": pa.array([10, 20, 20, None], pa.int64())})
 U = pa.table({"a": pa.array([1, 2, 4, None, 2], pa.int64()), "c": pa.array([100, 200, 400, 500, 15], pa.int64())})
@@ -206,3 +212,24 @@ def test_control_lineage_of_a_negated_subquery_testing_the_outer_row_alone_is_re
                                                        "outer row alone"):
         small.run(sql, semantics="control")
     small.run(sql)
+
+
+def test_nested_predicate_subqueries_keep_their_control_lineage_at_depth(small):
+    """Control lineage reads the copies decorrelation keeps of each WHERE subquery, each holding the copies of the
+    subqueries inside it; copied with every copy of the tree they grew with the nesting (an IN within an IN ... 13
+    deep took 18 s to rewrite: a review), and are shared by the tree's copies now. Every level's rows are the inner
+    levels' lineage: t's rows whose a is in u (1, 2, 2) at every depth, each with all of u's rows."""
+    for depth in (1, 4, 16):
+        sql = "SELECT a FROM t WHERE a IN " + "(SELECT a FROM u WHERE a IN " * depth + "(SELECT a FROM u)" + \
+            ")" * depth
+        r = small.run(sql, semantics="control")
+        assert observed(r) == expected([((1,), L([0], ALL_U)), ((2,), L([1], ALL_U)), ((2,), L([2], ALL_U))])
+        assert observed(small.run(sql, lineage="bitmap", semantics="control")) == observed(r)
+    schema = {"t": {"a": "BIGINT", "b": "BIGINT"}, "u": {"a": "BIGINT", "c": "BIGINT"}}
+    context = PassContext("duckdb", lineage_functions("duckdb", "set"), schema, semantics="control")
+    prepared = prepare(parse(sql, "duckdb")[0], context).tree
+    kept = [s.meta[PREDICATE_SUBQUERIES] for s in prepared.find_all(exp.Select) if PREDICATE_SUBQUERIES in s.meta]
+    copied = [s.meta[PREDICATE_SUBQUERIES] for s in prepared.copy().find_all(exp.Select)
+              if PREDICATE_SUBQUERIES in s.meta]
+    assert kept and all(isinstance(k, KeptCopies) for k in kept)
+    assert [id(k) for k in copied] == [id(k) for k in kept]

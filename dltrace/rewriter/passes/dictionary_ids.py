@@ -14,7 +14,7 @@ from dltrace.names import RID
 from dltrace.rewriter.build import add_join
 from dltrace.rewriter.lineage_on import DICTIONARY, ON_ID, dictionary_match
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES
+from dltrace.rewriter.passes.decorrelate import PREDICATE_SUBQUERIES, KeptCopies
 
 ON_TABLE = "dl_on_table"  # meta key of the subquery that replaces an occurrence of T
 
@@ -31,7 +31,7 @@ def use_dictionary_ids(expression: exp.Expression, context: PassContext, copy: b
     for node in tree.find_all(exp.Select):
         kept = node.meta.get(PREDICATE_SUBQUERIES)
         if kept:
-            node.meta[PREDICATE_SUBQUERIES] = [_read_ids(q.copy(), spec, columns, ctes) for q in kept]
+            node.meta[PREDICATE_SUBQUERIES] = KeptCopies(_read_ids(q.copy(), spec, columns, ctes) for q in kept)
     return tree
 
 
