@@ -178,6 +178,27 @@ def test_a_struct_field_read_through_its_tables_alias():
                 assert [r.lineage(i) for i in range(r.num_rows)] == lineage
 
 
+def test_a_field_read_through_an_alias_named_like_its_column_is_refused_by_name():
+    """``SELECT info.a FROM t info``, ``info`` a struct column of ``t``: DuckDB, finding no column ``a`` in the
+    table, reads the field; dltrace called the column unknown (a review). Refused by name, with the spellings
+    that run; a plain column of that name is unknown still."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t(id INT, info STRUCT(a INT), plain INT);"
+                "INSERT INTO t VALUES (1, {'a': 10}, 5), (2, {'a': 20}, 6)")
+    with dltrace.connect("duckdb", connection=con) as s:
+        s.adopt("t")
+        for ask in (s.run, s.trace):
+            with pytest.raises(UnsupportedQuery, match=r"info.a names the column 'a' of 'info', which has none.*"
+                                                       r"write \(info\).a or info.info.a"):
+                ask("SELECT info.a FROM t info WHERE id = 2")
+            with pytest.raises(dltrace.UnknownColumn, match="plain has no column 'a'"):
+                ask("SELECT plain.a FROM t plain")
+        for sql in ("SELECT (info).a FROM t info WHERE id = 2", "SELECT info.info.a FROM t info WHERE id = 2"):
+            r = s.run(sql)
+            assert rows(r.table) == con.execute(sql).fetchall() == [(20,)]
+            assert r.lineage(0) == s.trace(sql).lineage(0) == {"t": [1]}
+
+
 @pytest.mark.parametrize("sql,hint", [
     ("SELECT i, (SELECT s FROM b WHERE b.k >= a.i ORDER BY s DESC LIMIT 1) AS last FROM a", "it has a LIMIT"),
     ("SELECT i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.i AND EXISTS (SELECT 1 FROM p WHERE p.g = a.i))",

@@ -59,6 +59,41 @@ def read_struct_fields(tree: exp.Expression, schema: dict | None) -> None:
                 outer = outer.parent
 
 
+def check_fields_named_like_own_tables(tree: exp.Expression, schema: dict | None) -> None:
+    """Refuse ``x.f`` where ``x`` names a source of its SELECT that has no column ``f`` and a column ``x`` of one of
+    the SELECT's sources: DuckDB, finding no column ``f`` in the table, reads the field ``f`` of the column ``x``
+    (``SELECT info.a FROM t info``, ``info`` a struct column of ``t``), where sqlglot found the column unknown (a
+    review's UnknownColumn for a query the engine answers). ``(x).f`` and ``x.x.f`` (the table's alias, the
+    column, the field) name the field alike for both."""
+    if not schema:
+        return
+    lower = {t.lower(): cols for t, cols in schema.items()}
+    for scope in scopes(tree):
+        for column in scope.columns:
+            name = column.table.lower()
+            if not name or column.args.get("db"):
+                continue
+            source = next((src for a, src in scope.sources.items() if a.lower() == name), None)
+            own = columns_of(source, lower) if source is not None else set()
+            if not own or "*" in own or column.name.lower() in own:
+                continue
+            if any(name in columns_of(src, lower) and _may_be_a_struct(src, name, lower)
+                   for src in scope.sources.values()):
+                raise UnsupportedQuery(f"{column.sql()} names the column {column.name!r} of {column.table!r}, which "
+                                       f"has none, and the engine reads it as the field {column.name!r} of the column "
+                                       f"{column.table!r}: not supported; write ({column.table}).{column.name} or "
+                                       f"{column.table}.{column.table}.{column.name} (the table, the column, the "
+                                       f"field), at {position(column)}")
+
+
+def _may_be_a_struct(source: exp.Expression, column: str, lower: dict) -> bool:
+    """May ``column`` of ``source`` have fields (a table's column of a STRUCT type; any other source's)?"""
+    if not isinstance(source, exp.Table):
+        return True
+    kind = next((str(k) for c, k in lower.get(source.name.lower(), {}).items() if c.lower() == column), "")
+    return not kind or kind.upper().lstrip().startswith("STRUCT")
+
+
 def check_fields_named_like_outer_tables(tree: exp.Expression, schema: dict | None,
                                          past_plain_columns: bool = False) -> None:
     """Refuse ``x.f`` inside a subquery where ``x`` is both a column of the subquery's own sources (a struct, ``f``

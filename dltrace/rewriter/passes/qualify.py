@@ -28,7 +28,8 @@ from dltrace.rewriter.grammar import WRITTEN_IN, WRITTEN_TEXT
 from dltrace.rewriter.grammar import dialect as grammar_dialect
 from dltrace.rewriter.parse import mentions_rid, position
 from dltrace.rewriter.passes.context import PassContext
-from dltrace.rewriter.passes.field_names import (check_fields_named_like_outer_tables, columns_of, read_struct_fields,
+from dltrace.rewriter.passes.field_names import (check_fields_named_like_outer_tables,
+                                                 check_fields_named_like_own_tables, columns_of, read_struct_fields,
                                                  scopes)
 from dltrace.rewriter.passes.order_by import bind_order_by
 from dltrace.rewriter.passes.struct_fields import mark_struct_fields, write_struct_fields
@@ -42,6 +43,7 @@ def qualify(expression: exp.Expression, context: PassContext, copy: bool = True)
     check_using_after_outer_merge(expression)
     check_functions_named_like_columns(expression, context.schema)
     check_fields_named_like_outer_tables(expression, context.schema, context.fns.outer_table_past_a_plain_column)
+    check_fields_named_like_own_tables(expression, context.schema)
     schema = schema_for(expression, context.schema, context.dialect)
     tree = exp.maybe_copy(expression, copy)
     read_struct_fields(tree, context.schema)
