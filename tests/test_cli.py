@@ -256,6 +256,8 @@ def test_bad_input_is_one_line_and_exit_code_2(files):
     # (options another option makes moot: each was dropped without a word)
     fails(cli("run", groups, "--table", t, "--lineage", "none", "--semantics", "control"), "--semantics", "--lineage none")
     fails(cli("lineage", saved, "--tuples", "3"), "--tuples", "add --row")
+    fails(cli("pipeline", groups, "--table", t, "--method", "backward", "--lineage", "none"),
+          "--method backward traces lineage, and --lineage none asks for none")
     fails(cli("tpch", "--report-only", "--sf", "1", "--out", files.parent / "no_report"), "--sf is an option of a run")
     fails(cli("run", groups, "--table", f"sales={files / 'nope.parquet'}"), "not found")
     fails(cli("run", groups), "unknown table 'sales'")

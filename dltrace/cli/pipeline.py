@@ -34,7 +34,9 @@ def add_parser(sub) -> None:
     p.add_argument("--forward", action="append", metavar="TABLE:RIDS",
                    help="the rows of every dataset these source rows reach, with their values and lineage, e.g. "
                         "orders:42 or orders:10-20 (repeatable)")
-    p.add_argument("--show", metavar="DATASET", action=common.Once, help="print DATASET's rows with their lineage")
+    p.add_argument("--show", metavar="DATASET", action=common.Once,
+                   help="print DATASET's rows with their lineage (without --show, --row or --forward: the graph, and "
+                        "with --json or --csv the rows of the last step run)")
     p.add_argument("--tuples", type=common.whole_number, default=5, metavar="K",
                    help="source tuples to print per table with --row (default 5)")
     common.add_output(p)
@@ -48,6 +50,8 @@ def main(args: argparse.Namespace) -> int:
         if args.forward or len(datasets) > 1:
             raise common.CliError("--csv writes one table: --forward (rows of every dataset it reaches) and --row / "
                                   "--show of several datasets need --json, whose lines name their dataset")
+    if args.lineage == "none" and args.method != "forward":  # (moot: it ran the plain pipeline, saying "backward")
+        raise common.CliError(f"--method {args.method} traces lineage, and --lineage none asks for none: drop one")
     s = common.session(args)
     lineage = None if args.lineage == "none" else args.lineage
     result = dltrace.pipeline(args.path, session=s, lineage=lineage, method=args.method)

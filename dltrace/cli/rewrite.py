@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--to", type=common.dialect_name, metavar="DIALECT", help="dialect of the output, when it differs from the input's")
     p.add_argument("--strategy", choices=common.STRATEGIES, default="set", help="lineage strategy (default set)")
     p.add_argument("--semantics", choices=common.SEMANTICS, default="witness", help="lineage semantics (default witness)")
-    p.add_argument("--tpch", type=common.scale_factor, metavar="SF", help=argparse.SUPPRESS)
+    p.add_argument("--tpch", type=common.scale_factor, metavar="SF",
+                   help="with --table, the TPC-H tables too (their columns are read; without --table they are known)")
     p.add_argument("--table", action="append", default=[], metavar="NAME=PATH",
                    help="a table whose columns the query needs (repeatable; the TPC-H tables are known without it)")
     p.set_defaults(func=main, engine="duckdb", master=None)
