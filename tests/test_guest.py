@@ -423,27 +423,35 @@ def test_a_users_dl_functions_are_refused_never_replaced(user_con):
         dltrace.install(user_con)
 
 
+DL_FUNCTIONS = "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
+
+
+def _functions_go_with_the_last_session(con, first_on, second_on) -> None:
+    """Sessions on ``first_on`` and ``second_on`` (``con`` or a cursor of it) both use the dl_* functions; the
+    first closes, the second still reads its lineage views (which decode with dl_to_list), and closes: none stay."""
+    first, second = (dltrace.connect("duckdb", connection=c) for c in (first_on, second_on))
+    for s in (first, second):
+        s.adopt("t")
+        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
+    first.close()
+    second.run(BY_REGION.format(t="t"), lineage="bitmap").register("q")
+    assert second.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
+    second.close()
+    assert con.sql(DL_FUNCTIONS).fetchall() == [(0,)]
+
+
 def test_dltraces_functions_leave_with_the_last_session_that_used_them():
     """A session's dl_* functions stay while another session on the connection uses them and go with the last
     one; those the user installed (dltrace.install) stay theirs."""
     con = duckdb.connect()
-    functions = "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
     con.register("t", SALES)
-    s1, s2 = (dltrace.connect("duckdb", connection=con) for _ in range(2))
-    for s in (s1, s2):
-        s.adopt("t")
-        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
-    s1.close()
-    s2.run(BY_REGION.format(t="t"), lineage="bitmap").register("q")  # (its views decode with dl_to_list)
-    assert s2.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
-    s2.close()
-    assert con.sql(functions).fetchall() == [(0,)]
+    _functions_go_with_the_last_session(con, con, con)
     dltrace.install(con)
-    installed = con.sql(functions).fetchall()
+    installed = con.sql(DL_FUNCTIONS).fetchall()
     with dltrace.connect("duckdb", connection=con) as s:
         s.adopt("t")
         assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
-    assert con.sql(functions).fetchall() == installed
+    assert con.sql(DL_FUNCTIONS).fetchall() == installed
     con.close()
 
 
@@ -451,7 +459,6 @@ def test_dltraces_functions_stay_while_a_cursor_of_the_database_uses_them():
     """A new user: DuckDB's Python functions live in the database's catalog, seen by each cursor of it, and a
     session's close dropped those it made while the user's install on a cursor (which found them there) or a
     session on another cursor still called them; they go with the last of them, where they were made."""
-    functions = "SELECT count(*) FROM duckdb_functions() WHERE function_name LIKE 'dl\\_%' ESCAPE '\\'"
     built = "SELECT dl_count(dl_bitmap_build([1, 2]))"
     con = duckdb.connect()
     con.register("t", SALES)
@@ -469,15 +476,7 @@ def test_dltraces_functions_stay_while_a_cursor_of_the_database_uses_them():
     con.register("sales", SALES)
     con.sql("CREATE TABLE t AS SELECT * FROM sales")  # (a registered view is the connection's alone)
     cursor = con.cursor()
-    first, second = dltrace.connect("duckdb", connection=cursor), dltrace.connect("duckdb", connection=con)
-    for s in (first, second):  # (the first makes the functions, on the cursor)
-        s.adopt("t")
-        assert per_region(s.run(BY_REGION.format(t="t"), lineage="bitmap"), "t") == WANT
-    first.close()
-    second.run(BY_REGION.format(t="t"), lineage="bitmap").register("q")  # (its views decode with dl_to_list)
-    assert second.sql("SELECT count(*) AS n FROM q_lineage").column(0).to_pylist() == [5]
-    second.close()
-    assert con.sql(functions).fetchall() == [(0,)]
+    _functions_go_with_the_last_session(con, cursor, con)  # (the first makes the functions, on the cursor)
     cursor.close()
     con.close()
 
