@@ -37,6 +37,7 @@ class StaleChecks:
     _file_states: dict[str, tuple | None]
     view_groups: dict[str, tuple[str, ...]]
     view_snapshots: dict[str, dict[str, TableState]]
+    adopted: set[str]
     _adopted_states: dict[str, tuple[Hashable, int | None] | None]
     engine: Any
 
@@ -81,8 +82,11 @@ class StaleChecks:
         gives two rows one id, or ids past the table's count. A stat per file; a footer is read only for a file
         whose stat changed, and files rewritten with the same counts are taken (the ids stay exact positions).
 
-        An adopted relation the user changed since (:meth:`check_adopted_unchanged`) raises too."""
-        for t in dict.fromkeys(tables):
+        An adopted relation the user changed since (:meth:`check_adopted_unchanged`) raises too, and so does a
+        registered table whose relation the user made again (:meth:`check_registered_not_replaced`)."""
+        tables = list(dict.fromkeys(tables))
+        self.check_registered_not_replaced(tables)
+        for t in tables:
             self.check_adopted_unchanged(t)
             if not self._reads_files(t):
                 continue
@@ -99,6 +103,21 @@ class StaleChecks:
                         f" has {found} rows, {counted} then): its row ids are positions in the files as registered "
                         f"and would no longer name one row each; register it again")
             self._file_states[t] = now
+
+    def check_registered_not_replaced(self, tables: Iterable[str]) -> None:
+        """Raise :class:`StaleLineage` when the user made the relation of a table dltrace registered again
+        (``CREATE OR REPLACE VIEW t``, ``createOrReplaceTempView("t")``): queries with lineage read the rows
+        registered, and answered from them where the engine (``s.sql``) answered from the user's (a Spark tester's;
+        a change of columns gave the user's column names over the registered values). One catalog question per
+        query on a connection or SparkSession of the user's; none on dltrace's own."""
+        registered = [t for t in tables if t in self.tables and t not in self.adopted]
+        replaced = self.engine.replaced_by_user(registered) if registered else []
+        if replaced:
+            name = replaced[0]
+            raise StaleLineage(f"table {name!r}, which dltrace registered, was made again on the connection since "
+                               f"(CREATE OR REPLACE, createOrReplaceTempView): queries with lineage read the rows "
+                               f"registered and would answer otherwise than the engine; register the rows under "
+                               f"another name, or adopt your relation under another name")
 
     def check_unchanged_while_run(self, snapshot: dict[str, TableState], tables: Iterable[str]) -> None:
         """Raise :class:`StaleLineage` when a parquet file of ``tables`` (read in place by a query that just ran,

@@ -242,6 +242,7 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if plan is None:
         tree = parse_query(sql, read)
         catalog.check_known_tables(tree, named=clause_tables(tree))
+        catalog.check_registered_not_replaced(base_tables(tree))  # (before the rewrite reads their columns)
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:

@@ -519,6 +519,37 @@ def test_a_registered_name_the_user_replaced_stays_theirs(user_con):
 
 
 
+def test_a_registered_name_the_user_made_again_is_stale_for_lineage(user_con):
+    """A Spark tester's: the user's CREATE OR REPLACE over a table dltrace registered, and s.run answered from
+    the registered rows where the engine (s.sql) answered from the user's; with other columns, the user's column
+    names over the registered values. Queries with lineage refuse it (StaleLineage); s.sql reads the user's."""
+    s = dltrace.connect("duckdb", connection=user_con)
+    s.register("mine", SALES)
+    assert s.run("SELECT count(*) AS n FROM mine").table.to_pylist() == [{"n": 5}]
+    user_con.sql("CREATE OR REPLACE TEMP VIEW mine AS SELECT 'e' AS other")
+    for ask in (s.run, s.trace):
+        with pytest.raises(dltrace.StaleLineage, match="table 'mine', which dltrace registered, was made again"):
+            ask("SELECT * FROM mine")
+    assert s.sql("SELECT * FROM mine").to_pylist() == [{"other": "e"}]
+    with pytest.raises(dltrace.DuplicateTable, match="is not dltrace's"):
+        s.register("mine", SALES, replace=True)
+    s.close()
+    assert user_con.sql("SELECT * FROM mine").fetchall() == [("e",)]
+
+
+@pytest.mark.spark
+def test_a_registered_name_the_user_made_again_on_spark_is_stale_for_lineage(spark_session):
+    spark = spark_session.newSession()
+    with dltrace.connect("spark", spark=spark) as s:
+        s.register("reg2", pa.table({"k": [1, 2]}))
+        assert s.run("SELECT k FROM reg2 ORDER BY k").table.to_pylist() == [{"k": 1}, {"k": 2}]
+        spark.createDataFrame([(7,), (8,)], "k long").createOrReplaceTempView("reg2")
+        with pytest.raises(dltrace.StaleLineage, match="table 'reg2', which dltrace registered, was made again"):
+            s.run("SELECT k FROM reg2")
+        assert sorted(r["k"] for r in s.sql("SELECT k FROM reg2").to_pylist()) == [7, 8]
+    assert sorted(r.k for r in spark.sql("SELECT k FROM reg2").collect()) == [7, 8]
+
+
 def test_a_rolled_back_adoption_asks_to_adopt_again(user_con):
     """A transaction of the user's that adopted a table, rolled back, takes dltrace's rows relation with it: the
     next run said only "Table with name _dl_rows_sales does not exist!" (a new user's review)."""

@@ -30,7 +30,7 @@ from dltrace.backward.ties import check_window_ties
 from dltrace.catalog import Catalog
 from dltrace.engines import lineage_functions
 from dltrace.errors import DltraceError, QueryError, RowOutOfRange, UnsupportedQuery, row_indexes
-from dltrace.rewriter import counted_query, rewrite_tree
+from dltrace.rewriter import base_tables, counted_query, rewrite_tree
 from dltrace.rewriter.analysis import SEMANTICS, prepare
 from dltrace.rewriter.parse import parse_query, position
 from dltrace.rewriter.passes.context import PassContext
@@ -107,6 +107,7 @@ def _trace(catalog: Catalog, sql: str, rows: list[int] | None, dialect: str | No
     read = dialect or catalog.dialect
     tree = parse_query(sql, read)
     catalog.check_known_tables(tree, named=clause_tables(tree))
+    catalog.check_registered_not_replaced(base_tables(tree))  # (before the rewrite reads their columns)
     call = random_call(tree)
     if call is not None:  # (a row drawn by the run and not by the trace had no lineage; a sum's was other rows')
         raise UnsupportedQuery(f"backward tracing of a query calling a function that gives another value each time "

@@ -92,6 +92,10 @@ class Engine(Protocol):
     def taken_over(self, name: str) -> bool:
         """Has another dltrace session on the same connection / SparkSession made relation ``name`` since?"""
 
+    def replaced_by_user(self, names: Collection[str]) -> list[str]:
+        """Those of relations ``names`` this adapter made that the user made again since (``CREATE OR REPLACE``,
+        ``createOrReplaceTempView``): the name reads the user's relation now, not the rows registered."""
+
     def fresh_name(self, base: str) -> str:
         """A name for a relation dltrace makes: ``base``, or ``base_<n>`` when an object on the engine (the
         user's, another session's) has it already (dltrace never replaces nor shadows what it did not make)."""

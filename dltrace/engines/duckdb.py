@@ -103,6 +103,20 @@ class DuckDBEngine:
     def taken_over(self, name: str) -> bool:
         return self.made.taken_over(name)
 
+    @engine_errors(QueryError)
+    def replaced_by_user(self, names: Collection[str]) -> list[str]:
+        if self._owned:  # (dltrace's own connection: no one else makes relations on it)
+            return []
+        return self.made.replaced_among(names, self._catalog_ids)
+
+    def _catalog_ids(self, names: list[str]) -> dict[str, int]:
+        """:meth:`_catalog_id` of several names, in one question (asked before every query with lineage)."""
+        found = self.con.execute(
+            "SELECT view_name, view_oid FROM duckdb_views() WHERE temporary AND list_contains($1, view_name) "
+            "UNION ALL SELECT table_name, table_oid FROM duckdb_tables() WHERE temporary AND "
+            "list_contains($1, table_name)", [names]).fetchall()
+        return dict(found)
+
     def _catalog_id(self, name: str) -> int | None:
         """The catalog id of temporary relation ``name`` (a view, a table, a registered Arrow object): a new one
         each time the name is made again."""

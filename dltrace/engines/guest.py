@@ -12,12 +12,12 @@ the user's behalf is put back at close.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dltrace.engines.base import claim_relation, holds_relation, made_by_dltrace, release_relation, taken_over
-from dltrace.errors import DltraceError, SessionClosed
+from dltrace.errors import DuplicateTable, SessionClosed
 from dltrace.names import rows_relation
 
 
@@ -63,8 +63,8 @@ class Made:
         """Refuse to create ``name`` over a relation no dltrace session made (the last guard: callers pick fresh
         names, and the catalog refuses a user's name before it gets here)."""
         if self._exists(name) and (not made_by_dltrace(self.target, name) or self.replaced_by_user(name)):
-            raise DltraceError(f"{name!r} exists on the connection and is not dltrace's: dltrace does not replace "
-                               "it (rename it, or give dltrace another connection)")
+            raise DuplicateTable(f"{name!r} exists on the connection and is not dltrace's: dltrace does not replace "
+                                 "it (rename it, or give dltrace another connection)")
 
     def add(self, name: str) -> None:
         self.names.add(name)
@@ -80,6 +80,20 @@ class Made:
             return self._identity(name) != self._made_as[name]
         except Exception:  # noqa: BLE001 - a target that cannot say: the name stays as it is
             return True
+
+    def replaced_among(self, names: Iterable[str], identities: Callable[[list[str]], dict] | None = None) -> list[str]:
+        """Those of ``names`` this engine made that someone other than dltrace made again since (see
+        :meth:`replaced_by_user`); ``identities`` gives the identities of several names in one question."""
+        known = [n for n in dict.fromkeys(names) if n in self._made_as]
+        if not known or self._identity is None:
+            return []
+        if identities is None:
+            return [n for n in known if self.replaced_by_user(n)]
+        try:
+            now = identities(known)
+        except Exception:  # noqa: BLE001 - a target that cannot say: the names stay as they are
+            return []
+        return [n for n in known if now.get(n) != self._made_as[n]]
 
     def holds(self, name: str) -> bool:
         """Did this engine make ``name``, and is it still its own (no other dltrace session took it over)?"""

@@ -237,6 +237,9 @@ class SparkEngine:
     def taken_over(self, name: str) -> bool:
         return self.made.taken_over(name)
 
+    def replaced_by_user(self, names: Collection[str]) -> list[str]:
+        return self.made.replaced_among(names)
+
     def create_view(self, name: str, query: exp.Expression) -> None:
         """A temp view ``name`` over ``query`` (a sqlglot tree), owned by this engine."""
         self.made.check_free(name)
