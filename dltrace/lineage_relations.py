@@ -200,6 +200,11 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
     for view in names.values():
         catalog.claim_view(view, replace)
     engine = catalog.engine
+    if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):
+        # dl_to_list decodes the bitmaps: installed before any view is made, so that a refusal (the user's own
+        # function of a dl_* name: ReservedName) leaves nothing behind (a Spark tester found the views left, and
+        # the name taken)
+        engine.install_functions()
     row_index = pa.array(np.arange(data.num_rows, dtype=np.int64))
     sets = pa.table({ROW: row_index, **{f"dl_{t}": data.lineage_columns[t] for t in tables}})
     # the rows in their query's types (ENUM, HUGEINT, a collation: their Arrow form lost them), typed once in a
@@ -217,8 +222,6 @@ def register_views(catalog: Catalog, data: LineageData, name: str, replace: bool
         catalog.add_view(names["rows"], data.table.add_column(0, ROW, row_index))
     sets_relation = _private(catalog, "lineage", name)
     catalog.add_view(sets_relation, sets)
-    if any(is_bitmap_type(c.type) for c in data.lineage_columns.values()):
-        engine.install_functions()  # dl_to_list decodes the bitmaps
     source = exp.Table(this=exp.to_identifier(sets_relation, quoted=True))
     shared = [t for t in tables if t in data.shared_lineage]
     shared_relation = _private(catalog, "shared", name) if shared else None

@@ -258,3 +258,23 @@ def test_a_query_reading_no_table_has_empty_lineage_everywhere(strategy):
                 read()
     finally:
         s.close()
+
+
+@pytest.mark.spark
+def test_a_refused_register_leaves_no_view_behind(spark_session):
+    """A Spark tester's: the user's own dl_count function refused the bitmap views' functions (ReservedName) after
+    the rows' views were made, which stayed, and the name stayed taken once the function was gone."""
+    spark = spark_session.newSession()
+    spark.createDataFrame([(1,), (2,), (3,)], "v long").createOrReplaceTempView("t")
+    before = {t.name for t in spark.catalog.listTables()}
+    with dltrace.connect("spark", spark=spark) as s:
+        s.adopt("t")
+        r = s.run("SELECT v FROM t WHERE v < 2", lineage="bitmap")
+        spark.udf.register("dl_count", lambda x: 0, "int")
+        with pytest.raises(dltrace.ReservedName, match="dl_count"):
+            r.register("res")
+        assert not {t.name for t in spark.catalog.listTables()} - before - {n for n in s.engine.made.names}
+        assert not spark.catalog.tableExists("res")
+        spark.sql("DROP TEMPORARY FUNCTION dl_count")
+        r.register("res")
+        assert s.sql("SELECT count(*) AS n FROM res").to_pylist() == [{"n": 1}]
