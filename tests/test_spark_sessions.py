@@ -235,3 +235,20 @@ def test_backward_tracing_reads_past_spark_row_placement(s, clause):
     assert rows(forward.table) == rows(backward.table) == rows(s.sql(sql))
     by_id = {row["x"]: forward.lineage(i) for i, row in enumerate(forward.table.to_pylist())}
     assert all(backward.lineage(i) == by_id[row["x"]] for i, row in enumerate(backward.table.to_pylist()))
+
+
+def test_master_beside_your_own_session_is_refused(spark_session):
+    """``connect("spark", spark=spark, master="local[4]")`` dropped master without a word (a Spark tester's)."""
+    with pytest.raises(dltrace.ArgumentError, match="master= builds a SparkSession, and spark= gives yours"):
+        dltrace.connect("spark", spark=spark_session, master="local[4]")
+
+
+def test_a_python_function_that_raises_says_what_it_raised(s, spark_session):
+    """The error read "Spark: An exception was thrown from the Python worker:" and stopped (a Spark tester's)."""
+    spark_session.udf.register("test_boom", lambda x: 1 / 0, "double")
+    try:
+        for ask in (s.run, s.sql):
+            with pytest.raises(dltrace.QueryError, match="Python worker: ZeroDivisionError: division by zero"):
+                ask("SELECT test_boom(id) AS b FROM h_t")
+    finally:
+        spark_session.sql("DROP TEMPORARY FUNCTION IF EXISTS test_boom")

@@ -61,6 +61,8 @@ def make_engine(kind: str, **options: Any) -> Engine:
     spark = options.get("spark")
     if spark is not None and not spark_adapter.owns(spark):
         raise ArgumentError(f"spark= must be a SparkSession, got {type(spark).__name__}")
+    if spark is not None and "master" in options:  # (it was dropped without a word: a Spark tester's)
+        raise ArgumentError("master= builds a SparkSession, and spark= gives yours, whose master stays: pass one")
     return spark_adapter.SparkEngine(**options)  # (pyspark itself is imported only when a session starts)
 
 

@@ -5,6 +5,7 @@ nothing), and PySpark's own logging of them silenced while dltrace translates th
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 
 
@@ -27,9 +28,15 @@ def one_line(e: BaseException) -> str:
         java = cause
     if not text:
         text = str(e)
-    for line in text.strip().splitlines():
-        line = line.strip()
+    lines = [line.strip() for line in text.strip().splitlines()]
+    for line in lines:
         if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
+            if line.endswith(":") and "Traceback (most recent call last):" in lines:
+                # a Python function of the user's raised in a worker: the line the traceback ends with says what
+                # ("An exception was thrown from the Python worker:" alone hid the ZeroDivisionError; a tester's)
+                raised = next((x for x in reversed(lines) if re.match(r"[\w.]+(Error|Exception|Exit)\b", x)), None)
+                if raised is not None:
+                    return f"{line} {raised}"
             return line
     return type(e).__name__
 
