@@ -242,7 +242,6 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
     if plan is None:
         tree = parse_query(sql, read)
         catalog.check_known_tables(tree, named=clause_tables(tree))
-        catalog.check_registered_not_replaced(base_tables(tree))  # (before the rewrite reads their columns)
         if lineage is None and tree.find(LineageOn):
             lineage = "set"  # the clause asks for lineage; LINEAGE ON () below turns it off again
         if lineage is None:
@@ -252,6 +251,8 @@ def run_forward(catalog: Catalog, sql: str, lineage: str | None = "set", dialect
             # the engine's names for the text as written (sqlglot respells string_agg(x) as listagg(x))
             table = table.rename_columns(engine_names(catalog, sql, read, tree))
             return LineageResult(catalog, sql, read, table, {}, None, semantics, None)
+        # (before the rewrite reads their columns; a run without lineage reads the user's relation, as s.sql does)
+        catalog.check_registered_not_replaced(base_tables(tree))
         plan, composed = make_plan(catalog, tree, sql, read, lineage, semantics, end_to_end, engine_bitmaps, kept_rids,
                                    pinned_lookups)
         if reuse and not composed:  # reading a composed source may convert and register it: not kept

@@ -531,6 +531,7 @@ def test_a_registered_name_the_user_made_again_is_stale_for_lineage(user_con):
         with pytest.raises(dltrace.StaleLineage, match="table 'mine', which dltrace registered, was made again"):
             ask("SELECT * FROM mine")
     assert s.sql("SELECT * FROM mine").to_pylist() == [{"other": "e"}]
+    assert s.run("SELECT * FROM mine", lineage=None).table.to_pylist() == [{"other": "e"}]  # (as s.sql)
     with pytest.raises(dltrace.DuplicateTable, match="is not dltrace's"):
         s.register("mine", SALES, replace=True)
     s.close()
