@@ -313,7 +313,7 @@ class Catalog(StaleChecks):
                                    (f" ({name!r})" if name in self.tables else ""))
             if table.args.get("db") and not views:
                 # tables are traced by their registered names; s2.t is not the registered t (nor any other)
-                at = _at(table)
+                at = written_at(table)
                 raise UnsupportedQuery(f"a schema-qualified table ({table.sql(self.dialect)}) is not supported: "
                                        "lineage is traced through tables registered or adopted by name; register "
                                        f"it (or adopt a view of it) under a plain name{at}")
@@ -332,7 +332,7 @@ class Catalog(StaleChecks):
                     continue  # (the engine reads it: DuckDB's FROM 'sales.csv'; it said "unknown table")
                 raise UnsupportedQuery(f"a file read in place (FROM {exp.Literal.string(table.name).sql()}) has no "
                                        f"row ids: register it as a table (s.register(name, path); on the command "
-                                       f"line --table NAME=PATH) and query that{_at(table)}")
+                                       f"line --table NAME=PATH) and query that{written_at(table)}")
             if name in self.views:
                 raise UnknownTable(f"{table.name!r} is a lineage view: query it with s.sql(...); lineage is traced "
                                    "through registered tables only")
@@ -355,7 +355,7 @@ class Catalog(StaleChecks):
             name = call.name if isinstance(call, exp.Anonymous) else call.sql_name().lower()
             raise UnsupportedQuery(f"a call of {name}, a function of yours whose body reads a relation, is not "
                                    f"supported (the rows it reads are in no FROM, so no lineage would show them)"
-                                   f"{_at(call)}: write its body into the query")
+                                   f"{written_at(call)}: write its body into the query")
 
     def not_registered(self, name: str) -> str:
         """Why table ``name``, which is not registered, cannot be read with lineage, and what to do: adopt it when
@@ -388,7 +388,7 @@ class Catalog(StaleChecks):
         self.engine = ClosedEngine(name)
 
 
-def _at(node: exp.Expression) -> str:
+def written_at(node: exp.Expression) -> str:
     """``, at line L, col C`` where the first word of ``node`` that sqlglot placed begins (it records where a word
     ends, and where it starts in the text: `s2.t` walks t first); empty when none is placed."""
     placed = [n.meta for n in node.walk() if "line" in n.meta and "start" in n.meta and "end" in n.meta]

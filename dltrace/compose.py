@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
-from dltrace.catalog import Catalog, TableState
+from dltrace.catalog import Catalog, TableState, written_at
 from dltrace.engines import BITS64
 from dltrace.engines.sources import LineageSource
 from dltrace.errors import DltraceError, ParseError, ReservedName, StaleLineage, UnsupportedQuery
@@ -239,12 +239,9 @@ def definition(statement: exp.Expression | str, dialect: str) -> Definition | No
         query = query.this
     if isinstance(query, (exp.Table, exp.Column)) and not any(query.args.get(k) for k in ("db", "catalog", "table")):
         # (sqlglot reads `AS SELEC`, a misspelt SELECT, as a table name: no engine takes a name there)
-        word = query.find(exp.Identifier)
-        meta = word.meta if word is not None else {}
-        at = (f", at line {meta['line']}, col {meta['col'] - (meta['end'] - meta['start'])}"
-              if {"line", "col", "start", "end"} <= set(meta) else "")  # (sqlglot records where a word ends)
         raise ParseError(f"SQL does not parse: CREATE {statement.kind} {statement.this.sql(dialect)} AS "
-                         f"{query.sql(dialect)}: {query.name!r} after AS is not a query (SELECT ...){at}")
+                         f"{query.sql(dialect)}: {query.name!r} after AS is not a query (SELECT ...)"
+                         f"{written_at(query)}")
     if not isinstance(query, exp.Query):
         return None
     target = statement.this
