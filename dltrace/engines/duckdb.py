@@ -110,7 +110,8 @@ class DuckDBEngine:
         return self.made.replaced_among(names, self._catalog_ids)
 
     def _catalog_ids(self, names: list[str]) -> dict[str, int]:
-        """:meth:`_catalog_id` of several names, in one question (asked before every query with lineage)."""
+        """:meth:`_catalog_id` of several names, in one question (asked before every query with lineage on the
+        user's connection)."""
         found = self.con.execute(
             "SELECT view_name, view_oid FROM duckdb_views() WHERE temporary AND list_contains($1, view_name) "
             "UNION ALL SELECT table_name, table_oid FROM duckdb_tables() WHERE temporary AND "
@@ -120,10 +121,7 @@ class DuckDBEngine:
     def _catalog_id(self, name: str) -> int | None:
         """The catalog id of temporary relation ``name`` (a view, a table, a registered Arrow object): a new one
         each time the name is made again."""
-        found = self.con.execute(
-            "SELECT view_oid FROM duckdb_views() WHERE temporary AND view_name = $1 UNION ALL "
-            "SELECT table_oid FROM duckdb_tables() WHERE temporary AND table_name = $1", [name]).fetchall()
-        return found[0][0] if found else None
+        return self._catalog_ids([name]).get(name)
 
     def _relation_kinds(self, name: str) -> list[str]:
         found = self.con.execute(

@@ -91,8 +91,8 @@ class Made:
             return [n for n in known if self.replaced_by_user(n)]
         try:
             now = identities(known)
-        except Exception:  # noqa: BLE001 - a target that cannot say: the names stay as they are
-            return []
+        except Exception:  # noqa: BLE001 - a target that cannot say: none is taken as replaced (the queries run as
+            return []  # before), where replaced_by_user, which guards a drop, takes the name as the user's
         return [n for n in known if now.get(n) != self._made_as[n]]
 
     def holds(self, name: str) -> bool:
