@@ -121,19 +121,13 @@ class StaleChecks:
 
     def check_unchanged_while_run(self, snapshot: dict[str, TableState], tables: Iterable[str]) -> None:
         """Raise :class:`StaleLineage` when a parquet file of ``tables`` (read in place by a query that just ran,
-        ``snapshot`` taken just before it) changed meanwhile: the ids the query made are positions in files the
-        session no longer counted (a packed id past its count spills into the next table's field,
-        ``rewriter/passes/pack_ids.py``). A stat per file."""
-        for t in dict.fromkeys(tables):
-            state, src = snapshot.get(t), self.tables.get(t)
-            if state is None or state.files is None or not isinstance(src, ParquetSource):
-                continue
-            now = files_signature(src.files)
-            if now != state.files:
-                changed = [f[0] for f in state.files if f not in (now or ())] or list(src.files)
-                raise StaleLineage(f"table {t!r} has files changed on disk while the query ran "
-                                   f"({os.path.basename(changed[0])}): its row ids may not name the rows it read; "
-                                   f"run it again")
+        ``snapshot`` taken just before it) changed meanwhile (:meth:`changed_since`): the ids the query made are
+        positions in files the session no longer counted (a packed id past its count spills into the next table's
+        field, ``rewriter/passes/pack_ids.py``). A stat per file."""
+        during = {t: snapshot[t] for t in dict.fromkeys(tables) if t in snapshot and snapshot[t].files is not None}
+        for t, why in self.changed_since(during):
+            raise StaleLineage(f"table {t!r} {why} while the query ran: its row ids may not name the rows it read; "
+                               f"run it again")
 
     def check_adopted_unchanged(self, name: str) -> None:
         """Raise :class:`StaleLineage` when ``name`` is a relation of the user's, adopted, that changed on the

@@ -148,8 +148,8 @@ def test_parquet_read_in_place_is_packed_and_checked(tmp_path):
         return run(text, *args, **kwargs)
 
     session.engine.sql = rewritten_meanwhile
-    with pytest.raises(dltrace.StaleLineage, match=r"table 't' has files changed on disk while the query ran "
-                                                   r"\(t.parquet\)"):
+    with pytest.raises(dltrace.StaleLineage, match=r"table 't' has files changed on disk \(t.parquet\) while the "
+                                                   r"query ran"):
         session.run(sql)
     session.engine.sql = run
     with pytest.raises(dltrace.StaleLineage, match="t.parquet has 20 rows, 5 then"):
