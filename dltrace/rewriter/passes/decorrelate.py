@@ -61,9 +61,10 @@ subquery is handed to sqlglot only when its rewrite is valid:
 Every other subquery is kept in place, evaluated by the engine exactly as written; its lineage is traced by
 the rules for subqueries left in a clause (or the query is refused there, e.g. when it is correlated).
 
-Marks each subquery that decorrelation made a FROM/JOIN item (``meta[DECORRELATED]``), and keeps a copy of
-every uncorrelated WHERE/HAVING/aggregate FILTER subquery on its SELECT (``meta[PREDICATE_SUBQUERIES]``): control
-lineage needs all of their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
+Marks each subquery that decorrelation made a FROM/JOIN item (``meta[DECORRELATED]``), and, under control
+semantics, keeps a copy of every uncorrelated WHERE/HAVING/aggregate FILTER subquery on its SELECT
+(``meta[PREDICATE_SUBQUERIES]``, shared by the tree's copies: :class:`KeptCopies`): control lineage needs all of
+their rows, and decorrelation rewrites IN into a join that keeps only the matching ones.
 """
 
 from __future__ import annotations
